@@ -1,0 +1,64 @@
+"""Domain errors of darrm-opt.
+
+Every error a user can cause is one of these classes; the CLI turns them into one-line messages and exit
+codes, the API into 4xx responses. Nothing else should escape to a user.
+"""
+
+from __future__ import annotations
+
+
+class DarrmError(Exception):
+    """Base class of every darrm-opt domain error."""
+
+    exit_code: int = 1
+
+
+class InvalidParameter(DarrmError, ValueError):
+    """A parameter broke a rule; ``parameter`` names it and ``rule`` states the rule."""
+
+    exit_code = 2
+
+    def __init__(self, parameter: str, rule: str, value: object = None) -> None:
+        self.parameter = parameter
+        self.rule = rule
+        self.value = value
+        shown = "" if value is None else f" (got {value!r})"
+        super().__init__(f"invalid {parameter}: {rule}{shown}")
+
+
+class SolverError(DarrmError):
+    """The LP layer could not produce a solution."""
+
+
+class SolverUnavailable(SolverError):
+    """The requested LP backend is unknown or its package is not installed."""
+
+    exit_code = 2
+
+
+class SolverLimitExceeded(SolverError):
+    """The backend refused the model (e.g. Gurobi's size-limited licence)."""
+
+    exit_code = 3
+
+
+class SolverFailed(SolverError):
+    """The backend ran but did not return an optimal solution."""
+
+    exit_code = 3
+
+
+class CertificationFailed(DarrmError):
+    """A γ table violates the privacy bound on at least one corner multiset."""
+
+    exit_code = 1
+
+    def __init__(self, message: str, certificate: object = None) -> None:
+        self.certificate = certificate
+        super().__init__(message)
+
+
+class TableFileError(DarrmError):
+    """A γ-table file could not be read or does not have the expected shape."""
+
+    exit_code = 2

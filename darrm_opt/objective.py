@@ -1,0 +1,66 @@
+"""The exact LP objective (App. C.1–C.2) and the error of DaRRM (Def. 2.4).
+
+The paper estimates E_p[α_l − α_{K−l}] by Monte Carlo over p_i i.i.d. Uniform[0.5, 1]. α_l is multilinear
+in (p_1..p_K), so for independent p_i the expectation is the pmf at the means: for i.i.d. Uniform[a, b] it
+is exactly Binomial(K, (a+b)/2) (Binomial(K, 0.75) for the paper's prior). For one p shared by all
+teachers, p ~ Uniform[a, b], it is ∫ Binomial(K, p)(l) dp / (b − a) = [I_b(l+1, K−l+1) − I_a(l+1, K−l+1)]
+/ ((K+1)(b − a)) with I the regularised incomplete beta function.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy import special
+
+from .params import Prior
+from .pmf import binomial_pmf, poisson_binomial
+
+
+def expected_pmf(K: int, prior: Prior) -> np.ndarray:
+    """E_prior[α_l], l = 0..K."""
+    if prior.kind in ("paper", "iid-uniform"):
+        return binomial_pmf(K, 0.5 * (prior.a + prior.b))
+    if prior.kind == "common-uniform":
+        l = np.arange(K + 1)
+        Ib = special.betainc(l + 1, K - l + 1, prior.b)
+        Ia = special.betainc(l + 1, K - l + 1, prior.a)
+        return (Ib - Ia) / ((K + 1) * (prior.b - prior.a))
+    raise ValueError(f"unknown prior kind {prior.kind!r}")
+
+
+def margin_weights(alpha: np.ndarray) -> np.ndarray:
+    """w_j = ½ (α_l − α_{K−l}) for l = (K+1)/2 + j: the weight of γ(l) in Pr[correct] − ½."""
+    K = alpha.size - 1
+    high = np.arange((K + 1) // 2, K + 1)
+    return 0.5 * (alpha[high] - alpha[K - high])
+
+
+def objective_weights(K: int, prior: Prior) -> np.ndarray:
+    """The LP minimises −Σ_j w_j g_j with w from :func:`margin_weights` of the prior's expected pmf."""
+    return margin_weights(expected_pmf(K, prior))
+
+
+def error_from_pmf(gamma: np.ndarray, alpha: np.ndarray) -> float:
+    """E(DaRRM_γ) = |½ Σ_{l > K/2} (α_l − α_{K−l}) (1 − γ(l))| (Def. 2.4), γ symmetric."""
+    gamma = np.asarray(gamma, dtype=np.float64)
+    K = gamma.size - 1
+    high = np.arange((K + 1) // 2, K + 1)
+    return float(abs(np.sum(margin_weights(alpha) * (1.0 - gamma[high]))))
+
+
+def error_for_p(gamma: np.ndarray, p: np.ndarray) -> float:
+    """Error of DaRRM_γ when teacher i votes 1 with probability p_i."""
+    return error_from_pmf(gamma, poisson_binomial(p))
+
+
+def error_iid(gamma: np.ndarray, p: float) -> float:
+    """Error when every teacher votes 1 with the same probability p."""
+    gamma = np.asarray(gamma, dtype=np.float64)
+    return error_from_pmf(gamma, binomial_pmf(gamma.size - 1, p))
+
+
+def expected_error(gamma: np.ndarray, prior: Prior) -> float:
+    """E_prior[E(DaRRM_γ)]. Exact: for priors supported on p ≥ ½ every α_l − α_{K−l} (l > K/2) is ≥ 0, so
+    the absolute value commutes with the expectation and the error is linear in E[α]."""
+    gamma = np.asarray(gamma, dtype=np.float64)
+    return error_from_pmf(gamma, expected_pmf(gamma.size - 1, prior))

@@ -1,0 +1,221 @@
+"""γ_opt: the DaRRM optimisation problem (Sec. 5, App. C) solved as a linear program.
+
+    minimise   −Σ_j w_j g_j                       (App. C.1, exact weights: darrm_opt.objective)
+    subject to row(n) · g ≤ e^{mε} − 1 + 2δ       for every corner multiset n (Lemma 3.4, App. C.3)
+               0 ≤ g_j ≤ 1
+
+Two modes. ``full``: every row in one LP, the paper's method. ``lazy`` (default): cutting planes — solve
+over an active set, add the most violated multisets found first in a cheap pool (multisets of ≤ 3 distinct
+corners) and otherwise by an exhaustive sweep, until the sweep finds none.
+
+LP solvers meet rows only to a feasibility tolerance, so the LP is solved against a bound tightened by
+τ = 1e-8·max(bound, 1); a solution whose exhaustive sweep still exceeds bound − τ/2 on an active row is
+scaled by (bound − τ/2)/max_cost (f is linear in γ, so every constraint is kept). Whatever the path, the
+returned γ carries a :class:`~darrm_opt.certify.Certificate` from a full sweep, and :func:`solve` raises
+:class:`~darrm_opt.errors.CertificationFailed` rather than return an uncertified table.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+import solvers
+from solvers import LP, ModelTooLargeError, SolverUnavailableError, Status
+
+from .certify import Certificate, certify
+from .constraints import RowBuilder, all_multisets, candidate_pool
+from .corners import corners, n_corners, n_multisets
+from .errors import CertificationFailed, SolverFailed, SolverLimitExceeded, SolverUnavailable
+from .objective import expected_error, objective_weights
+from .params import Params
+from .sweep import SweepProblem, signed_h, sweep
+
+MODES = ("lazy", "full")
+TIGHTEN_REL = 1e-8
+
+
+def mirror(g: np.ndarray, K: int) -> np.ndarray:
+    """Full symmetric γ(0..K) from its free values γ((K+1)/2..K)."""
+    g = np.asarray(g, dtype=np.float64)
+    return np.concatenate([g[::-1], g]) if K >= 1 else g
+
+
+@dataclass(frozen=True)
+class Solution:
+    params: Params
+    gamma: tuple[float, ...]
+    certificate: Certificate
+    solver: str
+    mode: str
+    expected_error: float
+    iterations: int
+    active_constraints: int
+    sweeps: int
+    seconds: float
+    lp_seconds: float
+    sweep_seconds: float
+    active_set: tuple[tuple[int, ...], ...] = field(default=(), repr=False)
+
+    def to_dict(self) -> dict:
+        return {
+            **self.params.canonical(),
+            "solver": self.solver,
+            "mode": self.mode,
+            "gamma": list(self.gamma),
+            "certificate": self.certificate.to_dict(),
+            "expected_error": self.expected_error,
+            "iterations": self.iterations,
+            "active_constraints": self.active_constraints,
+            "sweeps": self.sweeps,
+            "seconds": self.seconds,
+        }
+
+
+def _backend(name: str):
+    try:
+        return solvers.get_backend(name)
+    except SolverUnavailableError as exc:
+        raise SolverUnavailable(str(exc)) from None
+
+
+def _solve_lp(backend, lp: LP, mode: str):
+    try:
+        res = backend.solve(lp, feasibility_tol=1e-9)
+    except ModelTooLargeError as exc:
+        hint = "use --mode lazy (few active rows)" if mode == "full" else "use --solver highs"
+        raise SolverLimitExceeded(f"{exc}; {hint}") from None
+    if res.status is not Status.OPTIMAL:
+        raise SolverFailed(f"LP solver {backend.name} returned {res.status.value}: {res.message}")
+    return res
+
+
+def solve(
+    params: Params,
+    *,
+    solver: str = solvers.DEFAULT_BACKEND,
+    mode: str = "lazy",
+    progress=None,
+    executor=None,
+    workers: int | None = None,
+    use_pool: bool = True,
+    batch: int = 40,
+    seed_multisets=None,
+    max_iterations: int = 500,
+) -> Solution:
+    """Compute the certified optimal γ for ``params``.
+
+    ``progress(stage, **info)`` receives events ("lp", "sweep", "certify") for display. ``executor``
+    distributes sweeps (see :func:`darrm_opt.sweep.sweep`). ``seed_multisets`` (count vectors, e.g. the
+    active set of a nearby problem) warm-start the lazy mode.
+    """
+    if mode not in MODES:
+        from .errors import InvalidParameter
+
+        raise InvalidParameter("mode", f"must be one of {', '.join(MODES)}", mode)
+    t0 = time.perf_counter()
+    backend = _backend(solver)
+    K, H = params.K, params.n_free
+    B = params.bound
+    tighten = TIGHTEN_REL * max(B, 1.0)
+    B_lp = B - tighten
+    B_sep = B - 0.5 * tighten
+    w = objective_weights(K, params.prior)
+    builder = RowBuilder(params)
+    probs = corners(params)
+    E = builder.E
+    lp_seconds = sweep_seconds = 0.0
+    iterations = sweeps = 0
+
+    def notify(stage, **info):
+        if progress:
+            progress(stage, **info)
+
+    if mode == "full":
+        counts = all_multisets(params)
+        notify("build", rows=counts.shape[0])
+        rows = builder.rows(counts)
+        res = _solve_lp(backend, LP(-w, rows, np.full(rows.shape[0], B_lp), 0.0, 1.0), mode)
+        lp_seconds += res.seconds
+        iterations = 1
+        g = np.clip(res.x, 0.0, 1.0)
+        active = [tuple(int(x) for x in c) for c in counts[np.abs(rows @ g - B_lp) <= 1e-7]]
+    else:
+        active_keys: dict[tuple[int, ...], int] = {}
+        rows_list: list[np.ndarray] = []
+
+        def add(counts: np.ndarray) -> int:
+            new = []
+            for c in counts:
+                key = tuple(int(x) for x in c)
+                if key not in active_keys:
+                    active_keys[key] = len(active_keys)
+                    new.append(key)
+            if new:
+                rows_list.append(builder.rows(np.array(new)))
+            return len(new)
+
+        if seed_multisets is not None and len(seed_multisets):
+            add(np.asarray(seed_multisets))
+        pool = candidate_pool(params) if use_pool else None
+        pool_rows = builder.rows(pool) if pool is not None else None
+        g = np.ones(H)
+        while True:
+            if rows_list:
+                A = np.concatenate(rows_list)
+                res = _solve_lp(backend, LP(-w, A, np.full(A.shape[0], B_lp), 0.0, 1.0), mode)
+                lp_seconds += res.seconds
+                g = np.clip(res.x, 0.0, 1.0)
+            iterations += 1
+            notify("lp", iteration=iterations, active=len(active_keys), objective=float(w @ g))
+            if iterations > max_iterations:
+                raise SolverFailed(f"cutting planes did not converge in {max_iterations} iterations")
+            if pool_rows is not None:
+                costs = pool_rows @ g
+                viol = np.flatnonzero(costs > B_sep)
+                if viol.size:
+                    order = viol[np.argsort(-costs[viol])]
+                    if add(pool[order[: batch * 4]][:batch]) or add(pool[order]):
+                        continue
+            sweeps += 1
+            notify("sweep", iteration=iterations)
+            sw = sweep(SweepProblem(probs, signed_h(mirror(g, K)), E), threshold=B_sep, top=batch,
+                       executor=executor, workers=workers,
+                       progress=(lambda d, t, worst: notify("sweep-progress", done=d, total=t, worst=worst)))
+            sweep_seconds += sw.seconds
+            if sw.violators.shape[0] == 0 or add(sw.violators) == 0:
+                if sw.max_cost > B_sep:  # only active rows violate: solver tolerance; scale down
+                    scale = np.nextafter((B_sep) / sw.max_cost, 0.0)
+                    g = g * scale
+                break
+        active = list(active_keys)
+    gamma = mirror(g, K)
+    notify("certify")
+    cert = certify(params, gamma, executor=executor, workers=workers,
+                   progress=(lambda d, t, worst: notify("certify-progress", done=d, total=t, worst=worst)))
+    if not cert.certified and cert.max_privacy_cost > 0:
+        # full mode (or a solver that overshoots its tolerance): scale γ into the bound and re-certify
+        scale = np.nextafter((B - tighten) / cert.max_privacy_cost, 0.0)
+        gamma = gamma * min(scale, 1.0)
+        cert = certify(params, gamma, executor=executor, workers=workers)
+    sweep_seconds += cert.seconds
+    if not cert.certified:
+        raise CertificationFailed(f"γ could not be certified: {cert.reason}", cert)
+    return Solution(
+        params=params,
+        gamma=tuple(float(x) for x in gamma),
+        certificate=cert,
+        solver=backend.name,
+        mode=mode,
+        expected_error=expected_error(gamma, params.prior),
+        iterations=iterations,
+        active_constraints=len(active),
+        sweeps=sweeps + 1,
+        seconds=time.perf_counter() - t0,
+        lp_seconds=lp_seconds,
+        sweep_seconds=sweep_seconds,
+        active_set=tuple(active),
+    )

@@ -1,0 +1,187 @@
+"""Validated, immutable problem parameters.
+
+All user input (CLI flags, JSON bodies, table files) goes through :class:`Params` and :class:`Prior`, which
+validate once and are frozen afterwards; everything downstream can trust them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from dataclasses import dataclass, field
+
+from .errors import InvalidParameter
+
+PRIOR_KINDS = ("paper", "iid-uniform", "common-uniform")
+
+
+def _finite(name: str, value: object) -> float:
+    if isinstance(value, bool):
+        raise InvalidParameter(name, "must be a number", value)
+    try:
+        x = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise InvalidParameter(name, "must be a number", value) from None
+    if not math.isfinite(x):
+        raise InvalidParameter(name, "must be finite", value)
+    return x
+
+
+@dataclass(frozen=True)
+class Prior:
+    """Distribution of the teachers' probabilities of voting 1, used by the objective (App. C.1).
+
+    - ``paper``: p_i i.i.d. Uniform[0.5, 1] (the paper's prior; exactly Binomial(K, 0.75) weights);
+    - ``iid-uniform:A,B``: p_i i.i.d. Uniform[A, B];
+    - ``common-uniform:A,B``: one p ~ Uniform[A, B] shared by every teacher.
+    """
+
+    kind: str = "paper"
+    a: float = 0.5
+    b: float = 1.0
+
+    def __post_init__(self) -> None:
+        if self.kind not in PRIOR_KINDS:
+            raise InvalidParameter("prior", f"must be one of {', '.join(PRIOR_KINDS)}", self.kind)
+        a = _finite("prior", self.a)
+        b = _finite("prior", self.b)
+        if self.kind == "paper" and (a, b) != (0.5, 1.0):
+            raise InvalidParameter("prior", "'paper' takes no bounds (it is Uniform[0.5, 1])")
+        if not (0.5 <= a < b <= 1.0):
+            raise InvalidParameter("prior", "bounds must satisfy 0.5 <= A < B <= 1", f"{a},{b}")
+        object.__setattr__(self, "a", a)
+        object.__setattr__(self, "b", b)
+
+    @classmethod
+    def parse(cls, spec: "str | Prior | None") -> "Prior":
+        """Parse ``paper``, ``iid-uniform:A,B`` or ``common-uniform:A,B``."""
+        if spec is None:
+            return cls()
+        if isinstance(spec, Prior):
+            return spec
+        if not isinstance(spec, str):
+            raise InvalidParameter("prior", "must be a string such as 'paper' or 'iid-uniform:0.7,1'", spec)
+        text = spec.strip()
+        if text == "paper":
+            return cls()
+        kind, sep, rest = text.partition(":")
+        if kind not in PRIOR_KINDS or kind == "paper" or not sep:
+            raise InvalidParameter(
+                "prior", "must be 'paper', 'iid-uniform:A,B' or 'common-uniform:A,B'", spec
+            )
+        parts = rest.split(",")
+        if len(parts) != 2:
+            raise InvalidParameter("prior", f"'{kind}' takes two bounds A,B", spec)
+        return cls(kind, _finite("prior", parts[0]), _finite("prior", parts[1]))
+
+    @property
+    def spec(self) -> str:
+        """Canonical text form, the inverse of :meth:`parse`."""
+        if self.kind == "paper":
+            return "paper"
+        return f"{self.kind}:{self.a!r},{self.b!r}"
+
+    def __str__(self) -> str:
+        return self.spec
+
+
+@dataclass(frozen=True)
+class Params:
+    """One DaRRM problem: K teachers, each (ε, Δ)-DP; target (mε, δ)-DP.
+
+    Rules: K odd ≥ 1; 1 ≤ m ≤ K (real); ε > 0; 0 ≤ Δ < 1; Δ ≤ δ < 1. δ defaults to 1 − (1 − Δ)^m, the
+    paper's comparison setting.
+    """
+
+    K: int
+    m: float
+    epsilon: float = 0.1
+    teacher_delta: float = 1e-5
+    delta: float | None = None
+    prior: Prior = field(default_factory=Prior)
+
+    def __post_init__(self) -> None:
+        K = self.K
+        if isinstance(K, bool) or not isinstance(K, (int, float, str)):
+            raise InvalidParameter("K", "must be an odd integer >= 1", K)
+        try:
+            K_int = int(K)
+        except (TypeError, ValueError):
+            raise InvalidParameter("K", "must be an odd integer >= 1", K) from None
+        if float(K_int) != float(K):
+            raise InvalidParameter("K", "must be an odd integer >= 1", K)
+        if K_int < 1 or K_int % 2 == 0:
+            raise InvalidParameter("K", "must be an odd integer >= 1", K)
+        m = _finite("m", self.m)
+        if not (1.0 <= m <= K_int):
+            raise InvalidParameter("m", f"must satisfy 1 <= m <= K (K = {K_int})", self.m)
+        eps = _finite("epsilon", self.epsilon)
+        if eps <= 0:
+            raise InvalidParameter("epsilon", "must be > 0", self.epsilon)
+        if m * eps > 700:
+            raise InvalidParameter("epsilon", "m * epsilon must be <= 700 (e^(m*epsilon) overflows)", m * eps)
+        tdelta = _finite("teacher_delta", self.teacher_delta)
+        if not (0.0 <= tdelta < 1.0):
+            raise InvalidParameter("teacher_delta", "must satisfy 0 <= teacher_delta < 1", self.teacher_delta)
+        if self.delta is None:
+            delta = -math.expm1(m * math.log1p(-tdelta))
+            delta = max(delta, tdelta)
+        else:
+            delta = _finite("delta", self.delta)
+            if not (tdelta <= delta < 1.0):
+                raise InvalidParameter("delta", "must satisfy teacher_delta <= delta < 1", self.delta)
+        object.__setattr__(self, "K", K_int)
+        object.__setattr__(self, "m", m)
+        object.__setattr__(self, "epsilon", eps)
+        object.__setattr__(self, "teacher_delta", tdelta)
+        object.__setattr__(self, "delta", delta)
+        object.__setattr__(self, "prior", Prior.parse(self.prior))
+
+    # Derived quantities -------------------------------------------------------------------------------
+    @property
+    def pure(self) -> bool:
+        """True when the teachers are pure ε-DP (Δ = 0): 4 corners instead of 8."""
+        return self.teacher_delta == 0.0
+
+    @property
+    def n_free(self) -> int:
+        """Number of free values of a symmetric γ: γ((K+1)/2), ..., γ(K)."""
+        return (self.K + 1) // 2
+
+    @property
+    def bound(self) -> float:
+        """The privacy budget of Lemma 3.4, e^{mε} − 1 + 2δ (float64)."""
+        return math.expm1(self.m * self.epsilon) + 2.0 * float(self.delta)  # type: ignore[arg-type]
+
+    @property
+    def m_is_integer(self) -> bool:
+        return float(self.m).is_integer()
+
+    def canonical(self) -> dict:
+        """The parameters as a canonical JSON-ready dict (floats as exact repr)."""
+        return {
+            "K": self.K,
+            "m": self.m,
+            "epsilon": self.epsilon,
+            "teacher_delta": self.teacher_delta,
+            "delta": self.delta,
+            "prior": self.prior.spec,
+        }
+
+    def key(self) -> str:
+        """A stable hash of the canonical parameters (the table id in the service)."""
+        text = json.dumps(self.canonical(), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+    def replace(self, **changes: object) -> "Params":
+        data = {
+            "K": self.K,
+            "m": self.m,
+            "epsilon": self.epsilon,
+            "teacher_delta": self.teacher_delta,
+            "delta": self.delta,
+            "prior": self.prior,
+        }
+        data.update(changes)
+        return Params(**data)  # type: ignore[arg-type]

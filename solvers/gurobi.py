@@ -1,0 +1,68 @@
+"""Gurobi backend (``gurobipy``; the pip wheel carries a size-limited licence)."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from .base import LP, LPResult, ModelTooLargeError, SolverUnavailableError, Status
+
+name = "gurobi"
+
+#: Limits of the size-limited licence shipped with the pip wheel.
+SIZE_LIMIT = 2000
+
+
+def _import():
+    try:
+        import gurobipy
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise SolverUnavailableError("Gurobi backend needs the 'gurobipy' package (pip install gurobipy)") from exc
+    return gurobipy
+
+
+def available() -> bool:
+    try:
+        gp = _import()
+        with gp.Env(empty=True) as env:
+            env.setParam("OutputFlag", 0)
+            env.start()
+    except Exception:
+        return False
+    return True
+
+
+def solve(lp: LP, *, feasibility_tol: float = 1e-9) -> LPResult:
+    gp = _import()
+    GRB = gp.GRB
+    start = time.perf_counter()
+    try:
+        with gp.Env(empty=True) as env:
+            env.setParam("OutputFlag", 0)
+            env.start()
+            with gp.Model(env=env) as model:
+                model.Params.FeasibilityTol = max(feasibility_tol, 1e-9)
+                model.Params.OptimalityTol = max(feasibility_tol, 1e-9)
+                x = model.addMVar(lp.n_vars, lb=lp.lb, ub=lp.ub)
+                if lp.n_rows:
+                    model.addMConstr(lp.A_ub, x, "<", lp.b_ub)
+                model.setObjective(lp.c @ x, GRB.MINIMIZE)
+                model.optimize()
+                status = model.Status
+                seconds = time.perf_counter() - start
+                if status == GRB.OPTIMAL:
+                    xv = np.array(x.X, dtype=np.float64)
+                    return LPResult(Status.OPTIMAL, xv, float(lp.c @ xv), name, seconds)
+                if status == GRB.INFEASIBLE:
+                    return LPResult(Status.INFEASIBLE, None, None, name, seconds, "Gurobi: infeasible")
+                if status in (GRB.UNBOUNDED, GRB.INF_OR_UNBD):
+                    return LPResult(Status.UNBOUNDED, None, None, name, seconds, "Gurobi: unbounded")
+                return LPResult(Status.ERROR, None, None, name, seconds, f"Gurobi: status code {status}")
+    except gp.GurobiError as exc:
+        text = str(exc)
+        if "size-limited" in text.lower() or getattr(exc, "errno", None) == 10010:
+            raise ModelTooLargeError(
+                f"Gurobi refused a model with {lp.n_vars} variables and {lp.n_rows} constraints: {text}"
+            ) from exc
+        return LPResult(Status.ERROR, None, None, name, time.perf_counter() - start, f"Gurobi: {text}")
