@@ -1,0 +1,275 @@
+"""DaRRM γ_opt against the baselines: expected errors, GNMax's error, error curves and composition tables.
+
+Pure computation, no I/O (the CLI in :mod:`darrm_opt.cli.compare` and the plots in :mod:`darrm_opt.plots`
+consume what is computed here).
+
+The actual distribution (``--actual``)
+--------------------------------------
+γ_opt is optimised for a prior (``Params.prior``); its error may be evaluated under another distribution
+of the teachers' probabilities p_i of voting 1:
+
+- ``prior``: the prior γ_opt was optimised for (the default);
+- ``paper``, ``iid-uniform:A,B``, ``common-uniform:A,B``: as :class:`~darrm_opt.params.Prior`;
+- ``fixed:P``: every teacher votes 1 with probability P (0 ≤ P ≤ 1), i.e. :func:`error_iid`.
+
+Every error is ``error_from_pmf(γ, E[α])``: exact for the priors (supported on p ≥ ½, where the error is
+linear in E[α], see :func:`darrm_opt.objective.expected_error`) and for ``fixed:P`` (where α is the
+Binomial(K, P) pmf itself).
+
+GNMax as a DaRRM noise function (exact, no integration)
+------------------------------------------------------
+With two classes and L votes for class 1, GNMax releases argmax{L + N₁, K − L + N₂}, N_i ~ N(0, σ²)
+independent. It outputs 1 iff N₁ − N₂ > K − 2L with N₁ − N₂ ~ N(0, 2σ²), so
+
+    Pr[GNMax = majority | L = l] = Φ(|2l − K| / (√2 σ)).
+
+DaRRM_γ outputs the majority with probability γ(l) + (1 − γ(l))/2, so GNMax *is* DaRRM with
+
+    γ_GNMax(l) = 2 Φ(|2l − K| / (√2 σ)) − 1 = erf(|2l − K| / (2σ)),
+
+symmetric, and its error (Def. 2.4) is ``error_from_pmf(γ_GNMax, α)`` exactly. σ is the smallest σ for
+which one GNMax answer is (mε, δ)-DP by the Gaussian RDP bound λ/σ² and RDP→DP conversion
+(:func:`darrm_opt.pate.calibrate_gnmax_sigma`, the DaRRM paper's App. D.2.1). For δ = 0 (or when no Rényi
+order of the grid meets the target) GNMax has no such σ and its error is reported as ``None``.
+
+Note the different neighbouring relations: DaRRM's guarantee holds for (ε, Δ)-DP teachers trained on the
+*same* data; GNMax's for non-private teachers on *disjoint* shards (one record moves one vote). The paper
+compares them at the same per-query (mε, δ) all the same (Sec. 6.2); so do we.
+
+Composition tables (``budget``)
+-------------------------------
+For Q queries of an (ε, δ)-DP mechanism: ``simple`` (Thm 2.2: Qε, 1 − (1 − δ)^Q), ``general`` (Thm 2.3 with
+δ′) and ``best``: the row with the smaller ε (ties: the smaller δ).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+from scipy.special import erf
+
+from .composition import general_composition, simple_composition
+from .errors import DarrmError, InvalidParameter
+from .objective import error_from_pmf, expected_pmf
+from .params import Params, Prior
+from .pmf import binomial_pmf
+
+ERROR_KEYS = ("opt", "sub", "dsub", "const", "gnmax")
+
+
+# ------------------------------------------------------------------------------------------------------
+# The actual distribution of the teachers' probabilities
+# ------------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Actual:
+    """A parsed ``--actual`` SPEC: ``kind`` is ``prior``, ``fixed`` or a :class:`Prior` kind."""
+
+    kind: str
+    prior: Prior | None = None
+    p: float | None = None
+
+    @property
+    def spec(self) -> str:
+        if self.kind == "prior":
+            return "prior"
+        if self.kind == "fixed":
+            return f"fixed:{self.p!r}"
+        return self.prior.spec  # type: ignore[union-attr]
+
+    def resolve(self, params: Params) -> "Actual":
+        """``prior`` replaced by the prior of ``params``."""
+        if self.kind == "prior":
+            return Actual(params.prior.kind, prior=params.prior)
+        return self
+
+    def pmf(self, K: int, params: Params | None = None) -> np.ndarray:
+        """E[α_l], l = 0..K, under this distribution (``prior`` needs ``params``)."""
+        if self.kind == "prior":
+            if params is None:
+                raise InvalidParameter("actual", "'prior' needs the problem parameters", self.spec)
+            return expected_pmf(K, params.prior)
+        if self.kind == "fixed":
+            return binomial_pmf(K, float(self.p))  # type: ignore[arg-type]
+        return expected_pmf(K, self.prior)  # type: ignore[arg-type]
+
+
+def parse_actual(spec: "str | Actual | None") -> Actual:
+    """Parse ``prior``, ``paper``, ``iid-uniform:A,B``, ``common-uniform:A,B`` or ``fixed:P``.
+
+    Raises ``InvalidParameter("actual", ...)`` for anything else.
+    """
+    if spec is None:
+        return Actual("prior")
+    if isinstance(spec, Actual):
+        return spec
+    if not isinstance(spec, str):
+        raise InvalidParameter("actual", "must be a string such as 'prior' or 'fixed:0.8'", spec)
+    text = spec.strip()
+    if text in ("", "prior"):
+        return Actual("prior")
+    if text.startswith("fixed"):
+        kind, sep, rest = text.partition(":")
+        if kind != "fixed" or not sep:
+            raise InvalidParameter("actual", "'fixed' takes one probability: fixed:P", spec)
+        try:
+            p = float(rest)
+        except ValueError:
+            raise InvalidParameter("actual", "'fixed:P' needs a number P", spec) from None
+        if not (math.isfinite(p) and 0.0 <= p <= 1.0):
+            raise InvalidParameter("actual", "'fixed:P' needs 0 <= P <= 1", spec)
+        return Actual("fixed", p=p)
+    try:
+        prior = Prior.parse(text)
+    except InvalidParameter as exc:
+        raise InvalidParameter(
+            "actual",
+            f"must be 'prior', 'paper', 'iid-uniform:A,B', 'common-uniform:A,B' or 'fixed:P' ({exc.rule})",
+            spec,
+        ) from None
+    return Actual(prior.kind, prior=prior)
+
+
+# ------------------------------------------------------------------------------------------------------
+# GNMax
+# ------------------------------------------------------------------------------------------------------
+def gamma_gnmax(K: int, sigma: float) -> np.ndarray:
+    """γ_GNMax(l) = 2Φ(|2l − K|/(√2σ)) − 1 = erf(|2l − K|/(2σ)), l = 0..K (see the module docstring)."""
+    if not (isinstance(sigma, (int, float)) and math.isfinite(sigma) and sigma > 0):
+        raise InvalidParameter("sigma", "must be > 0", sigma)
+    l = np.arange(K + 1, dtype=np.float64)
+    return erf(np.abs(2.0 * l - K) / (2.0 * float(sigma)))
+
+
+def gnmax_sigma(epsilon: float, delta: float):
+    """The calibration (σ, order, ε) of one GNMax answer to (ε, δ), or None where none exists (δ = 0)."""
+    if delta <= 0:
+        return None
+    from .pate import calibrate_gnmax_sigma
+
+    try:
+        return calibrate_gnmax_sigma(epsilon, delta, 1)
+    except DarrmError:
+        return None
+
+
+def gnmax_error(K: int, sigma: float, alpha: np.ndarray) -> float:
+    """Exact error of GNMax with noise σ on K binary teachers whose vote count has (expected) pmf α."""
+    return error_from_pmf(gamma_gnmax(K, sigma), np.asarray(alpha, dtype=np.float64))
+
+
+# ------------------------------------------------------------------------------------------------------
+# Comparison rows
+# ------------------------------------------------------------------------------------------------------
+@dataclass
+class ComparisonRow:
+    """One m: the errors of every method under ``actual``, and the γ tables behind them."""
+
+    params: Params
+    actual: str
+    errors: dict[str, float | None]
+    gammas: dict[str, np.ndarray | None] = field(default_factory=dict)
+    sigma: float | None = None
+
+    @property
+    def m(self) -> float:
+        return self.params.m
+
+    def to_dict(self) -> dict:
+        m = self.params.m
+        return {
+            "m": int(m) if float(m).is_integer() else m,
+            "actual": self.actual,
+            "errors": {k: self.errors.get(k) for k in ERROR_KEYS},
+        }
+
+
+def compare_params(params: Params, actual: "str | Actual | None" = None, *, solver: str = "highs",
+                   const: str = "simple", delta_prime: float = 0.1, **kwargs) -> ComparisonRow:
+    """Expected errors of γ_opt, γ_Sub, γ_DSub, γ_const and GNMax for ``params`` under ``actual``.
+
+    γ_opt is optimised for ``params.prior``; the baselines are those of
+    :func:`darrm_opt.tables.baseline_tables` (certified, None where undefined); GNMax is calibrated to the
+    same (mε, δ).
+    """
+    from .optimize import solve
+    from .tables import baseline_tables
+
+    act = parse_actual(actual)
+    alpha = act.pmf(params.K, params)
+    sol = solve(params, solver=solver, **kwargs)
+    base = baseline_tables(params, const=const, delta_prime=delta_prime, **kwargs)
+    gammas: dict[str, np.ndarray | None] = {"opt": np.asarray(sol.gamma, dtype=np.float64)}
+    for k in ("sub", "dsub", "const"):
+        gammas[k] = np.asarray(base[k].gamma, dtype=np.float64) if base.get(k) else None
+    cal = gnmax_sigma(params.m * params.epsilon, float(params.delta))
+    gammas["gnmax"] = gamma_gnmax(params.K, cal.sigma) if cal is not None else None
+    errors = {k: (error_from_pmf(g, alpha) if g is not None else None) for k, g in gammas.items()}
+    return ComparisonRow(params=params, actual=act.resolve(params).spec, errors=errors, gammas=gammas,
+                         sigma=cal.sigma if cal is not None else None)
+
+
+def compare(K: int, ms, *, epsilon: float = 0.1, teacher_delta: float = 1e-5, delta: float | None = None,
+            prior: "str | Prior" = "paper", actual: "str | Actual | None" = None, **kwargs) -> list[ComparisonRow]:
+    """One :class:`ComparisonRow` per m (the paper's Figures 2, 6–9)."""
+    act = parse_actual(actual)
+    rows = []
+    for m in ms:
+        params = Params(K=K, m=m, epsilon=epsilon, teacher_delta=teacher_delta, delta=delta, prior=prior)
+        rows.append(compare_params(params, act, **kwargs))
+    return rows
+
+
+def parse_float_list(text: str, name: str) -> list[float]:
+    """``"1,3,5"`` → [1.0, 3.0, 5.0]; InvalidParameter(name, ...) for anything else."""
+    parts = [s.strip() for s in str(text).split(",") if s.strip()]
+    if not parts:
+        raise InvalidParameter(name, "must be a comma-separated list of numbers", text)
+    out = []
+    for s in parts:
+        try:
+            x = float(s)
+        except ValueError:
+            raise InvalidParameter(name, "must be a comma-separated list of numbers", text) from None
+        if not math.isfinite(x):
+            raise InvalidParameter(name, "must be finite", text)
+        out.append(x)
+    return out
+
+
+def error_curves(gammas: dict[str, np.ndarray | None], ps) -> dict[str, np.ndarray]:
+    """E(DaRRM_γ) at i.i.d. p_i = p for each p in ``ps``, for every non-None γ (the paper's bottom panels)."""
+    ps = np.asarray(ps, dtype=np.float64)
+    out = {}
+    for name, g in gammas.items():
+        if g is None:
+            continue
+        g = np.asarray(g, dtype=np.float64)
+        K = g.size - 1
+        out[name] = np.array([error_from_pmf(g, binomial_pmf(K, float(p))) for p in ps])
+    return out
+
+
+# ------------------------------------------------------------------------------------------------------
+# Composition tables
+# ------------------------------------------------------------------------------------------------------
+def budget_rows(epsilon: float, delta: float, queries, delta_prime: float = 1e-4) -> list[dict]:
+    """Total privacy loss of Q answers of a per-query (ε, δ)-DP mechanism, for each Q in ``queries``.
+
+    Three rows per Q: ``simple`` (Thm 2.2), ``general`` (Thm 2.3 with δ′) and ``best`` (the smaller ε, ties
+    to the smaller δ), each ``{queries, epsilon, delta, method}``; ``best`` also names its ``rule``.
+    """
+    rows = []
+    for q in queries:
+        if isinstance(q, bool) or float(q) != int(float(q)) or int(float(q)) < 1:
+            raise InvalidParameter("queries", "must be integers >= 1", q)
+        q = int(float(q))
+        s = simple_composition(epsilon, delta, q)
+        g = general_composition(epsilon, delta, q, delta_prime)
+        best = min((s, g), key=lambda r: (r.epsilon, r.delta))
+        rows.append({"queries": q, "epsilon": s.epsilon, "delta": s.delta, "method": "simple"})
+        rows.append({"queries": q, "epsilon": g.epsilon, "delta": g.delta, "method": "general"})
+        rows.append({"queries": q, "epsilon": best.epsilon, "delta": best.delta, "method": "best",
+                     "rule": "simple" if best is s else "general"})
+    return rows
