@@ -1,0 +1,86 @@
+"""Shared CLI plumbing: domain errors → exit codes, progress on stderr, atomic output files."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+from ..errors import DarrmError
+
+err_console = Console(stderr=True, highlight=False)
+
+
+@contextlib.contextmanager
+def handle_errors():
+    """Turn domain errors into one line on stderr and their exit code; Ctrl-C into exit 130."""
+    try:
+        yield
+    except DarrmError as exc:
+        err_console.print(f"[bold red]error:[/] {exc}", soft_wrap=True)
+        raise typer.Exit(exc.exit_code) from None
+    except KeyboardInterrupt:
+        err_console.print("interrupted: nothing was written")
+        raise typer.Exit(130) from None
+
+
+class ProgressReporter:
+    """Receives optimiser events; shows a progress bar on stderr for sweeps of ≥ 10⁶ multisets."""
+
+    def __init__(self, quiet: bool) -> None:
+        self.quiet = quiet
+        self._progress: Progress | None = None
+        self._task = None
+
+    def __call__(self, stage: str, **info) -> None:
+        if self.quiet:
+            return
+        if stage in ("sweep-progress", "certify-progress") and info.get("total", 0) >= 1_000_000:
+            if self._progress is None:
+                self._progress = Progress(
+                    TextColumn("{task.description}"),
+                    BarColumn(),
+                    TextColumn("{task.completed:,.0f}/{task.total:,.0f} multisets"),
+                    TextColumn("worst {task.fields[worst]:.6g}"),
+                    TimeElapsedColumn(),
+                    console=err_console,
+                    transient=True,
+                )
+                self._progress.start()
+            label = "certifying" if stage == "certify-progress" else "sweeping"
+            if self._task is None:
+                self._task = self._progress.add_task(label, total=info["total"], worst=info["worst"])
+            self._progress.update(self._task, description=label, completed=info["done"],
+                                  total=info["total"], worst=info["worst"])
+            if info["done"] >= info["total"]:
+                self._progress.remove_task(self._task)
+                self._task = None
+
+    def close(self) -> None:
+        if self._progress is not None:
+            self._progress.stop()
+            self._progress = None
+
+
+def write_output(text: str, out: Path | None) -> None:
+    """Print to stdout, or write ``out`` atomically (a temp file renamed into place)."""
+    if out is None:
+        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+        return
+    target = Path(out)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
+        with os.fdopen(fd, "w") as fh:
+            fh.write(text if text.endswith("\n") else text + "\n")
+        os.replace(tmp, target)
+    except OSError as exc:
+        from ..errors import TableFileError
+
+        raise TableFileError(f"cannot write output file {str(out)!r}: {exc.strerror or exc}") from None

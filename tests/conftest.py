@@ -1,0 +1,14 @@
+import numpy as np
+import pytest
+
+import solvers
+
+
+@pytest.fixture(params=solvers.available_backends())
+def backend(request):
+    return request.param
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng(20261121)
