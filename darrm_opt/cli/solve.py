@@ -67,7 +67,7 @@ def render_table(params: Params, columns: dict[str, list[str]], errors: dict, ce
     for l in range(params.K + 1):
         t.add_row(str(l), *(col[l] for col in columns.values()))
     t.add_section()
-    t.add_row("E[error]", *(f"{errors[k]:.4f}" if errors.get(k) is not None else "—" for k in errors))
+    t.add_row(r"E\[error]", *(f"{errors[k]:.4f}" if errors.get(k) is not None else "—" for k in errors))
     console.print(t)
     console.print("values are rounded down; each printed column is certified (mε, δ)-DP as printed")
     console.print(certificate_line(cert), soft_wrap=True)

@@ -1,0 +1,76 @@
+"""Seconds to a certified γ_opt as K grows (issues: core optimiser, scale).
+
+Each workload runs in a fresh subprocess so that its peak RSS is its own. Prints a table.
+
+    python benchmarks/solve_scaling.py                 # the core issue's workloads
+    python benchmarks/solve_scaling.py --scale         # adds K = 61, 101 and pure K = 301, m = 30
+    python benchmarks/solve_scaling.py --only 41       # a subset (K values, comma-separated)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+
+CHILD = r"""
+import json, resource, sys, time
+from darrm_opt.params import Params
+from darrm_opt.optimize import solve
+from darrm_opt.corners import n_multisets
+args = json.loads(sys.argv[1])
+p = Params(args["K"], args["m"], teacher_delta=args["td"], delta=args["delta"])
+t = time.perf_counter()
+s = solve(p, mode=args["mode"], solver=args.get("solver", "highs"))
+dt = time.perf_counter() - t
+rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+ms = n_multisets(p.K, 4 if p.pure else 8)
+print(json.dumps(dict(seconds=dt, iterations=s.iterations, active=s.active_constraints, sweeps=s.sweeps,
+                      multisets=ms, rss_mb=rss, certified=s.certificate.certified,
+                      sweep_seconds=s.sweep_seconds, lp_seconds=s.lp_seconds,
+                      slack=s.certificate.bound - s.certificate.max_privacy_cost,
+                      error=s.expected_error)))
+"""
+
+
+def run(K, m, td, delta, mode, timeout):
+    arg = json.dumps(dict(K=K, m=m, td=td, delta=delta, mode=mode))
+    try:
+        out = subprocess.run([sys.executable, "-c", CHILD, arg], capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return None
+    if out.returncode:
+        print(out.stderr[-2000:], file=sys.stderr)
+        return None
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--scale", action="store_true", help="also the scale issue's workloads")
+    ap.add_argument("--only", default="", help="comma-separated K values to run")
+    ap.add_argument("--timeout", type=float, default=3600)
+    a = ap.parse_args()
+    work = [(11, 3, 1e-5, None, "lazy"), (21, 3, 1e-5, None, "lazy"), (31, 3, 1e-5, None, "lazy"),
+            (41, 3, 1e-5, None, "lazy"), (101, 3, 0.0, 0.0, "lazy"), (201, 3, 0.0, 0.0, "lazy")]
+    work += [(K, 3, 1e-5, None, "full") for K in (5, 7, 9, 11, 13, 15)]
+    if a.scale:
+        work += [(61, 3, 1e-5, None, "lazy"), (301, 30, 0.0, 0.0, "lazy"), (101, 3, 1e-5, None, "lazy")]
+    if a.only:
+        keep = {int(x) for x in a.only.split(",")}
+        work = [w for w in work if w[0] in keep]
+    print(f"{'K':>4} {'m':>3} {'Δ':>6} {'mode':>5} {'multisets':>15} {'seconds':>9} {'sweep s':>8} {'LP s':>6} "
+          f"{'iters':>5} {'active':>6} {'sweeps':>6} {'peak MB':>8} {'slack':>9} {'E[err]':>7} cert", flush=True)
+    for K, m, td, delta, mode in work:
+        r = run(K, m, td, delta, mode, a.timeout)
+        if r is None:
+            print(f"{K:>4} {m:>3} {td:>6g} {mode:>5}  failed or timed out", flush=True)
+            continue
+        print(f"{K:>4} {m:>3} {td:>6g} {mode:>5} {r['multisets']:>15,} {r['seconds']:>9.3f} {r['sweep_seconds']:>8.2f} "
+              f"{r['lp_seconds']:>6.2f} {r['iterations']:>5} {r['active']:>6} {r['sweeps']:>6} {r['rss_mb']:>8.0f} "
+              f"{r['slack']:>9.2e} {r['error']:>7.4f} {'yes' if r['certified'] else 'NO'}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
