@@ -1,0 +1,30 @@
+"""The per-process services the routers use (created in the app's lifespan)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from fastapi import Request, Security
+
+from .auth import bearer_scheme
+from .db import Database
+from .ledger import DebitWriter, LedgerStore
+from .settings import Settings
+from .tables import TableService
+
+
+@dataclass
+class Services:
+    settings: Settings
+    db: Database
+    tables: TableService
+    ledgers: LedgerStore
+    writer: DebitWriter
+
+
+def services(request: Request) -> Services:
+    return request.app.state.services
+
+
+#: declares the bearer scheme on keyed routes in OpenAPI (the key itself is checked by the middleware)
+keyed = [Security(bearer_scheme)]

@@ -1,0 +1,67 @@
+"""Error responses: every domain error and bad request becomes a 4xx JSON ``{"detail": ...}``.
+
+- request validation (pydantic) → 422 ``{"detail": [{"loc", "msg", "type"}, ...]}`` (at most 20 entries,
+  never echoing the input, so votes never come back in an error);
+- :class:`~darrm_opt.errors.InvalidParameter` → 422 in the same shape, ``loc = ["body", parameter]``;
+- other :class:`~darrm_opt.errors.DarrmError` (solver unavailable or failed, certification failed) → 422
+  with a message; a stored table that fails its re-check → 409;
+- anything else is a bug: logged (with its traceback, never the request body) and answered 500.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+
+from darrm_opt.errors import DarrmError, InvalidParameter
+
+from .tables import TableNotServable
+
+log = logging.getLogger("darrm.api")
+
+MAX_ERRORS = 20
+
+
+def validation_detail(errors, prefix: tuple = ()) -> list[dict]:  # noqa: ANN001
+    out = []
+    for e in list(errors)[:MAX_ERRORS]:
+        loc = [*prefix, *e.get("loc", ())]
+        out.append({"loc": [x if isinstance(x, (str, int)) else str(x) for x in loc],
+                    "msg": str(e.get("msg", "invalid")), "type": str(e.get("type", "value_error"))})
+    return out
+
+
+def invalid(field: str, message: str, where: str = "body", type_: str = "value_error") -> JSONResponse:
+    return JSONResponse(
+        status_code=422, content={"detail": [{"loc": [where, field], "msg": message, "type": type_}]}
+    )
+
+
+def install(app: FastAPI) -> None:
+    @app.exception_handler(RequestValidationError)
+    async def _validation(_request: Request, exc: RequestValidationError) -> JSONResponse:
+        return JSONResponse(status_code=422, content={"detail": validation_detail(exc.errors())})
+
+    @app.exception_handler(InvalidParameter)
+    async def _invalid(_request: Request, exc: InvalidParameter) -> JSONResponse:
+        shown = "" if exc.value is None else f" (got {exc.value!r})"
+        return invalid(exc.parameter, f"{exc.rule}{shown}"[:500], type_="invalid_parameter")
+
+    @app.exception_handler(TableNotServable)
+    async def _not_servable(_request: Request, exc: TableNotServable) -> JSONResponse:
+        log.error("refused to serve a table: %s", exc)
+        return JSONResponse(status_code=409, content={"detail": str(exc)})
+
+    @app.exception_handler(DarrmError)
+    async def _domain(_request: Request, exc: DarrmError) -> JSONResponse:
+        return JSONResponse(status_code=422, content={"detail": [
+            {"loc": ["body"], "msg": str(exc)[:1000], "type": type(exc).__name__}
+        ]})
+
+    @app.exception_handler(Exception)
+    async def _bug(request: Request, exc: Exception) -> JSONResponse:
+        log.error("internal error on %s %s", request.method, request.url.path, exc_info=exc)
+        return JSONResponse(status_code=500, content={"detail": "internal server error"})

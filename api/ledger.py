@@ -1,0 +1,349 @@
+"""Ledgers and the debit: atomic, durable, and committed before any answer leaves the server.
+
+Each server process has one *debit writer* thread. Request handlers compute their answers (in memory,
+unreleased), hand the debit to the writer and wait. The writer takes every debit queued so far (group
+commit: one transaction and one disk flush for many requests) and, in one transaction:
+
+1. locks the ledgers concerned: SQLite ``BEGIN IMMEDIATE`` (the database's single write lock, shared by
+   every process on the file); PostgreSQL ``SELECT … FROM ledgers … ORDER BY id FOR UPDATE`` (row locks,
+   taken in id order so two processes cannot deadlock);
+2. reads their per-table usage and the idempotency keys of the debits in hand;
+3. for each debit in arrival order: a known idempotency key replays the stored answers and spends nothing;
+   otherwise the ledger's spend *with* this debit is computed by :func:`darrm_opt.accounting.account`
+   (the tightest valid composition of all its answers) and the debit is accepted only if that spend is
+   within both budgets — else it is refused (409) and changes nothing;
+4. writes the new ledger state, the usage counts and one ``spends`` row per accepted debit (with the
+   answers when it has an idempotency key), and COMMITS.
+
+Only after the commit returns are the handlers woken, and only accepted handlers send their answers. A
+crash before the commit releases nothing; a crash after it wastes the budget of answers never delivered,
+never the reverse. With SQLite ``synchronous=FULL`` (the default) the commit is on disk when it returns;
+PostgreSQL's default ``synchronous_commit=on`` gives the same.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import queue
+import random
+import threading
+import time
+import uuid
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from datetime import UTC
+from typing import Any
+
+import numpy as np
+from sqlalchemy import insert, select, tuple_, update
+from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
+
+from darrm_opt import accounting
+
+from .db import Database
+from .models import Ledger, LedgerUsage, SpendRecord, utcnow
+
+log = logging.getLogger("darrm.api.ledger")
+
+RETRIES = 5
+
+
+def encode_answers(answers: np.ndarray) -> str:
+    return (answers.astype(np.uint8) + ord("0")).tobytes().decode("ascii")
+
+
+def decode_answers(text: str) -> np.ndarray:
+    return np.frombuffer(text.encode("ascii"), dtype=np.uint8) - ord("0")
+
+
+@dataclass
+class Debit:
+    ledger_id: str
+    table_id: str
+    epsilon0: float
+    delta0: float
+    answers: np.ndarray
+    idempotency_key: str | None = None
+    future: Future = field(default_factory=Future)
+
+    @property
+    def rows(self) -> int:
+        return int(self.answers.shape[0])
+
+
+@dataclass(frozen=True)
+class DebitResult:
+    """``status``: paid, replayed, over_budget, no_ledger, key_conflict."""
+
+    status: str
+    answers: np.ndarray | None = None
+    epsilon_spent: float = 0.0
+    delta_spent: float = 0.0
+    composition: str = accounting.BASIC
+    ledger_answers: int = 0
+    detail: str = ""
+
+
+@dataclass
+class _LedgerState:
+    row: Any
+    usage: dict[str, list]  # table_id -> [epsilon0, delta0, answers]
+    answers: int
+    spend: accounting.Spend
+    dirty_tables: set[str] = field(default_factory=set)
+    changed: bool = False
+
+    def groups(self, extra: Debit | None = None) -> list[tuple[float, float, int]]:
+        out = [(e, d, n) for e, d, n in self.usage.values()]
+        if extra is not None:
+            out.append((extra.epsilon0, extra.delta0, extra.rows))
+        return out
+
+
+def ledger_view(row: Any, usage: list[Any]) -> dict[str, Any]:
+    """The public view of a ledger: budgets, spend, the method used and every method's bound."""
+    groups = [(u.epsilon0, u.delta0, int(u.answers)) for u in usage]
+    acc = accounting.account(groups, row.delta_budget)
+    return {
+        "id": row.id,
+        "name": row.name,
+        "epsilon_budget": row.epsilon_budget,
+        "delta_budget": row.delta_budget,
+        "answers": int(row.answers),
+        "epsilon_spent": row.epsilon_spent,
+        "delta_spent": row.delta_spent,
+        "composition": row.composition,
+        "bounds": {
+            name: {"epsilon": s.epsilon if math.isfinite(s.epsilon) else None, "delta": s.delta}
+            for name, s in acc.bounds.items()
+        },
+        "groups": [
+            {"table_id": u.table_id, "epsilon0": u.epsilon0, "delta0": u.delta0, "answers": int(u.answers)}
+            for u in usage
+        ],
+        "created_at": row.created_at if row.created_at.tzinfo else row.created_at.replace(tzinfo=UTC),
+    }
+
+
+class LedgerStore:
+    """Creating and reading ledgers (the debit is :class:`DebitWriter`'s)."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    def create(self, name: str, epsilon_budget: float, delta_budget: float) -> dict[str, Any]:
+        now = utcnow()
+        ledger_id = uuid.uuid4().hex
+        with self.db.write() as conn:
+            conn.execute(
+                insert(Ledger).values(
+                    id=ledger_id, name=name, epsilon_budget=epsilon_budget, delta_budget=delta_budget,
+                    answers=0, epsilon_spent=0.0, delta_spent=0.0, composition=accounting.BASIC,
+                    created_at=now, updated_at=now,
+                )
+            )
+        return self.get(ledger_id)  # type: ignore[return-value]
+
+    def get(self, ledger_id: str) -> dict[str, Any] | None:
+        with self.db.read() as conn:
+            row = conn.execute(select(Ledger.__table__).where(Ledger.id == ledger_id)).first()
+            if row is None:
+                return None
+            usage = conn.execute(
+                select(LedgerUsage.__table__).where(LedgerUsage.ledger_id == ledger_id).order_by(LedgerUsage.table_id)
+            ).all()
+        return ledger_view(row, usage)
+
+
+class DebitWriter:
+    """The process's single writer of debits (see the module docstring)."""
+
+    def __init__(self, db: Database, max_batch: int = 512) -> None:
+        self.db = db
+        self.max_batch = max_batch
+        self._queue: queue.Queue[Debit | None] = queue.Queue()
+        self._thread = threading.Thread(target=self._run, name="darrm-debit-writer", daemon=True)
+        self._stopped = False
+        self._thread.start()
+
+    def submit(self, debit: Debit) -> Future:
+        if self._stopped:
+            raise RuntimeError("the debit writer is stopped")
+        self._queue.put(debit)
+        return debit.future
+
+    def stop(self, timeout: float = 10.0) -> None:
+        self._stopped = True
+        self._queue.put(None)
+        self._thread.join(timeout)
+
+    # --- the writer thread -----------------------------------------------------------------------------
+    def _run(self) -> None:
+        while True:
+            first = self._queue.get()
+            if first is None:
+                return
+            batch = [first]
+            stop = False
+            while len(batch) < self.max_batch:
+                try:
+                    item = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if item is None:
+                    stop = True
+                    break
+                batch.append(item)
+            live = [d for d in batch if d.future.set_running_or_notify_cancel()]
+            if live:
+                self._process(live)
+            if stop:
+                return
+
+    def _process(self, batch: list[Debit]) -> None:
+        for attempt in range(RETRIES):
+            try:
+                results = self._transaction(batch)
+                break
+            except (OperationalError, IntegrityError, DBAPIError) as exc:
+                if attempt == RETRIES - 1:
+                    log.error("debit transaction failed after %d attempts: %s", RETRIES, type(exc).__name__)
+                    for d in batch:
+                        d.future.set_exception(exc)
+                    return
+                time.sleep(0.01 * (2**attempt) * (1 + random.random()))
+            except BaseException as exc:  # noqa: BLE001 - a bug: fail these debits, keep the writer alive
+                log.exception("debit transaction failed")
+                for d in batch:
+                    d.future.set_exception(exc)
+                return
+        for d, r in zip(batch, results, strict=True):  # committed: now the answers may leave
+            d.future.set_result(r)
+
+    def _transaction(self, batch: list[Debit]) -> list[DebitResult]:
+        ledger_ids = sorted({d.ledger_id for d in batch})
+        keyed = {(d.ledger_id, d.idempotency_key) for d in batch if d.idempotency_key is not None}
+        results: list[DebitResult] = []
+        new_spends: list[dict[str, Any]] = []
+        with self.db.write() as conn:
+            rows = conn.execute(
+                select(Ledger.__table__).where(Ledger.id.in_(ledger_ids)).order_by(Ledger.id).with_for_update()
+            ).all()
+            states: dict[str, _LedgerState] = {}
+            for row in rows:
+                states[row.id] = _LedgerState(
+                    row=row, usage={}, answers=int(row.answers),
+                    spend=accounting.Spend(row.epsilon_spent, row.delta_spent, row.composition),
+                )
+            if states:
+                for u in conn.execute(
+                    select(LedgerUsage.__table__).where(LedgerUsage.ledger_id.in_(list(states)))
+                ):
+                    states[u.ledger_id].usage[u.table_id] = [u.epsilon0, u.delta0, int(u.answers)]
+            seen: dict[tuple[str, str], Any] = {}
+            if keyed:
+                for s in conn.execute(
+                    select(SpendRecord.__table__).where(
+                        tuple_(SpendRecord.ledger_id, SpendRecord.idempotency_key).in_(list(keyed))
+                    )
+                ):
+                    seen[(s.ledger_id, s.idempotency_key)] = s
+
+            for d in batch:
+                state = states.get(d.ledger_id)
+                if state is None:
+                    results.append(DebitResult("no_ledger", detail=f"ledger_id {d.ledger_id!r} not found"))
+                    continue
+                key = (d.ledger_id, d.idempotency_key)
+                if d.idempotency_key is not None and key in seen:
+                    results.append(self._replay(seen[key], d, state))
+                    continue
+                acc = accounting.account(state.groups(d), state.row.delta_budget)
+                if not acc.within(state.row.epsilon_budget, state.row.delta_budget):
+                    results.append(DebitResult(
+                        "over_budget",
+                        epsilon_spent=state.spend.epsilon, delta_spent=state.spend.delta,
+                        composition=state.spend.method, ledger_answers=state.answers,
+                        detail=(
+                            f"ledger {d.ledger_id} cannot pay for {d.rows} more answer(s): the spend would be "
+                            f"(epsilon={acc.spend.epsilon:.6g}, delta={acc.spend.delta:.6g}) by "
+                            f"{acc.spend.method} composition, over the budget "
+                            f"(epsilon={state.row.epsilon_budget:.6g}, delta={state.row.delta_budget:.6g}); "
+                            "no answer was released"
+                        ),
+                    ))
+                    continue
+                usage = state.usage.setdefault(d.table_id, [d.epsilon0, d.delta0, 0])
+                usage[2] += d.rows
+                state.dirty_tables.add(d.table_id)
+                state.answers += d.rows
+                state.spend = acc.spend
+                state.changed = True
+                record = {
+                    "ledger_id": d.ledger_id, "table_id": d.table_id, "rows": d.rows,
+                    "epsilon_spent": acc.spend.epsilon, "delta_spent": acc.spend.delta,
+                    "composition": acc.spend.method, "idempotency_key": d.idempotency_key,
+                    "answers": encode_answers(d.answers) if d.idempotency_key is not None else None,
+                    "created_at": utcnow(),
+                }
+                new_spends.append(record)
+                if d.idempotency_key is not None:
+                    seen[key] = _Replay(record)
+                results.append(DebitResult(
+                    "paid", answers=d.answers, epsilon_spent=acc.spend.epsilon, delta_spent=acc.spend.delta,
+                    composition=acc.spend.method, ledger_answers=state.answers,
+                ))
+
+            now = utcnow()
+            for state in states.values():
+                if not state.changed:
+                    continue
+                lid = state.row.id
+                conn.execute(
+                    update(Ledger).where(Ledger.id == lid).values(
+                        answers=state.answers, epsilon_spent=state.spend.epsilon,
+                        delta_spent=state.spend.delta, composition=state.spend.method, updated_at=now,
+                    )
+                )
+                existing = {
+                    t for (t,) in conn.execute(
+                        select(LedgerUsage.table_id).where(
+                            LedgerUsage.ledger_id == lid, LedgerUsage.table_id.in_(list(state.dirty_tables))
+                        )
+                    )
+                }
+                for t in state.dirty_tables:
+                    e0, d0, n = state.usage[t]
+                    if t in existing:
+                        conn.execute(
+                            update(LedgerUsage)
+                            .where(LedgerUsage.ledger_id == lid, LedgerUsage.table_id == t)
+                            .values(answers=n)
+                        )
+                    else:
+                        conn.execute(insert(LedgerUsage).values(
+                            ledger_id=lid, table_id=t, epsilon0=e0, delta0=d0, answers=n))
+            if new_spends:
+                conn.execute(insert(SpendRecord), new_spends)
+        return results
+
+    @staticmethod
+    def _replay(stored: Any, d: Debit, state: _LedgerState) -> DebitResult:
+        if stored.table_id != d.table_id or stored.rows != d.rows or stored.answers is None:
+            return DebitResult(
+                "key_conflict",
+                detail=(f"idempotency_key {d.idempotency_key!r} was used on this ledger for a different "
+                        f"request ({stored.rows} row(s) of table {stored.table_id})"),
+            )
+        return DebitResult(
+            "replayed", answers=decode_answers(stored.answers), epsilon_spent=stored.epsilon_spent,
+            delta_spent=stored.delta_spent, composition=stored.composition, ledger_answers=state.answers,
+        )
+
+
+class _Replay:
+    """A spend record written earlier in the same batch, readable like a stored row."""
+
+    def __init__(self, record: dict[str, Any]) -> None:
+        self.__dict__.update(record)

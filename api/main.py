@@ -1,0 +1,71 @@
+"""The darrm-opt REST service: ``create_app(settings)`` builds the FastAPI application.
+
+Run it with ``darrm-opt serve`` or ``uvicorn --factory api.main:create_app`` (settings from ``DARRM_*``).
+At start it opens the database, applies the Alembic migrations (once, under a lock, when several
+processes start together), starts the debit writer and the solve pool; at shutdown it drains them.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+from fastapi.concurrency import run_in_threadpool
+
+from .aggregator import RandomBytes
+from .auth import BearerKeyMiddleware
+from .db import Database, migrate
+from .deps import Services
+from .errors import install as install_errors
+from .ledger import DebitWriter, LedgerStore
+from .routers import aggregate, health, ledgers, tables
+from .settings import Settings
+from .tables import TableService
+
+log = logging.getLogger("darrm.api")
+
+DESCRIPTION = """Certified DaRRM γ tables, private majority answers and an exact privacy ledger.
+
+Every `/v1` endpoint needs `Authorization: Bearer <key>` with a key from `DARRM_API_KEYS`."""
+
+
+def create_app(settings: Settings | None = None, *, random_bytes: RandomBytes = os.urandom) -> FastAPI:
+    """The application. ``random_bytes`` is the coin source (the OS CSPRNG; tests may inject one)."""
+    settings = settings if settings is not None else Settings()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI):
+        db = Database(settings.database_url, sqlite_synchronous=settings.sqlite_synchronous)
+        if settings.migrate_on_start:
+            await run_in_threadpool(migrate, db)
+        if not settings.api_keys:
+            log.warning("no API keys configured (DARRM_API_KEYS): every /v1 endpoint will answer 401")
+        svc = Services(
+            settings=settings,
+            db=db,
+            tables=TableService(db, settings, random_bytes),
+            ledgers=LedgerStore(db),
+            writer=DebitWriter(db, settings.debit_batch),
+        )
+        app.state.services = svc
+        log.info("darrm-opt service ready on %s", db.description)
+        try:
+            yield
+        finally:
+            svc.writer.stop()
+            svc.tables.close()
+            db.dispose()
+
+    app = FastAPI(
+        title="darrm-opt",
+        version="0.1.0",
+        description=DESCRIPTION,
+        lifespan=lifespan,
+    )
+    app.add_middleware(BearerKeyMiddleware, keys=list(settings.api_keys))
+    install_errors(app)
+    for module in (health, tables, ledgers, aggregate):
+        app.include_router(module.router)
+    return app

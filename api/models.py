@@ -1,0 +1,110 @@
+"""The service's database schema (SQLAlchemy 2 ORM). Migrations in ``api/migrations`` create it.
+
+- ``gamma_tables``: certified γ tables by id = ``Params.key()`` (γ and certificate as exact JSON text);
+- ``solve_jobs``: one row per table id being (or last) solved, shared by every server process;
+- ``ledgers``: budgets and the current spend (answers, ε, δ, the composition method used);
+- ``ledger_usage``: answers per (ledger, table), with the table's per-answer cost (ε₀ = mε, δ₀ = δ);
+- ``spends``: one row per paid request, committed with the debit; the answers are kept only when the
+  request carried an ``idempotency_key``. Votes are never stored.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from sqlalchemy import (
+    BigInteger,
+    DateTime,
+    Double,
+    ForeignKey,
+    Integer,
+    String,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+#: BIGINT everywhere except SQLite, whose autoincrement needs INTEGER PRIMARY KEY
+BigIntId = BigInteger().with_variant(Integer(), "sqlite")
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+class GammaTable(Base):
+    __tablename__ = "gamma_tables"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    K: Mapped[int] = mapped_column(Integer)
+    m: Mapped[float] = mapped_column(Double)
+    epsilon: Mapped[float] = mapped_column(Double)
+    teacher_delta: Mapped[float] = mapped_column(Double)
+    delta: Mapped[float] = mapped_column(Double)
+    prior: Mapped[str] = mapped_column(String(100))
+    solver: Mapped[str] = mapped_column(String(20))
+    gamma: Mapped[str] = mapped_column(Text)
+    certificate: Mapped[str] = mapped_column(Text)
+    expected_error: Mapped[float] = mapped_column(Double)
+    solve_seconds: Mapped[float] = mapped_column(Double)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class SolveJob(Base):
+    __tablename__ = "solve_jobs"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    params: Mapped[str] = mapped_column(Text)
+    solver: Mapped[str] = mapped_column(String(20))
+    status: Mapped[str] = mapped_column(String(16))
+    stage: Mapped[str] = mapped_column(String(32), default="queued")
+    progress: Mapped[str] = mapped_column(Text, default="{}")
+    error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    owner: Mapped[str] = mapped_column(String(64))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class Ledger(Base):
+    __tablename__ = "ledgers"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    name: Mapped[str] = mapped_column(String(200))
+    epsilon_budget: Mapped[float] = mapped_column(Double)
+    delta_budget: Mapped[float] = mapped_column(Double)
+    answers: Mapped[int] = mapped_column(BigInteger, default=0)
+    epsilon_spent: Mapped[float] = mapped_column(Double, default=0.0)
+    delta_spent: Mapped[float] = mapped_column(Double, default=0.0)
+    composition: Mapped[str] = mapped_column(String(32), default="basic")
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class LedgerUsage(Base):
+    __tablename__ = "ledger_usage"
+
+    ledger_id: Mapped[str] = mapped_column(ForeignKey("ledgers.id"), primary_key=True)
+    table_id: Mapped[str] = mapped_column(ForeignKey("gamma_tables.id"), primary_key=True)
+    epsilon0: Mapped[float] = mapped_column(Double)
+    delta0: Mapped[float] = mapped_column(Double)
+    answers: Mapped[int] = mapped_column(BigInteger, default=0)
+
+
+class SpendRecord(Base):
+    __tablename__ = "spends"
+    __table_args__ = (UniqueConstraint("ledger_id", "idempotency_key", name="uq_spends_ledger_key"),)
+
+    id: Mapped[int] = mapped_column(BigIntId, primary_key=True, autoincrement=True)
+    ledger_id: Mapped[str] = mapped_column(ForeignKey("ledgers.id"), index=True)
+    table_id: Mapped[str] = mapped_column(ForeignKey("gamma_tables.id"))
+    rows: Mapped[int] = mapped_column(Integer)
+    epsilon_spent: Mapped[float] = mapped_column(Double)
+    delta_spent: Mapped[float] = mapped_column(Double)
+    composition: Mapped[str] = mapped_column(String(32))
+    idempotency_key: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    answers: Mapped[str | None] = mapped_column(Text, nullable=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)

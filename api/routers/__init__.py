@@ -1,0 +1,1 @@
+"""HTTP routers: health, tables and jobs, ledgers, aggregate."""

@@ -1,0 +1,113 @@
+"""Private majority answers, paid from a ledger before they leave (see :mod:`api.ledger`)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+
+import numpy as np
+from fastapi import APIRouter, Request, Response
+from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import JSONResponse
+from pydantic import ValidationError
+
+from .. import votes as votes_io
+from ..deps import keyed, services
+from ..errors import invalid, validation_detail
+from ..ledger import Debit
+from ..schemas import AggregateOut, BudgetExceededOut, ErrorOut, HTTPValidationErrorOut
+
+log = logging.getLogger("darrm.api.aggregate")
+
+router = APIRouter(prefix="/v1", tags=["aggregate"], dependencies=keyed)
+
+#: batches above this many rows are answered on a worker thread, not the event loop
+THREAD_ROWS = 2_000
+
+
+def _request_schema() -> dict:
+    schema = votes_io.AggregateRequest.model_json_schema(ref_template="#/components/schemas/{model}")
+    schema.pop("$defs", None)
+    return schema
+
+
+@router.post(
+    "/aggregate",
+    response_model=AggregateOut,
+    summary="Answer a batch of vote rows with DaRRM and pay for it from a ledger",
+    openapi_extra={
+        "requestBody": {"required": True, "content": {"application/json": {"schema": _request_schema()}}}
+    },
+    responses={
+        401: {"model": ErrorOut, "description": "missing or invalid API key"},
+        404: {"model": ErrorOut, "description": "unknown table_id or ledger_id"},
+        409: {"model": BudgetExceededOut | ErrorOut,
+              "description": "the batch would exceed the ledger's budget (nothing released), or the "
+                             "idempotency_key was used for a different request"},
+        413: {"model": ErrorOut, "description": "body too large"},
+        422: {"model": HTTPValidationErrorOut, "description": "invalid body (the field is named)"},
+        503: {"model": ErrorOut, "description": "the ledger database is unavailable; nothing was released"},
+    },
+)
+async def aggregate(request: Request) -> Response:
+    """Answers, one per row, in order: for each row DaRRM outputs its majority with probability γ(L),
+    L = Σ votes, otherwise a fair coin. The answers are returned only after the ledger's debit for them is
+    committed. A repeated ``idempotency_key`` (per ledger) returns the stored answers and spends nothing."""
+    s = services(request)
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > s.settings.max_body_bytes:
+        return JSONResponse(status_code=413, content={"detail": "body too large"})
+    body = await request.body()
+    if len(body) > s.settings.max_body_bytes:
+        return JSONResponse(status_code=413, content={"detail": "body too large"})
+    try:
+        table_id, ledger_id, key, votes = votes_io.parse(body)
+    except ValidationError as exc:
+        return JSONResponse(status_code=422, content={"detail": validation_detail(exc.errors(), ("body",))})
+
+    table = s.tables.cached(table_id) or await run_in_threadpool(s.tables.get, table_id)
+    if table is None:
+        return JSONResponse(status_code=404, content={"detail": f"table_id {table_id!r} not found"})
+    K = table.params.K
+    n_rows = len(votes)
+    if n_rows > s.settings.max_rows:
+        return invalid("votes", f"at most {s.settings.max_rows} rows per request (DARRM_MAX_ROWS)")
+    if isinstance(votes, list) or votes.shape[1] != K:
+        bad = next(i for i, row in enumerate(votes) if len(row) != K)
+        return JSONResponse(status_code=422, content={"detail": [{
+            "loc": ["body", "votes", bad], "msg": f"every row must have K = {K} votes (table {table_id})",
+            "type": "value_error",
+        }]})
+
+    if n_rows > THREAD_ROWS:
+        answers = await run_in_threadpool(table.aggregator, votes)
+    else:
+        answers = table.aggregator(votes)
+    del votes
+    debit = Debit(ledger_id, table.id, table.epsilon0, table.delta0, answers, key)
+    try:
+        future = s.writer.submit(debit)
+        result = await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(future)), s.settings.debit_timeout_s)
+    except Exception as exc:  # noqa: BLE001 - the database failed: nothing is released
+        log.error("debit failed (%s): no answer released", type(exc).__name__)
+        return JSONResponse(status_code=503, content={"detail": "the ledger database is unavailable; "
+                                                                "no answer was released"})
+    if result.status in ("paid", "replayed"):
+        tail = json.dumps({
+            "epsilon_spent": result.epsilon_spent,
+            "delta_spent": result.delta_spent,
+            "composition": result.composition,
+            "ledger_answers": result.ledger_answers,
+            "replayed": result.status == "replayed",
+        }).encode()
+        content = b'{"answers":[' + votes_io.render_answers(np.asarray(result.answers)) + b"]," + tail[1:]
+        return Response(content=content, media_type="application/json")
+    if result.status == "over_budget":
+        return JSONResponse(status_code=409, content={
+            "detail": result.detail, "epsilon_spent": result.epsilon_spent, "delta_spent": result.delta_spent,
+            "composition": result.composition, "answers": result.ledger_answers,
+        })
+    if result.status == "no_ledger":
+        return JSONResponse(status_code=404, content={"detail": result.detail})
+    return JSONResponse(status_code=409, content={"detail": result.detail})  # key_conflict

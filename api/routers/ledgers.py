@@ -1,0 +1,34 @@
+"""Privacy ledgers: a budget and the exact account of what the answers paid from it spent."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Path, Request
+from fastapi.responses import JSONResponse
+
+from ..deps import keyed, services
+from ..schemas import ID_PATTERN, ErrorOut, HTTPValidationErrorOut, LedgerOut, LedgerRequest
+
+router = APIRouter(prefix="/v1", tags=["ledgers"], dependencies=keyed)
+
+_COMMON = {
+    401: {"model": ErrorOut, "description": "missing or invalid API key"},
+    422: {"model": HTTPValidationErrorOut, "description": "invalid body (the field is named)"},
+}
+
+
+@router.post("/ledgers", response_model=LedgerOut, status_code=201, summary="Open a ledger", responses=_COMMON)
+def post_ledger(body: LedgerRequest, request: Request):
+    return services(request).ledgers.create(body.name, body.epsilon_budget, body.delta_budget)
+
+
+@router.get(
+    "/ledgers/{ledger_id}",
+    response_model=LedgerOut,
+    summary="A ledger's budget and spend (the composition used and every method's bound)",
+    responses={404: {"model": ErrorOut, "description": "unknown ledger_id"}, **_COMMON},
+)
+def get_ledger(request: Request, ledger_id: str = Path(..., pattern=ID_PATTERN)):
+    ledger = services(request).ledgers.get(ledger_id)
+    if ledger is None:
+        return JSONResponse(status_code=404, content={"detail": f"ledger_id {ledger_id!r} not found"})
+    return ledger

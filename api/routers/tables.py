@@ -1,0 +1,104 @@
+"""Certified γ tables and their solve jobs."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Path, Query, Request, Response
+from fastapi.responses import JSONResponse
+
+from darrm_opt.params import Params
+
+from ..deps import keyed, services
+from ..schemas import (
+    ID_PATTERN,
+    ErrorOut,
+    HTTPValidationErrorOut,
+    JobAccepted,
+    JobOut,
+    PlainText,
+    TableListOut,
+    TableOut,
+    TableRequest,
+)
+
+router = APIRouter(prefix="/v1", tags=["tables"], dependencies=keyed)
+
+_UNAUTHORIZED = {401: {"model": ErrorOut, "description": "missing or invalid API key"}}
+_INVALID = {422: {"model": HTTPValidationErrorOut, "description": "invalid parameters (the field is named)"}}
+
+
+@router.post(
+    "/tables",
+    response_model=TableOut,
+    summary="Get the certified optimal γ table for these parameters",
+    responses={
+        202: {"model": JobAccepted, "description": "solving in the background; poll status_url"},
+        409: {"model": ErrorOut, "description": "the stored table failed its re-check"},
+        **_UNAUTHORIZED,
+        **_INVALID,
+    },
+)
+def post_table(body: TableRequest, request: Request, response: Response):
+    """200 with the table when it is cached or solves quickly (``X-Darrm-Cache``: ``hit``, ``miss`` = solved
+    by this request, ``shared`` = joined an identical request's solve); otherwise 202 with a job id."""
+    s = services(request)
+    params = Params(body.K, body.m, body.epsilon, body.teacher_delta, body.delta, body.prior)
+    outcome = s.tables.request(params, body.solver or s.settings.default_solver)
+    if outcome.table is None:
+        url = f"/v1/jobs/{outcome.job_id}"
+        return JSONResponse(
+            status_code=202,
+            content={"job_id": outcome.job_id, "status": "pending", "status_url": url},
+            headers={"Location": url, "X-Darrm-Cache": "pending"},
+        )
+    response.headers["X-Darrm-Cache"] = outcome.status
+    return outcome.table.to_dict()
+
+
+@router.get(
+    "/tables/{table_id}",
+    response_model=TableOut,
+    summary="One certified table",
+    responses={404: {"model": ErrorOut, "description": "unknown table_id"}, 409: {"model": ErrorOut},
+               **_UNAUTHORIZED, **_INVALID},
+)
+def get_table(request: Request, table_id: str = Path(..., pattern=ID_PATTERN)):
+    table = services(request).tables.get(table_id)
+    if table is None:
+        return JSONResponse(status_code=404, content={"detail": f"table_id {table_id!r} not found"})
+    return table.to_dict()
+
+
+@router.get(
+    "/tables",
+    response_model=TableListOut,
+    summary="Certified tables, filtered",
+    responses={**_UNAUTHORIZED, **_INVALID},
+)
+def list_tables(
+    request: Request,
+    K: int | None = Query(None, ge=1, le=1_000_000),
+    m: float | None = Query(None, allow_inf_nan=False),
+    epsilon: float | None = Query(None, allow_inf_nan=False),
+    teacher_delta: float | None = Query(None, allow_inf_nan=False),
+    delta: float | None = Query(None, allow_inf_nan=False),
+    prior: PlainText | None = Query(None, max_length=100),
+    limit: int = Query(50, ge=1, le=500),
+    offset: int = Query(0, ge=0, le=1_000_000_000),
+):
+    filters = {"K": K, "m": m, "epsilon": epsilon, "teacher_delta": teacher_delta, "delta": delta,
+               "prior": prior}
+    items, total = services(request).tables.list(filters=filters, limit=limit, offset=offset)
+    return {"items": [t.to_dict() for t in items], "total": total, "limit": limit, "offset": offset}
+
+
+@router.get(
+    "/jobs/{job_id}",
+    response_model=JobOut,
+    summary="Progress of a background solve, then its table",
+    responses={404: {"model": ErrorOut, "description": "unknown job_id"}, **_UNAUTHORIZED, **_INVALID},
+)
+def get_job(request: Request, job_id: str = Path(..., pattern=ID_PATTERN)):
+    job = services(request).tables.job(job_id)
+    if job is None:
+        return JSONResponse(status_code=404, content={"detail": f"job_id {job_id!r} not found"})
+    return job

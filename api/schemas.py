@@ -1,0 +1,167 @@
+"""Request and response bodies of the REST API (they define /openapi.json)."""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+
+#: ids of tables, ledgers and jobs (hex digests and uuids; other safe words simply are not found)
+ID_PATTERN = r"^[A-Za-z0-9_-]{1,64}$"
+Id = Annotated[str, Field(pattern=ID_PATTERN, description="an id (letters, digits, '-', '_')")]
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def _plain_text(value: str) -> str:
+    """Printable text that every database stores: no control characters, valid UTF-8 (no lone surrogates)."""
+    if _CONTROL.search(value):
+        raise ValueError("must not contain control characters")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError("must be valid Unicode text") from None
+    return value
+
+
+PlainText = Annotated[str, AfterValidator(_plain_text)]
+
+
+class ErrorOut(BaseModel):
+    detail: str
+
+
+class BudgetExceededOut(BaseModel):
+    detail: str
+    epsilon_spent: float
+    delta_spent: float
+    composition: str
+    answers: int
+
+
+class TableRequest(BaseModel):
+    """Parameters of a DaRRM problem: K teachers, each (ε, Δ)-DP; the answer is (mε, δ)-DP."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    K: int = Field(..., ge=1, description="number of teachers (odd)")
+    m: float = Field(..., ge=1, allow_inf_nan=False, description="privacy allowance, 1 <= m <= K")
+    epsilon: float = Field(0.1, gt=0, allow_inf_nan=False, description="each teacher's epsilon")
+    teacher_delta: float = Field(1e-5, ge=0, lt=1, description="each teacher's delta (Δ)")
+    delta: float | None = Field(
+        None, ge=0, lt=1, description="the answer's delta; default 1 - (1 - teacher_delta)^m"
+    )
+    prior: PlainText = Field("paper", min_length=1, max_length=100,
+                       description="'paper', 'iid-uniform:A,B' or 'common-uniform:A,B'")
+    solver: PlainText | None = Field(None, min_length=1, max_length=20,
+                                     description="highs (default), gurobi or cbc")
+
+
+class CertificateOut(BaseModel):
+    certified: bool
+    max_privacy_cost: float
+    bound: float
+    multisets_checked: int
+    worst_multiset: list[int]
+    corners: list[list[float]]
+    error_bound: float
+    high_precision_checked: int
+    seconds: float
+    reason: str = ""
+
+
+class TableOut(BaseModel):
+    id: str = Field(..., description="hash of the canonical parameters")
+    K: int
+    m: float
+    epsilon: float
+    teacher_delta: float
+    delta: float
+    prior: str
+    solver: str
+    gamma: list[float] = Field(..., description="γ(0..K), certified")
+    certificate: CertificateOut
+    expected_error: float
+    solve_seconds: float
+    created_at: datetime
+
+
+class TableListOut(BaseModel):
+    items: list[TableOut]
+    total: int
+    limit: int
+    offset: int
+
+
+class JobAccepted(BaseModel):
+    job_id: str
+    status: str
+    status_url: str
+
+
+class JobOut(BaseModel):
+    job_id: str
+    status: Literal["queued", "running", "done", "failed", "stale"]
+    stage: str
+    progress: dict[str, Any]
+    error: str | None = None
+    table_id: str | None = None
+    table: TableOut | None = None
+
+
+class LedgerRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: PlainText = Field(..., min_length=1, max_length=200)
+    epsilon_budget: float = Field(..., gt=0, allow_inf_nan=False)
+    delta_budget: float = Field(..., ge=0, lt=1)
+
+
+class BoundOut(BaseModel):
+    epsilon: float | None = Field(..., description="null when the method cannot meet delta_budget")
+    delta: float
+
+
+class GroupOut(BaseModel):
+    table_id: str
+    epsilon0: float = Field(..., description="per-answer epsilon (m * epsilon of the table)")
+    delta0: float = Field(..., description="per-answer delta of the table")
+    answers: int
+
+
+class LedgerOut(BaseModel):
+    id: str
+    name: str
+    epsilon_budget: float
+    delta_budget: float
+    answers: int
+    epsilon_spent: float
+    delta_spent: float
+    composition: str = Field(..., description="the composition the spend is computed by")
+    bounds: dict[str, BoundOut] = Field(..., description="every method's bound at delta_budget")
+    groups: list[GroupOut]
+    created_at: datetime
+
+
+class AggregateOut(BaseModel):
+    answers: list[int]
+    epsilon_spent: float
+    delta_spent: float
+    composition: str
+    ledger_answers: int
+    replayed: bool = False
+
+
+class StatusOut(BaseModel):
+    status: str
+
+
+class ValidationErrorOut(BaseModel):
+    loc: list[str | int]
+    msg: str
+    type: str
+
+
+class HTTPValidationErrorOut(BaseModel):
+    detail: list[ValidationErrorOut]

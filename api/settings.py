@@ -1,0 +1,52 @@
+"""Service settings from the environment (prefix ``DARRM_``) through pydantic-settings.
+
+``DARRM_DATABASE_URL``   ``sqlite:///darrm.db`` (default: a SQLite file in the working directory, WAL mode)
+                         or ``postgresql://user@host/db`` (rewritten to the psycopg 3 driver)
+``DARRM_API_KEYS``       comma-separated bearer keys; with none configured every keyed endpoint answers 401
+``DARRM_SQLITE_SYNCHRONOUS``  FULL (default: a debit survives power loss) or EXTRA; NORMAL survives a
+                         process crash only
+``DARRM_INLINE_MAX_MULTISETS``, ``DARRM_INLINE_TIMEOUT_S``: a table whose LP has at most this many corner
+                         multisets is solved inline (200) if it finishes within the timeout, else 202 + job
+``DARRM_MAX_MULTISETS``  larger problems are refused (422 naming K)
+``DARRM_MAX_ROWS``       vote rows per aggregate request
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="DARRM_", extra="ignore")
+
+    database_url: str = "sqlite:///darrm.db"
+    api_keys: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    sqlite_synchronous: Literal["FULL", "EXTRA", "NORMAL"] = "FULL"
+    # tables
+    default_solver: str = "highs"
+    inline_max_multisets: int = Field(4_000_000, ge=0)  # K <= 25 with Δ > 0; K <= 101 pure
+    inline_timeout_s: float = Field(20.0, gt=0)
+    max_multisets: int = Field(200_000_000, ge=1)  # K <= 45 with Δ > 0
+    solve_workers: int = Field(1, ge=1)
+    job_stale_s: float = Field(120.0, gt=0)
+    # aggregation and the ledger
+    max_rows: int = Field(100_000, ge=1)
+    max_body_bytes: int = Field(64 * 1024 * 1024, ge=1024)
+    debit_batch: int = Field(512, ge=1)
+    debit_timeout_s: float = Field(60.0, gt=0)
+    migrate_on_start: bool = True
+
+    @field_validator("api_keys", mode="before")
+    @classmethod
+    def _split_keys(cls, value: object) -> object:
+        if isinstance(value, str):
+            return [k.strip() for k in value.split(",") if k.strip()]
+        return value
+
+    @field_validator("sqlite_synchronous", mode="before")
+    @classmethod
+    def _upper(cls, value: object) -> object:
+        return value.upper() if isinstance(value, str) else value

@@ -1,0 +1,393 @@
+"""Certified γ tables: the database cache, single-flight solves and background solve jobs.
+
+A table's id is ``Params.key()`` (a hash of the canonical parameters), so a request for parameters solved
+before is answered from the ``gamma_tables`` row. A table is served only if its stored certificate says
+``certified`` for the stored parameters' bound and γ has K + 1 values in [0, 1]; ``solve`` itself never
+returns an uncertified table.
+
+Solves run on a small thread pool. Identical concurrent requests share one solve: inside a process through
+a map of in-flight futures, across processes through the ``solve_jobs`` row (job id = table id) that one
+process claims; a claim whose owner has not reported progress for ``job_stale_s`` is taken over.
+
+200 or 202: a problem with at most ``inline_max_multisets`` corner multisets (K ≤ 25 with Δ > 0, K ≤ 101
+pure) is solved while the request waits, up to ``inline_timeout_s``; anything larger, or slower, answers
+202 with the job id and keeps solving; ``GET /v1/jobs/{id}`` reports progress and then the table.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import logging
+import os
+import socket
+import threading
+import time
+import uuid
+from concurrent.futures import Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import func, insert, select, update
+from sqlalchemy.exc import IntegrityError
+
+import solvers
+from darrm_opt.corners import n_corners, n_multisets
+from darrm_opt.errors import DarrmError, InvalidParameter
+from darrm_opt.optimize import Solution, solve
+from darrm_opt.params import Params
+
+from .aggregator import Aggregator, RandomBytes
+from .db import Database
+from .models import GammaTable, SolveJob, utcnow
+from .settings import Settings
+
+log = logging.getLogger("darrm.api.tables")
+
+#: identifies this process as the owner of the solve jobs it claims
+OWNER = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+CACHE_SIZE = 256
+PROGRESS_EVERY_S = 1.0
+
+
+class TableNotServable(DarrmError):
+    """A stored table failed the re-check before serving (not certified, or inconsistent)."""
+
+
+def _aware(ts: datetime) -> datetime:
+    return ts if ts.tzinfo is not None else ts.replace(tzinfo=UTC)
+
+
+@dataclass(frozen=True)
+class ServedTable:
+    id: str
+    params: Params
+    solver: str
+    gamma: tuple[float, ...]
+    certificate: dict
+    expected_error: float
+    solve_seconds: float
+    created_at: datetime
+    aggregator: Aggregator
+
+    @property
+    def epsilon0(self) -> float:
+        """Per-answer ε: m·ε."""
+        return self.params.m * self.params.epsilon
+
+    @property
+    def delta0(self) -> float:
+        """Per-answer δ."""
+        return float(self.params.delta)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            **self.params.canonical(),
+            "solver": self.solver,
+            "gamma": list(self.gamma),
+            "certificate": self.certificate,
+            "expected_error": self.expected_error,
+            "solve_seconds": self.solve_seconds,
+            "created_at": _aware(self.created_at).isoformat(),
+        }
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """``status``: hit (cached), miss (solved by this request), shared (joined another's solve), pending."""
+
+    status: str
+    job_id: str
+    table: ServedTable | None = None
+
+
+def _check_row(row: GammaTable) -> tuple[Params, tuple[float, ...], dict]:
+    params = Params(row.K, row.m, row.epsilon, row.teacher_delta, row.delta, row.prior)
+    if params.key() != row.id:
+        raise TableNotServable(f"table {row.id}: stored parameters do not hash to its id")
+    gamma = tuple(float(x) for x in json.loads(row.gamma))
+    cert = json.loads(row.certificate)
+    if len(gamma) != params.K + 1 or not all(0.0 <= g <= 1.0 for g in gamma):
+        raise TableNotServable(f"table {row.id}: γ does not have K + 1 values in [0, 1]")
+    if cert.get("certified") is not True or cert.get("bound") != params.bound:
+        raise TableNotServable(f"table {row.id}: its certificate does not certify these parameters")
+    return params, gamma, cert
+
+
+def _jsonable(info: dict) -> dict:
+    out = {}
+    for k, v in info.items():
+        if isinstance(v, (bool, int, str)) or v is None:
+            out[k] = v
+        else:
+            try:
+                out[k] = float(v)
+            except (TypeError, ValueError):
+                continue
+    return out
+
+
+class TableService:
+    def __init__(self, db: Database, settings: Settings, random_bytes: RandomBytes = os.urandom) -> None:
+        self.db = db
+        self.settings = settings
+        self.random_bytes = random_bytes
+        self._cache: collections.OrderedDict[str, ServedTable] = collections.OrderedDict()
+        self._lock = threading.RLock()
+        self._flights: dict[str, Future] = {}
+        self._progress: dict[str, dict] = {}
+        self._executor = ThreadPoolExecutor(settings.solve_workers, thread_name_prefix="darrm-solve")
+
+    def close(self) -> None:
+        self._executor.shutdown(wait=False, cancel_futures=True)
+
+    # --- reading ---------------------------------------------------------------------------------------
+    def _served(self, row: GammaTable) -> ServedTable:
+        params, gamma, cert = _check_row(row)
+        return ServedTable(
+            id=row.id,
+            params=params,
+            solver=row.solver,
+            gamma=gamma,
+            certificate=cert,
+            expected_error=row.expected_error,
+            solve_seconds=row.solve_seconds,
+            created_at=_aware(row.created_at),
+            aggregator=Aggregator(gamma, self.random_bytes),
+        )
+
+    def cached(self, table_id: str) -> ServedTable | None:
+        """The table if this process holds it in memory (no database access)."""
+        with self._lock:
+            return self._cache.get(table_id)
+
+    def get(self, table_id: str) -> ServedTable | None:
+        """The certified table ``table_id`` (from memory or the database), None if unknown."""
+        with self._lock:
+            hit = self._cache.get(table_id)
+            if hit is not None:
+                self._cache.move_to_end(table_id)
+                return hit
+        with self.db.read() as conn:
+            row = conn.execute(select(GammaTable.__table__).where(GammaTable.id == table_id)).first()
+        if row is None:
+            return None
+        table = self._served(row)
+        with self._lock:
+            self._cache[table_id] = table
+            while len(self._cache) > CACHE_SIZE:
+                self._cache.popitem(last=False)
+        return table
+
+    def list(self, *, filters: dict[str, Any], limit: int, offset: int) -> tuple[list[ServedTable], int]:
+        conds = [getattr(GammaTable, name) == value for name, value in filters.items() if value is not None]
+        with self.db.read() as conn:
+            total = conn.execute(select(func.count()).select_from(GammaTable).where(*conds)).scalar_one()
+            rows = conn.execute(
+                select(GammaTable.__table__).where(*conds).order_by(GammaTable.created_at, GammaTable.id)
+                .limit(limit).offset(offset)
+            ).all()
+        out = []
+        for row in rows:
+            try:
+                out.append(self._served(row))
+            except TableNotServable as exc:
+                log.error("not listing %s", exc)
+        return out, total
+
+    # --- solving ---------------------------------------------------------------------------------------
+    def request(self, params: Params, solver: str) -> Outcome:
+        """A certified table for ``params``: cached, solved now, or a pending job (see the module doc)."""
+        key = params.key()
+        cached = self.get(key)
+        if cached is not None:
+            return Outcome("hit", key, cached)
+        size = n_multisets(params.K, n_corners(params))
+        if size > self.settings.max_multisets:
+            raise InvalidParameter(
+                "K",
+                f"too large for this service: {size} corner multisets exceed DARRM_MAX_MULTISETS = "
+                f"{self.settings.max_multisets}",
+                params.K,
+            )
+        try:
+            solvers.get_backend(solver)
+        except solvers.SolverUnavailableError as exc:
+            raise InvalidParameter("solver", str(exc)) from None
+        future, role = self._flight(key, params, solver)
+        if size <= self.settings.inline_max_multisets:
+            deadline = time.monotonic() + self.settings.inline_timeout_s
+            if future is not None:
+                wait([future], timeout=self.settings.inline_timeout_s)
+                if future.done():
+                    return Outcome(role, key, future.result())  # raises the solve's DarrmError
+            else:  # another process is solving it: watch the database
+                pause = 0.02
+                while time.monotonic() < deadline:
+                    table = self.get(key)
+                    if table is not None:
+                        return Outcome("shared", key, table)
+                    job = self._job_row(key)
+                    if job is not None and job.status == "failed":
+                        break
+                    time.sleep(pause)
+                    pause = min(pause * 2, 0.5)
+        return Outcome("pending", key)
+
+    def _flight(self, key: str, params: Params, solver: str) -> tuple[Future | None, str]:
+        with self._lock:
+            running = self._flights.get(key)
+            if running is not None:
+                return running, "shared"
+            claim = self._claim(key, params, solver)
+            if claim == "foreign":
+                return None, "foreign"
+            if claim == "done":
+                done: Future = Future()
+                table = self.get_uncached(key)
+                if table is not None:
+                    done.set_result(table)
+                    return done, "hit"
+            future = self._executor.submit(self._solve, key, params, solver)
+            self._flights[key] = future
+        future.add_done_callback(lambda _f: self._land(key))
+        return future, "miss"
+
+    def get_uncached(self, key: str) -> ServedTable | None:
+        with self._lock:
+            self._cache.pop(key, None)
+        return self.get(key)
+
+    def _land(self, key: str) -> None:
+        with self._lock:
+            self._flights.pop(key, None)
+
+    def _claim(self, key: str, params: Params, solver: str) -> str:
+        """Claim the solve of ``key`` for this process: 'claimed', 'foreign' (live elsewhere) or 'done'."""
+        now = utcnow()
+        values = {
+            "params": json.dumps(params.canonical()),
+            "solver": solver,
+            "status": "queued",
+            "stage": "queued",
+            "progress": "{}",
+            "error": None,
+            "owner": OWNER,
+            "updated_at": now,
+        }
+        for _attempt in range(3):
+            try:
+                with self.db.write() as conn:
+                    row = conn.execute(
+                        select(SolveJob.__table__).where(SolveJob.id == key).with_for_update()
+                    ).first()
+                    if row is None:
+                        conn.execute(insert(SolveJob).values(id=key, created_at=now, **values))
+                        return "claimed"
+                    if row.status == "done":
+                        return "done"
+                    fresh = (now - _aware(row.updated_at)).total_seconds() < self.settings.job_stale_s
+                    if row.status in ("queued", "running") and row.owner != OWNER and fresh:
+                        return "foreign"
+                    conn.execute(update(SolveJob).where(SolveJob.id == key).values(**values))
+                    return "claimed"
+            except IntegrityError:  # another process inserted the row first: look again
+                continue
+        return "foreign"
+
+    def _set_job(self, key: str, **values: Any) -> None:
+        values["updated_at"] = utcnow()
+        try:
+            with self.db.write() as conn:
+                conn.execute(update(SolveJob).where(SolveJob.id == key).values(**values))
+        except Exception:  # noqa: BLE001 - progress reports are best effort; the solve goes on
+            log.warning("could not record progress of job %s", key, exc_info=True)
+
+    def _solve(self, key: str, params: Params, solver: str) -> ServedTable:
+        self._progress[key] = {"stage": "starting"}
+        self._set_job(key, status="running", stage="starting")
+        last = [time.monotonic()]
+
+        def progress(stage: str, **info: Any) -> None:
+            state = {"stage": stage, **_jsonable(info)}
+            self._progress[key] = state
+            now = time.monotonic()
+            if now - last[0] >= PROGRESS_EVERY_S:
+                last[0] = now
+                self._set_job(key, stage=stage[:32], progress=json.dumps(state))
+
+        try:
+            solution = solve(params, solver=solver, mode="lazy", progress=progress)
+            self._store(key, solution)
+        except DarrmError as exc:
+            self._set_job(key, status="failed", stage="failed", error=str(exc))
+            raise
+        except Exception as exc:
+            log.exception("solve of table %s failed", key)
+            self._set_job(key, status="failed", stage="failed", error=f"internal error: {type(exc).__name__}")
+            raise
+        finally:
+            self._progress.pop(key, None)
+        table = self.get(key)
+        if table is None:  # pragma: no cover - the row was just written
+            raise TableNotServable(f"table {key} vanished after it was stored")
+        return table
+
+    def _store(self, key: str, sol: Solution) -> None:
+        if not sol.certificate.certified:  # solve() raises first; never store an uncertified table
+            raise TableNotServable("refusing to store an uncertified table")
+        p = sol.params
+        row = {
+            "id": key,
+            "K": p.K,
+            "m": p.m,
+            "epsilon": p.epsilon,
+            "teacher_delta": p.teacher_delta,
+            "delta": p.delta,
+            "prior": p.prior.spec,
+            "solver": sol.solver,
+            "gamma": json.dumps(list(sol.gamma)),
+            "certificate": json.dumps(sol.certificate.to_dict()),
+            "expected_error": float(sol.expected_error),
+            "solve_seconds": float(sol.seconds),
+            "created_at": utcnow(),
+        }
+        with self.db.write() as conn:
+            exists = conn.execute(select(GammaTable.id).where(GammaTable.id == key)).first()
+            if exists is None:
+                conn.execute(insert(GammaTable).values(**row))
+            conn.execute(
+                update(SolveJob).where(SolveJob.id == key)
+                .values(status="done", stage="done", progress="{}", error=None, updated_at=utcnow())
+            )
+
+    # --- jobs ------------------------------------------------------------------------------------------
+    def _job_row(self, key: str) -> SolveJob | None:
+        with self.db.read() as conn:
+            return conn.execute(select(SolveJob.__table__).where(SolveJob.id == key)).first()
+
+    def job(self, job_id: str) -> dict[str, Any] | None:
+        row = self._job_row(job_id)
+        table = self.get(job_id)
+        if row is None and table is None:
+            return None
+        if table is not None:
+            status, stage, progress, error = "done", "done", {}, None
+        else:
+            status, stage, error = row.status, row.stage, row.error
+            progress = self._progress.get(job_id) or json.loads(row.progress or "{}")
+            if status in ("queued", "running"):
+                age = (utcnow() - _aware(row.updated_at)).total_seconds()
+                if age >= self.settings.job_stale_s and row.owner != OWNER:
+                    status, error = "stale", "the process solving this table stopped reporting; POST again"
+        return {
+            "job_id": job_id,
+            "status": status,
+            "stage": stage,
+            "progress": progress,
+            "error": error,
+            "table_id": job_id if table is not None else None,
+            "table": table.to_dict() if table is not None else None,
+        }
