@@ -40,7 +40,8 @@ Every method other than ``basic`` is evaluated at a target δ (the ledger's δ b
 (smallest ε, target δ). Floating point: the randomised-response share s is reduced by a relative 1e-9
 before solving for ε and the solved ε is rounded up by a relative 1e-12 (plus 1e-15), which keeps the
 reported ε on the safe side of the float64 evaluation error of the binomial tails (about 1e-13 relative)
-and of the logarithms; sums of ε are computed exactly and rounded up.
+and of the logarithms. Sums of ε (basic composition, kε₀) are exact sums of the float inputs rounded once
+to the nearest float, so budgets written as decimals behave as decimals (5 × 0.2 = 1.0).
 """
 
 from __future__ import annotations
@@ -113,11 +114,12 @@ def _check_cost(epsilon: float, delta: float) -> None:
         raise InvalidParameter("delta", "must satisfy 0 <= delta < 1", delta)
 
 
-def sum_up(terms: Iterable[tuple[int, float]]) -> float:
-    """Σ count·value computed exactly and rounded up to a float (budget sums never round down)."""
-    exact = sum((Fraction(v) * n for n, v in terms), Fraction(0))
-    x = float(exact)
-    return math.nextafter(x, math.inf) if Fraction(x) < exact else x
+def exact_sum(terms: Iterable[tuple[int, float]]) -> float:
+    """Σ count·value over the exact binary values of the floats, rounded once to the nearest float.
+
+    Budgets and costs are decimal numbers written as floats, so 5 answers of ε₀ = 0.2 spend exactly the
+    ε = 1.0 a user expects (the real-number sum of five float 0.2s is 1 + 5.6e-17)."""
+    return float(sum((Fraction(v) * n for n, v in terms), Fraction(0)))
 
 
 def _check_target(delta: float) -> None:
@@ -143,7 +145,7 @@ class _RR:
         self.k = int(k)
         self.q = float(expit(eps0))  # e^ε₀ / (1 + e^ε₀)
         self.qbar = float(expit(-eps0))  # 1 / (1 + e^ε₀), accurate for large ε₀
-        self.top = sum_up([(self.k, self.eps0)])  # kε₀ rounded up: δ_rr = 0 from here on
+        self.top = exact_sum([(self.k, self.eps0)])  # kε₀: δ_rr = 0 from here on
 
     def tails(self, j: int) -> tuple[float, float]:
         """(P[Bin(k, q) ≥ j], P[Bin(k, 1 − q) ≥ j])."""
@@ -196,7 +198,8 @@ class _RR:
                     lo = mid
         j = hi  # ε lies in [max(0, b_{j−1}), b_j], where δ_rr(ε) = A(j) − e^ε B(j)
         left = max(self.breakpoint(j - 1), 0.0)
-        right = top if j == self.k else self.breakpoint(j)
+        # on the last segment the right end is kε₀, which ``top`` may round down by half an ulp
+        right = math.nextafter(top, math.inf) if j == self.k else self.breakpoint(j)
         a, b = self.tails(j)
         if b <= 0.0 or a - s <= 0.0:
             return right  # ill-conditioned in float64: the segment's right end is always valid
@@ -255,7 +258,7 @@ def _base_delta(groups: Sequence[Group]) -> float:
 
 def basic(groups: Sequence[Group]) -> Spend:
     """(Σ k_g ε_g, 1 − Π (1 − δ_g)^{k_g})."""
-    return Spend(sum_up((g.count, g.epsilon) for g in groups), _base_delta(groups), BASIC)
+    return Spend(exact_sum((g.count, g.epsilon) for g in groups), _base_delta(groups), BASIC)
 
 
 def optimal(epsilon0: float, delta0: float, k: int, delta: float) -> Spend:
@@ -292,14 +295,14 @@ def optimal_grouped(groups: Sequence[Group], delta: float, steps: int = SPLIT_ST
         x[i] += step
         current[i] = nxt[i]
         nxt[i] = eps_at(i, x[i] + step)
-    return Spend(sum_up((1, c) for c in current), delta, OPTIMAL_GROUPED)
+    return Spend(exact_sum((1, c) for c in current), delta, OPTIMAL_GROUPED)
 
 
 def kov_heterogeneous(groups: Sequence[Group], delta: float) -> Spend:
     s = _rr_share(_base_delta(groups), delta)
     if s is None:
         return Spend(math.inf, delta, KOV_HETEROGENEOUS)
-    total = sum_up((g.count, g.epsilon) for g in groups)
+    total = exact_sum((g.count, g.epsilon) for g in groups)
     if s <= 0.0:
         return Spend(total, delta, KOV_HETEROGENEOUS)
     drift = math.fsum(g.count * g.epsilon * math.tanh(g.epsilon / 2.0) for g in groups)

@@ -97,7 +97,10 @@ def test_epsilon_is_the_inverse_and_safe(eps0, delta0, k, extra):
     base = -math.expm1(k * math.log1p(-delta0))
     target = min(base + extra * (1 - base), 0.999)
     eps = acc.optimal_epsilon(eps0, delta0, k, target)
-    assert 0.0 <= eps <= acc.basic([acc.Group(eps0, delta0, k)]).epsilon
+    assert 0.0 <= eps <= math.nextafter(acc.basic([acc.Group(eps0, delta0, k)]).epsilon, math.inf)
+    if target <= base:  # nothing left for the randomised-response part: basic composition, kε₀
+        assert eps == acc.basic([acc.Group(eps0, delta0, k)]).epsilon
+        return
     # valid: the exact profile at the returned ε meets the target
     assert exact_delta(eps0, delta0, k, eps) <= target * (1 + 1e-12) + 1e-300
     # tight: slightly less ε would not
@@ -128,7 +131,7 @@ def test_basic_is_never_beaten_by_less_than_zero(eps0, delta0, k, extra):
     target = min(b.delta + extra, 0.99)
     a = acc.account([(eps0, delta0, k)], target)
     assert a.spend.epsilon <= b.epsilon
-    assert a.bounds["optimal"].epsilon <= b.epsilon
+    assert a.bounds["optimal"].epsilon <= math.nextafter(b.epsilon, math.inf)
     assert a.spend.delta <= target
 
 
@@ -136,6 +139,13 @@ def test_target_below_basic_delta_is_infeasible():
     assert acc.optimal_epsilon(0.3, 1e-5, 1000, 1e-3) == math.inf
     a = acc.account([(0.3, 1e-5, 1000)], 1e-3)
     assert a.spend.method == "basic" and a.spend.delta > 1e-3 and not a.within(1e9, 1e-3)
+
+
+def test_decimal_budgets_behave_as_decimals():
+    assert acc.basic([acc.Group(0.2, 0.0, 5)]).epsilon == 1.0  # not 1.0000000000000002
+    a = acc.account([(0.2, 0.0, 5)], 0.0)
+    assert a.within(1.0, 0.0) and not acc.account([(0.2, 0.0, 6)], 0.0).within(1.0, 0.0)
+    assert acc.basic([acc.Group(0.1, 0.0, 3), acc.Group(0.7, 0.0, 1)]).epsilon == 1.0
 
 
 def test_pure_dp_with_zero_delta_budget_is_basic():
