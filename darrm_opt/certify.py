@@ -27,6 +27,8 @@ from .sweep import SweepProblem, error_bound, signed_h, sweep
 #: Below this distance from the bound a multiset is always re-evaluated in high precision.
 NEAR_TIGHT = 1e-12
 MP_DIGITS = 40
+#: At most this many multisets are re-checked in high precision; more means "cannot certify".
+NEAR_CAP = 20_000
 
 
 @dataclass(frozen=True)
@@ -130,12 +132,15 @@ def certify(
     eta = error_bound(params.K, E, float(np.abs(h).max()) if h.size else 0.0)
     near = B - max(eta, NEAR_TIGHT)
     res = sweep(SweepProblem(C, h, E), near=near, two_sided=two_sided, progress=progress, executor=executor,
-                workers=workers)
+                workers=workers, near_cap=NEAR_CAP)
     fast_max = max(res.max_cost, -res.min_cost) if two_sided else res.max_cost
     worst = res.worst if (not two_sided or res.max_cost >= -res.min_cost) else res.best
     max_cost, hp = fast_max, 0
     certified, reason = True, ""
-    if res.near_overflow:
+    if fast_max > B + eta:
+        # above the bound by more than the float error: a proven violation, no exact re-check needed
+        certified, reason = False, f"multiset {list(worst or ())} exceeds the bound by {fast_max - B:.3g}"
+    elif res.near_overflow:
         certified, reason = False, "too many multisets within the float error of the bound to verify exactly"
     elif res.near.shape[0]:
         Bmp = exact_bound_mp(params)

@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 import os
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -36,6 +36,9 @@ from .pmf import binom_table, fft_length
 BLOCK_ENTRIES = 1 << 22
 
 UNIT_ROUNDOFF = 2.0**-53
+
+#: Largest number of multisets in one scheduled group of work items.
+GROUP_MULTISETS = 200_000_000
 
 
 def error_bound(K: int, E: float, hmax: float) -> float:
@@ -264,6 +267,7 @@ def sweep(
     workers: int | None = None,
     progress=None,
     executor=None,
+    near_cap: int = 200_000,
 ) -> SweepResult:
     """Sweep every multiset of ``problem`` locally with a thread pool (numpy releases the GIL in the
     matrix products and reductions), or on ``executor`` (a callable mapping a list of item groups to
@@ -275,27 +279,33 @@ def sweep(
     out = SweepResult(
         violators=np.zeros((0, problem.C), dtype=np.int16), near=np.zeros((0, problem.C), dtype=np.int16)
     )
-    kwargs = dict(threshold=threshold, top=top, near=near, two_sided=two_sided)
+    kwargs = dict(threshold=threshold, top=top, near=near, two_sided=two_sided, near_cap=near_cap)
     workers = workers or default_workers()
-    # group items into chunks of about equal work (multisets), a few per worker
-    n_groups = max(1, min(len(items), workers * 8)) if total > 200_000 else 1
+    # groups of about equal work, several per worker and at most ~2·10⁸ multisets each, so progress is
+    # smooth and an interrupt takes effect within a second or two
+    n_groups = max(1, min(len(items), max(workers * 8, total // GROUP_MULTISETS))) if total > 200_000 else 1
     groups = _balance(problem, items, n_groups)
     if executor is not None:
         for part in executor(problem, groups, kwargs):
-            out.merge(part, top, 200_000)
+            out.merge(part, top, near_cap)
             if progress:
                 progress(out.multisets, total, out.max_cost)
     elif workers == 1 or len(groups) == 1:
         for g in groups:
-            out.merge(problem.run(g, **kwargs), top, 200_000)
+            out.merge(problem.run(g, **kwargs), top, near_cap)
             if progress:
                 progress(out.multisets, total, out.max_cost)
     else:
-        with _single_threaded_blas(), ThreadPoolExecutor(workers) as pool:
-            for part in pool.map(lambda g: problem.run(g, **kwargs), groups):
-                out.merge(part, top, 200_000)
-                if progress:
-                    progress(out.multisets, total, out.max_cost)
+        with _single_threaded_blas():
+            pool = ThreadPoolExecutor(workers)
+            try:
+                futures = [pool.submit(problem.run, g, **kwargs) for g in groups]
+                for fut in as_completed(futures):
+                    out.merge(fut.result(), top, near_cap)
+                    if progress:
+                        progress(out.multisets, total, out.max_cost)
+            finally:  # on Ctrl-C (or any error) drop the groups not yet started
+                pool.shutdown(wait=True, cancel_futures=True)
     out.seconds = time.perf_counter() - t0
     return out
 

@@ -1,0 +1,94 @@
+"""Speed-ups change nothing but speed; the Dask path gives the local path's certificate."""
+
+import numpy as np
+import pytest
+
+from darrm_opt.certify import certify
+from darrm_opt.grid import parse_values, solve_grid
+from darrm_opt.errors import InvalidParameter
+from darrm_opt.optimize import solve
+from darrm_opt.params import Params
+
+
+@pytest.mark.parametrize("args", [dict(K=15, m=3), dict(K=21, m=2.5, teacher_delta=0.0), dict(K=13, m=4)])
+def test_speedups_on_and_off_agree(args):
+    params = Params(**args)
+    fast = solve(params)
+    plain = solve(params, use_pool=False, workers=1, batch=5)
+    assert fast.certificate.certified and plain.certificate.certified
+    assert fast.expected_error == pytest.approx(plain.expected_error, abs=1e-8)
+    assert plain.sweeps > fast.sweeps  # the pool does save exhaustive sweeps
+
+
+def test_warm_start_agrees_and_saves_iterations():
+    a = solve(Params(21, 3))
+    b = solve(Params(21, 3.5), seed_multisets=a.active_set)
+    cold = solve(Params(21, 3.5))
+    assert b.certificate.certified
+    assert b.expected_error == pytest.approx(cold.expected_error, abs=1e-8)
+    assert b.iterations <= cold.iterations
+
+
+def test_grid_local_is_certified_and_matches_single_solves():
+    params = [Params(k, m) for k in (11, 13) for m in (1, 2, 3)]
+    sols = solve_grid(params)
+    for p, s in zip(params, sols):
+        assert s.params == p and s.certificate.certified
+        assert s.expected_error == pytest.approx(solve(p).expected_error, abs=1e-8)
+
+
+def test_parse_values():
+    assert parse_values("K", "11..17", integer=True, odd=True) == [11, 13, 15, 17]
+    assert parse_values("m", "1,2.5,1") == [1.0, 2.5]
+    with pytest.raises(InvalidParameter, match="m"):
+        parse_values("m", "1,x")
+
+
+@pytest.fixture(scope="module")
+def dask_client():
+    distributed = pytest.importorskip("distributed")
+    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
+                                       dashboard_address=None)
+    client = distributed.Client(cluster)
+    yield client
+    client.close()
+    cluster.close()
+
+
+def test_dask_sweep_gives_the_local_certificate(dask_client):
+    from darrm_opt.distributed import DaskSweepExecutor
+
+    params = Params(21, 3)
+    gamma = np.array(solve(params).gamma)
+    ex = DaskSweepExecutor(dask_client)
+    remote = certify(params, gamma, executor=ex)
+    local = certify(params, gamma)
+    assert remote.certified and local.certified
+    assert remote.multisets_checked == local.multisets_checked == 1_184_040
+    assert remote.max_privacy_cost == local.max_privacy_cost
+    assert remote.worst_multiset == local.worst_multiset
+    # and a violating table is caught remotely as well
+    bad = certify(params, np.ones(22), executor=ex)
+    assert not bad.certified and bad.worst_multiset == certify(params, np.ones(22)).worst_multiset
+
+
+def test_dask_solve_and_grid_match_local(dask_client):
+    from darrm_opt.distributed import DaskSweepExecutor
+
+    ex = DaskSweepExecutor(dask_client)
+    p = Params(17, 3)
+    assert solve(p, executor=ex).gamma == solve(p).gamma
+    params = [Params(11, m) for m in (1, 2, 3)]
+    remote = solve_grid(params, executor=ex)
+    for p, s in zip(params, remote):
+        assert s.params == p and s.certificate.certified
+        assert s.expected_error == pytest.approx(solve(p).expected_error, abs=1e-12)
+
+
+def test_cli_dask_scheduler_unreachable_is_a_clear_error():
+    from typer.testing import CliRunner
+
+    from darrm_opt.cli import app
+
+    r = CliRunner().invoke(app, ["solve", "--K", "5", "--m", "2", "--dask-scheduler", "tcp://127.0.0.1:9"])
+    assert r.exit_code == 2 and "Dask scheduler" in r.output
