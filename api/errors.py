@@ -1,6 +1,6 @@
 """Error responses: every domain error and bad request becomes a 4xx JSON ``{"detail": ...}``.
 
-- request validation (pydantic) → 422 ``{"detail": [{"loc", "msg", "type"}, ...]}`` (at most 20 entries,
+- a body that cannot be read as JSON text, and request validation (pydantic) → 422 ``{"detail": [{"loc", "msg", "type"}, ...]}`` (at most 20 entries,
   never echoing the input, so votes never come back in an error);
 - :class:`~darrm_opt.errors.InvalidParameter` → 422 in the same shape, ``loc = ["body", parameter]``;
 - other :class:`~darrm_opt.errors.DarrmError` (solver unavailable or failed, certification failed) → 422
@@ -15,6 +15,7 @@ import logging
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from darrm_opt.errors import DarrmError, InvalidParameter
 
@@ -41,6 +42,15 @@ def invalid(field: str, message: str, where: str = "body", type_: str = "value_e
 
 
 def install(app: FastAPI) -> None:
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(_request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        if exc.status_code == 400:  # FastAPI could not read the body (e.g. not UTF-8): a bad body, 422
+            return JSONResponse(status_code=422, content={"detail": [
+                {"loc": ["body"], "msg": "the body is not valid JSON text", "type": "json_invalid"}
+            ]})
+        return JSONResponse(status_code=exc.status_code, content={"detail": exc.detail},
+                            headers=getattr(exc, "headers", None))
+
     @app.exception_handler(RequestValidationError)
     async def _validation(_request: Request, exc: RequestValidationError) -> JSONResponse:
         return JSONResponse(status_code=422, content={"detail": validation_detail(exc.errors())})

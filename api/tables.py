@@ -138,6 +138,7 @@ class TableService:
         self._lock = threading.RLock()
         self._flights: dict[str, Future] = {}
         self._progress: dict[str, dict] = {}
+        self._solver_errors: dict[str, str | None] = {}
         self._executor = ThreadPoolExecutor(settings.solve_workers, thread_name_prefix="darrm-solve")
 
     def close(self) -> None:
@@ -200,6 +201,7 @@ class TableService:
     # --- solving ---------------------------------------------------------------------------------------
     def request(self, params: Params, solver: str) -> Outcome:
         """A certified table for ``params``: cached, solved now, or a pending job (see the module doc)."""
+        self._check_solver(solver)
         key = params.key()
         cached = self.get(key)
         if cached is not None:
@@ -212,10 +214,6 @@ class TableService:
                 f"{self.settings.max_multisets}",
                 params.K,
             )
-        try:
-            solvers.get_backend(solver)
-        except solvers.SolverUnavailableError as exc:
-            raise InvalidParameter("solver", str(exc)) from None
         future, role = self._flight(key, params, solver)
         if size <= self.settings.inline_max_multisets:
             deadline = time.monotonic() + self.settings.inline_timeout_s
@@ -235,6 +233,21 @@ class TableService:
                     time.sleep(pause)
                     pause = min(pause * 2, 0.5)
         return Outcome("pending", key)
+
+    def _check_solver(self, solver: str) -> None:
+        """422 naming ``solver`` unless it is a backend available here (checked once per process)."""
+        if solver not in self._solver_errors:
+            try:
+                solvers.get_backend(solver)
+                self._solver_errors[solver] = None
+            except solvers.SolverUnavailableError as exc:
+                self._solver_errors[solver] = str(exc)
+                if len(self._solver_errors) > 64:  # unknown names are not worth remembering
+                    self._solver_errors.pop(solver)
+                    raise InvalidParameter("solver", str(exc)) from None
+        error = self._solver_errors[solver]
+        if error is not None:
+            raise InvalidParameter("solver", error)
 
     def _flight(self, key: str, params: Params, solver: str) -> tuple[Future | None, str]:
         with self._lock:

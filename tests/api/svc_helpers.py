@@ -106,8 +106,19 @@ class Server:
         return httpx.Client(base_url=self.url, headers=AUTH, timeout=kw.pop("timeout", 60.0), **kw)
 
 
-def make_table(c: httpx.Client, **params) -> dict:
+def make_table(c: httpx.Client, timeout: float = 120.0, **params) -> dict:
+    """POST the parameters; on 202 follow the job until its table is ready (bounded in time)."""
     r = c.post("/v1/tables", json=params)
+    if r.status_code == 202:
+        url = r.json()["status_url"]
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            job = c.get(url).json()
+            assert job["status"] in ("queued", "running", "done"), job
+            if job["status"] == "done":
+                return job["table"]
+            time.sleep(0.05)
+        raise AssertionError(f"job {url} did not finish in {timeout} s")
     assert r.status_code == 200, r.text
     return r.json()
 

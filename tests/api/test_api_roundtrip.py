@@ -225,3 +225,10 @@ def test_health_and_docs(client, sqlite_server):
     assert "votes" in spec["paths"]["/v1/aggregate"]["post"]["requestBody"]["content"]["application/json"][
         "schema"]["properties"]
     assert httpx.get(sqlite_server.url + "/docs").status_code == 200
+
+
+def test_unknown_solver_is_refused_even_for_a_cached_table(client):
+    make_table(client, K=3, m=1.25)
+    r = client.post("/v1/tables", json={"K": 3, "m": 1.25, "solver": "nonesuch"})
+    assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "solver"]
+    assert client.post("/v1/tables", json={"K": 3, "m": 1.25, "solver": "highs"}).status_code == 200

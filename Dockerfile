@@ -1,0 +1,22 @@
+# darrm-opt service: docker build -t darrm-opt . && docker run -p 8000:8000 -v darrm-data:/data -e DARRM_API_KEYS=... darrm-opt
+# tests/api/test_api_packaging.py runs this file's steps: the install, the CMD and the HEALTHCHECK.
+FROM python:3.11-slim
+
+ENV PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1
+
+RUN useradd --create-home --uid 10001 darrm && mkdir /data && chown darrm:darrm /data
+
+WORKDIR /src
+COPY . .
+RUN pip install .
+
+USER darrm
+WORKDIR /home/darrm
+VOLUME ["/data"]
+EXPOSE 8000
+HEALTHCHECK --interval=30s --timeout=5s --start-period=30s --retries=3 \
+    CMD ["python", "-c", "import sys, urllib.request; sys.exit(urllib.request.urlopen('http://127.0.0.1:8000/healthz', timeout=4).status != 200)"]
+CMD ["darrm-opt", "serve", "--host", "0.0.0.0", "--port", "8000", "--database-url", "sqlite:////data/darrm.db"]

@@ -1,0 +1,146 @@
+"""The Dockerfile's steps, run here (no Docker engine on these machines): the build context of
+.dockerignore, ``pip install .``, the CMD (on loopback) and the HEALTHCHECK; and the migrations as packaged."""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from svc_helpers import ROOT, Server, free_port
+
+DOCKERFILE = ROOT / "Dockerfile"
+
+
+def instructions() -> list[tuple[str, str]]:
+    text = re.sub(r"\\\n\s*", " ", DOCKERFILE.read_text())
+    out = []
+    for line in text.splitlines():
+        line = line.strip()
+        if line and not line.startswith("#"):
+            word, _, rest = line.partition(" ")
+            out.append((word.upper(), rest.strip()))
+    return out
+
+
+def exec_form(rest: str) -> list[str]:
+    return json.loads(rest[rest.index("["):])
+
+
+def test_dockerfile_shape():
+    ins = instructions()
+    words = [w for w, _ in ins]
+    assert ins[0][0] == "FROM" and "slim" in ins[0][1]
+    users = [r for w, r in ins if w == "USER"]
+    assert users and users[-1] not in ("root", "0")
+    assert words.index("USER") > max(i for i, (w, r) in enumerate(ins) if w == "RUN")  # installs as root, runs as not
+    assert ("EXPOSE", "8000") in ins
+    assert ("RUN", "pip install .") in ins
+    assert any(w == "VOLUME" and "/data" in r for w, r in ins)
+    health = next(r for w, r in ins if w == "HEALTHCHECK")
+    assert "/healthz" in health and "CMD" in health
+    cmd = exec_form(next(r for w, r in ins if w == "CMD"))
+    assert cmd[:2] == ["darrm-opt", "serve"] and "0.0.0.0" in cmd and "sqlite:////data/darrm.db" in cmd
+
+
+def build_context(dest: Path) -> Path:
+    """The Docker build context: the checkout minus .dockerignore's patterns."""
+    patterns = [p.strip() for p in (ROOT / ".dockerignore").read_text().splitlines()
+                if p.strip() and not p.startswith("#")]
+
+    def ignored(rel: str) -> bool:
+        name = rel.rsplit("/", 1)[-1]
+        for p in patterns:
+            p = p.removeprefix("**/")
+            if fnmatch.fnmatch(rel, p) or fnmatch.fnmatch(name, p):
+                return True
+        return False
+
+    def ignore(directory: str, names: list[str]) -> set[str]:
+        rel_dir = os.path.relpath(directory, ROOT)
+        return {n for n in names if ignored(n if rel_dir == "." else f"{rel_dir}/{n}")}
+
+    ctx = dest / "context"
+    shutil.copytree(ROOT, ctx, ignore=ignore)
+    assert not (ctx / ".venv").exists() and not (ctx / "tests").exists() and (ctx / "api" / "alembic.ini").exists()
+    return ctx
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory) -> Path:
+    """``pip install .`` of the build context (dependencies come from this environment: --no-deps)."""
+    d = tmp_path_factory.mktemp("docker-steps")
+    ctx = build_context(d)
+    site = d / "site"
+    r = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(site), "."],
+                       cwd=ctx, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    for rel in ("api/alembic.ini", "api/migrations/env.py", "api/migrations/versions/0001_initial.py",
+                "api/routers/aggregate.py", "darrm_opt/cli/serve.py", "bin/darrm-opt"):
+        assert (site / rel).exists(), rel
+    return site
+
+
+def test_cmd_and_healthcheck_of_the_installed_package(installed, tmp_path):
+    ins = instructions()
+    port = free_port()
+    cmd = exec_form(next(r for w, r in ins if w == "CMD"))
+    cmd = [c.replace("0.0.0.0", "127.0.0.1").replace("8000", str(port))
+           .replace("sqlite:////data/darrm.db", f"sqlite:///{tmp_path / 'data' / 'darrm.db'}") for c in cmd]
+    (tmp_path / "data").mkdir()
+    argv = [sys.executable, str(installed / "bin" / "darrm-opt"), *cmd[1:]]
+    env = {"PYTHONPATH": str(installed)}
+    probe = subprocess.run([sys.executable, "-c", "import api, darrm_opt; print(api.__file__)"],
+                           env={**os.environ, **env}, cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert probe.stdout.strip().startswith(str(installed)), probe  # the installed copy, not the checkout
+    server = Server(tmp_path, "unused", argv=argv, env=env, port=port, name="docker-cmd").start()
+    try:
+        health = exec_form(next(r for w, r in ins if w == "HEALTHCHECK"))
+        health = [h.replace("8000", str(port)) for h in health]
+        assert health[0] == "python"
+        r = subprocess.run([sys.executable, *health[1:]], capture_output=True, timeout=30)
+        assert r.returncode == 0, r
+        assert (tmp_path / "data" / "darrm.db").exists()
+    finally:
+        server.stop()
+    server.proc = None
+    r = subprocess.run([sys.executable, *health[1:]], capture_output=True, timeout=30)
+    assert r.returncode != 0  # and it fails when the server is down
+
+
+def test_migrations_upgrade_and_downgrade(tmp_path):
+    from alembic import command
+    from sqlalchemy import inspect
+
+    from api.db import Database, alembic_config, migrate
+
+    url = f"sqlite:///{tmp_path / 'm.db'}"
+    db = Database(url)
+    try:
+        migrate(db)
+        migrate(db)  # idempotent
+        tables = set(inspect(db.engine).get_table_names())
+        assert {"gamma_tables", "solve_jobs", "ledgers", "ledger_usage", "spends", "alembic_version"} <= tables
+        command.downgrade(alembic_config(url), "base")
+        assert set(inspect(db.engine).get_table_names()) <= {"alembic_version"}
+        command.upgrade(alembic_config(url), "head")
+        assert "spends" in set(inspect(db.engine).get_table_names())
+    finally:
+        db.dispose()
+
+
+def test_postgres_urls_use_psycopg3():
+    from api.db import normalize_url
+
+    assert normalize_url("postgresql://u@h:5432/d").drivername == "postgresql+psycopg"
+    assert normalize_url("postgres://u@h/d").drivername == "postgresql+psycopg"
+    assert normalize_url("sqlite:///x.db").drivername == "sqlite"
+    for bad in ("mysql://u@h/d", "sqlite://", "sqlite:///:memory:"):
+        with pytest.raises(ValueError):
+            normalize_url(bad)
