@@ -36,6 +36,8 @@ from .sweep import SweepProblem, signed_h, sweep
 
 MODES = ("lazy", "full")
 TIGHTEN_REL = 1e-8
+#: Full mode refuses problems whose rows would exceed this much memory.
+FULL_MODE_MAX_BYTES = 1 << 30
 
 
 def mirror(g: np.ndarray, K: int) -> np.ndarray:
@@ -135,6 +137,13 @@ def solve(
             progress(stage, **info)
 
     if mode == "full":
+        rows_bytes = n_multisets(K, n_corners(params)) * (H + 1) * 8
+        if rows_bytes > FULL_MODE_MAX_BYTES:
+            from .errors import InvalidParameter
+
+            raise InvalidParameter(
+                "mode", f"full mode holds all {n_multisets(K, n_corners(params)):,} rows in memory "
+                f"({rows_bytes / 2**30:.1f} GiB > {FULL_MODE_MAX_BYTES / 2**30:.0f} GiB); use --mode lazy")
         counts = all_multisets(params)
         notify("build", rows=counts.shape[0])
         rows = builder.rows(counts)

@@ -111,3 +111,8 @@ def test_console_script_subprocess(tmp_path):
     assert json.loads(r.stdout)["certificate"]["certified"] is True
     r = subprocess.run(exe[:4] + ["--K", "4", "--m", "2"], capture_output=True, text=True, timeout=120)
     assert r.returncode == 2 and "invalid K" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_full_mode_too_large_is_refused_with_advice():
+    r = run("solve", "--K", "41", "--m", "3", "--mode", "full")
+    assert r.exit_code == 2 and "mode" in r.output and "lazy" in r.output
