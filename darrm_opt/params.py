@@ -16,7 +16,8 @@ from .errors import InvalidParameter
 PRIOR_KINDS = ("paper", "iid-uniform", "common-uniform")
 
 
-def _finite(name: str, value: object) -> float:
+def finite_number(name: str, value: object) -> float:
+    """``value`` as a finite float, or InvalidParameter naming ``name``."""
     if isinstance(value, bool):
         raise InvalidParameter(name, "must be a number", value)
     try:
@@ -44,8 +45,8 @@ class Prior:
     def __post_init__(self) -> None:
         if self.kind not in PRIOR_KINDS:
             raise InvalidParameter("prior", f"must be one of {', '.join(PRIOR_KINDS)}", self.kind)
-        a = _finite("prior", self.a)
-        b = _finite("prior", self.b)
+        a = finite_number("prior", self.a)
+        b = finite_number("prior", self.b)
         if self.kind == "paper" and (a, b) != (0.5, 1.0):
             raise InvalidParameter("prior", "'paper' takes no bounds (it is Uniform[0.5, 1])")
         if not (0.5 <= a < b <= 1.0):
@@ -73,7 +74,7 @@ class Prior:
         parts = rest.split(",")
         if len(parts) != 2:
             raise InvalidParameter("prior", f"'{kind}' takes two bounds A,B", spec)
-        return cls(kind, _finite("prior", parts[0]), _finite("prior", parts[1]))
+        return cls(kind, finite_number("prior", parts[0]), finite_number("prior", parts[1]))
 
     @property
     def spec(self) -> str:
@@ -113,22 +114,22 @@ class Params:
             raise InvalidParameter("K", "must be an odd integer >= 1", K)
         if K_int < 1 or K_int % 2 == 0:
             raise InvalidParameter("K", "must be an odd integer >= 1", K)
-        m = _finite("m", self.m)
+        m = finite_number("m", self.m)
         if not (1.0 <= m <= K_int):
             raise InvalidParameter("m", f"must satisfy 1 <= m <= K (K = {K_int})", self.m)
-        eps = _finite("epsilon", self.epsilon)
+        eps = finite_number("epsilon", self.epsilon)
         if eps <= 0:
             raise InvalidParameter("epsilon", "must be > 0", self.epsilon)
         if m * eps > 700:
             raise InvalidParameter("epsilon", "m * epsilon must be <= 700 (e^(m*epsilon) overflows)", m * eps)
-        tdelta = _finite("teacher_delta", self.teacher_delta)
+        tdelta = finite_number("teacher_delta", self.teacher_delta)
         if not (0.0 <= tdelta < 1.0):
             raise InvalidParameter("teacher_delta", "must satisfy 0 <= teacher_delta < 1", self.teacher_delta)
         if self.delta is None:
             delta = -math.expm1(m * math.log1p(-tdelta))
             delta = max(delta, tdelta)
         else:
-            delta = _finite("delta", self.delta)
+            delta = finite_number("delta", self.delta)
             if not (tdelta <= delta < 1.0):
                 raise InvalidParameter("delta", "must satisfy teacher_delta <= delta < 1", self.delta)
         object.__setattr__(self, "K", K_int)

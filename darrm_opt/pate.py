@@ -40,6 +40,7 @@ import numpy as np
 from scipy import integrate, special
 
 from .errors import InvalidParameter
+from .params import finite_number as _finite
 
 __all__ = [
     "GnmaxCalibration",
@@ -73,26 +74,9 @@ DEFAULT_ORDERS = np.arange(1.5, 200.5, 0.5)
 
 
 def _positive(name: str, value: object) -> float:
-    if isinstance(value, bool):
-        raise InvalidParameter(name, "must be a number", value)
-    try:
-        x = float(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        raise InvalidParameter(name, "must be a number", value) from None
-    if not math.isfinite(x) or x <= 0:
+    x = _finite(name, value)
+    if x <= 0:
         raise InvalidParameter(name, "must be a finite number > 0", value)
-    return x
-
-
-def _finite(name: str, value: object) -> float:
-    if isinstance(value, bool):
-        raise InvalidParameter(name, "must be a number", value)
-    try:
-        x = float(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        raise InvalidParameter(name, "must be a number", value) from None
-    if not math.isfinite(x):
-        raise InvalidParameter(name, "must be finite", value)
     return x
 
 
