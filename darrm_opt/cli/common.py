@@ -42,6 +42,11 @@ class ProgressReporter:
         if self.quiet:
             return
         if stage in ("sweep-progress", "certify-progress") and info.get("total", 0) >= 1_000_000:
+            label = "certifying" if stage == "certify-progress" else "sweeping"
+            if not err_console.is_terminal:  # logs and pipes: one plain line per finished sweep
+                if info["done"] >= info["total"]:
+                    err_console.print(f"{label}: {info['total']:,} multisets swept, worst cost {info['worst']:.10g}")
+                return
             if self._progress is None:
                 self._progress = Progress(
                     TextColumn("{task.description}"),
@@ -53,7 +58,6 @@ class ProgressReporter:
                     transient=True,
                 )
                 self._progress.start()
-            label = "certifying" if stage == "certify-progress" else "sweeping"
             if self._task is None:
                 self._task = self._progress.add_task(label, total=info["total"], worst=info["worst"])
             self._progress.update(self._task, description=label, completed=info["done"],
