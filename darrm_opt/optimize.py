@@ -77,6 +77,56 @@ class Solution:
         }
 
 
+class ActiveSet:
+    """The cutting-plane rows: count vectors and their LP rows, with optional purging of slack rows."""
+
+    def __init__(self, builder: RowBuilder, max_rows: int | None) -> None:
+        self.builder = builder
+        self.max_rows = max_rows
+        self.keys: list[tuple[int, ...]] = []
+        self._index: set[tuple[int, ...]] = set()
+        self.rows = np.zeros((0, builder.high.size))
+
+    @property
+    def size(self) -> int:
+        return len(self.keys)
+
+    def add(self, counts: np.ndarray, limit: int | None = None) -> int:
+        """Add up to ``limit`` multisets not yet present (in the given order); returns how many."""
+        new = []
+        for c in counts:
+            key = tuple(int(x) for x in c)
+            if key not in self._index:
+                self._index.add(key)
+                new.append(key)
+                if limit is not None and len(new) >= limit:
+                    break
+        if new:
+            self.keys.extend(new)
+            self.rows = np.concatenate([self.rows, self.builder.rows(np.array(new))])
+        return len(new)
+
+    def make_room(self, incoming: int, g: np.ndarray, binding_level: float) -> None:
+        """Keep size + incoming within max_rows by dropping rows that are not binding at ``g``."""
+        if self.max_rows is None or self.size + incoming <= self.max_rows:
+            return
+        costs = self.rows @ g
+        keep = costs >= binding_level
+        excess = self.size + incoming - self.max_rows
+        slack_idx = np.flatnonzero(~keep)
+        drop = slack_idx[np.argsort(costs[slack_idx])][:excess]  # the slackest first
+        mask = np.ones(self.size, dtype=bool)
+        mask[drop] = False
+        self.keys = [k for k, m in zip(self.keys, mask) if m]
+        self._index = set(self.keys)
+        self.rows = self.rows[mask]
+
+
+def _row_limit(backend) -> int | None:
+    limit = getattr(backend, "SIZE_LIMIT", None)
+    return None if limit is None else int(limit * 0.9)
+
+
 def _backend(name: str):
     try:
         return solvers.get_backend(name)
@@ -107,12 +157,14 @@ def solve(
     batch: int = 40,
     seed_multisets=None,
     max_iterations: int = 500,
+    max_active: int | None = None,
 ) -> Solution:
     """Compute the certified optimal γ for ``params``.
 
     ``progress(stage, **info)`` receives events ("lp", "sweep", "certify") for display. ``executor``
     distributes sweeps (see :func:`darrm_opt.sweep.sweep`). ``seed_multisets`` (count vectors, e.g. the
-    active set of a nearby problem) warm-start the lazy mode.
+    active set of a nearby problem) warm-start the lazy mode. ``max_active`` caps the LP's rows (default:
+    the backend's licence limit, if any) by dropping non-binding rows, which leaves the LP optimum as is.
     """
     if mode not in MODES:
         from .errors import InvalidParameter
@@ -153,33 +205,19 @@ def solve(
         g = np.clip(res.x, 0.0, 1.0)
         active = [tuple(int(x) for x in c) for c in counts[np.abs(rows @ g - B_lp) <= 1e-7]]
     else:
-        active_keys: dict[tuple[int, ...], int] = {}
-        rows_list: list[np.ndarray] = []
-
-        def add(counts: np.ndarray) -> int:
-            new = []
-            for c in counts:
-                key = tuple(int(x) for x in c)
-                if key not in active_keys:
-                    active_keys[key] = len(active_keys)
-                    new.append(key)
-            if new:
-                rows_list.append(builder.rows(np.array(new)))
-            return len(new)
-
+        act = ActiveSet(builder, max_rows=max_active if max_active is not None else _row_limit(backend))
         if seed_multisets is not None and len(seed_multisets):
-            add(np.asarray(seed_multisets))
+            act.add(np.asarray(seed_multisets), limit=act.max_rows // 2 if act.max_rows else None)
         pool = candidate_pool(params) if use_pool else None
         pool_rows = builder.rows(pool) if pool is not None else None
         g = np.ones(H)
         while True:
-            if rows_list:
-                A = np.concatenate(rows_list)
-                res = _solve_lp(backend, LP(-w, A, np.full(A.shape[0], B_lp), 0.0, 1.0), mode)
+            if act.size:
+                res = _solve_lp(backend, LP(-w, act.rows, np.full(act.size, B_lp), 0.0, 1.0), mode)
                 lp_seconds += res.seconds
                 g = np.clip(res.x, 0.0, 1.0)
             iterations += 1
-            notify("lp", iteration=iterations, active=len(active_keys), objective=float(w @ g))
+            notify("lp", iteration=iterations, active=act.size, objective=float(w @ g))
             if iterations > max_iterations:
                 raise SolverFailed(f"cutting planes did not converge in {max_iterations} iterations")
             if pool_rows is not None:
@@ -187,7 +225,8 @@ def solve(
                 viol = np.flatnonzero(costs > B_sep)
                 if viol.size:
                     order = viol[np.argsort(-costs[viol])]
-                    if add(pool[order[: batch * 4]][:batch]) or add(pool[order]):
+                    act.make_room(batch, g, B_lp - 1e-9 * max(B, 1.0))
+                    if act.add(pool[order], limit=batch):
                         continue
             sweeps += 1
             notify("sweep", iteration=iterations)
@@ -195,12 +234,13 @@ def solve(
                        executor=executor, workers=workers,
                        progress=(lambda d, t, worst: notify("sweep-progress", done=d, total=t, worst=worst)))
             sweep_seconds += sw.seconds
-            if sw.violators.shape[0] == 0 or add(sw.violators) == 0:
+            act.make_room(batch, g, B_lp - 1e-9 * max(B, 1.0))
+            if sw.violators.shape[0] == 0 or act.add(sw.violators, limit=batch) == 0:
                 if sw.max_cost > B_sep:  # only active rows violate: solver tolerance; scale down
                     scale = np.nextafter((B_sep) / sw.max_cost, 0.0)
                     g = g * scale
                 break
-        active = list(active_keys)
+        active = act.keys
     gamma = mirror(g, K)
     notify("certify")
     cert = certify(params, gamma, executor=executor, workers=workers,

@@ -92,3 +92,13 @@ def test_cli_dask_scheduler_unreachable_is_a_clear_error():
 
     r = CliRunner().invoke(app, ["solve", "--K", "5", "--m", "2", "--dask-scheduler", "tcp://127.0.0.1:9"])
     assert r.exit_code == 2 and "Dask scheduler" in r.output
+
+
+def test_purging_slack_rows_keeps_the_optimum():
+    """A cap on the LP's rows (Gurobi's size-limited licence) drops only non-binding rows."""
+    p = Params(31, 3)
+    capped = solve(p, max_active=150)
+    free = solve(p)
+    assert capped.active_constraints <= 150 < free.active_constraints
+    assert capped.certificate.certified
+    assert capped.expected_error == pytest.approx(free.expected_error, abs=1e-8)
