@@ -22,7 +22,7 @@ import numpy as np
 from .corners import corners, corners_mp
 from .errors import InvalidParameter
 from .params import Params
-from .sweep import SweepProblem, error_bound, signed_h, sweep
+from .sweep import SweepProblem, SweepResult, error_bound, signed_h, sweep
 
 #: Below this distance from the bound a multiset is always re-evaluated in high precision.
 NEAR_TIGHT = 1e-12
@@ -122,6 +122,21 @@ def certify(
     Returns a :class:`Certificate`; ``certified`` is False (with ``reason``) when some multiset violates the
     bound or cannot be verified.
     """
+    return certify_and_separate(params, gamma, progress=progress, executor=executor, workers=workers)[0]
+
+
+def certify_and_separate(
+    params: Params,
+    gamma,
+    *,
+    threshold: float | None = None,
+    top: int = 0,
+    progress=None,
+    executor=None,
+    workers: int | None = None,
+) -> tuple[Certificate, SweepResult]:
+    """One exhaustive sweep that both certifies ``gamma`` and, for cutting planes, collects up to ``top``
+    multisets whose cost exceeds ``threshold`` (``SweepResult.violators``)."""
     t0 = time.perf_counter()
     g = validate_gamma(gamma, params.K)
     two_sided = not is_symmetric(g)
@@ -132,7 +147,7 @@ def certify(
     eta = error_bound(params.K, E, float(np.abs(h).max()) if h.size else 0.0)
     near = B - max(eta, NEAR_TIGHT)
     res = sweep(SweepProblem(C, h, E), near=near, two_sided=two_sided, progress=progress, executor=executor,
-                workers=workers, near_cap=NEAR_CAP)
+                workers=workers, near_cap=NEAR_CAP, threshold=threshold, top=top)
     fast_max = max(res.max_cost, -res.min_cost) if two_sided else res.max_cost
     worst = res.worst if (not two_sided or res.max_cost >= -res.min_cost) else res.best
     max_cost, hp = fast_max, 0
@@ -158,7 +173,7 @@ def certify(
         max_cost = float(best_val)
     if certified and not res.near.shape[0] and fast_max > near:  # pragma: no cover - guarded by `near`
         certified, reason = False, "float sweep above the bound"
-    return Certificate(
+    cert = Certificate(
         certified=certified,
         max_privacy_cost=float(max_cost),
         bound=float(B),
@@ -170,3 +185,4 @@ def certify(
         seconds=time.perf_counter() - t0,
         reason=reason,
     )
+    return cert, res

@@ -26,7 +26,7 @@ import numpy as np
 import solvers
 from solvers import LP, ModelTooLargeError, SolverUnavailableError, Status
 
-from .certify import Certificate, certify
+from .certify import Certificate, certify, certify_and_separate
 from .constraints import RowBuilder, all_multisets, candidate_pool
 from .corners import corners, n_corners, n_multisets
 from .errors import CertificationFailed, SolverFailed, SolverLimitExceeded, SolverUnavailable
@@ -204,6 +204,7 @@ def solve(
         iterations = 1
         g = np.clip(res.x, 0.0, 1.0)
         active = [tuple(int(x) for x in c) for c in counts[np.abs(rows @ g - B_lp) <= 1e-7]]
+        final_cert = None
     else:
         act = ActiveSet(builder, max_rows=max_active if max_active is not None else _row_limit(backend))
         if seed_multisets is not None and len(seed_multisets):
@@ -228,29 +229,38 @@ def solve(
                     act.make_room(batch, g, B_lp - 1e-9 * max(B, 1.0))
                     if act.add(pool[order], limit=batch):
                         continue
+            # the exhaustive sweep separates and certifies at once: when it finds nothing new to add, its
+            # certificate is the final one
             sweeps += 1
             notify("sweep", iteration=iterations)
-            sw = sweep(SweepProblem(probs, signed_h(mirror(g, K)), E), threshold=B_sep, top=batch,
-                       executor=executor, workers=workers,
-                       progress=(lambda d, t, worst: notify("sweep-progress", done=d, total=t, worst=worst)))
+            cert, sw = certify_and_separate(
+                params, mirror(g, K), threshold=B_sep, top=batch, executor=executor, workers=workers,
+                progress=(lambda d, t, worst: notify("sweep-progress", done=d, total=t, worst=worst)))
             sweep_seconds += sw.seconds
             act.make_room(batch, g, B_lp - 1e-9 * max(B, 1.0))
             if sw.violators.shape[0] == 0 or act.add(sw.violators, limit=batch) == 0:
                 if sw.max_cost > B_sep:  # only active rows violate: solver tolerance; scale down
                     scale = np.nextafter((B_sep) / sw.max_cost, 0.0)
                     g = g * scale
+                    cert = None
+                final_cert = cert
                 break
         active = act.keys
     gamma = mirror(g, K)
-    notify("certify")
-    cert = certify(params, gamma, executor=executor, workers=workers,
-                   progress=(lambda d, t, worst: notify("certify-progress", done=d, total=t, worst=worst)))
+    cert = final_cert
+    if cert is None:
+        notify("certify")
+        cert = certify(params, gamma, executor=executor, workers=workers,
+                       progress=(lambda d, t, worst: notify("certify-progress", done=d, total=t, worst=worst)))
+        sweep_seconds += cert.seconds
+        sweeps += 1
     if not cert.certified and cert.max_privacy_cost > 0:
         # full mode (or a solver that overshoots its tolerance): scale γ into the bound and re-certify
         scale = np.nextafter((B - tighten) / cert.max_privacy_cost, 0.0)
         gamma = gamma * min(scale, 1.0)
         cert = certify(params, gamma, executor=executor, workers=workers)
-    sweep_seconds += cert.seconds
+        sweep_seconds += cert.seconds
+        sweeps += 1
     if not cert.certified:
         raise CertificationFailed(f"γ could not be certified: {cert.reason}", cert)
     return Solution(
@@ -262,7 +272,7 @@ def solve(
         expected_error=expected_error(gamma, params.prior),
         iterations=iterations,
         active_constraints=len(active),
-        sweeps=sweeps + 1,
+        sweeps=sweeps,
         seconds=time.perf_counter() - t0,
         lp_seconds=lp_seconds,
         sweep_seconds=sweep_seconds,
