@@ -9,6 +9,12 @@ swapped} is attained at a vertex. With e = e^ε the vertices are
     Δ = 0 (4): (0,0), (1,1), (e/(e+1), 1/(e+1)), (1/(e+1), e/(e+1)).
 
 (Erratum: the authors' public code writes the 6th vertex as (1−Δ)/(1+e^{−ε}); the value above is right.)
+
+They are listed in the order that makes the reflection (p, p′) → (1 − p, 1 − p′) map corner i of the first
+half to corner i of the second half, so the reflection of a count vector (u, v) is (v, u):
+
+    Δ > 0: (0,0), (0,Δ), (Δ,0), hi | (1,1), (1,1−Δ), (1−Δ,1), lo      with hi = ((e+Δ)/(e+1), (1−Δ)/(e+1))
+    Δ = 0: (0,0), hi | (1,1), lo                                       and lo its reflection
 Because the pmf of L is invariant under permutations of the teachers, one constraint per *multiset* of K
 vertices suffices: C(K+7, 7) of them for Δ > 0 and C(K+3, 3) for Δ = 0. A multiset is a count vector
 (n_1, ..., n_C) with Σ n_c = K.
@@ -30,10 +36,10 @@ def corner_exprs(epsilon: float, teacher_delta: float, *, exp=math.exp):
     e = exp(epsilon)
     d = teacher_delta
     if d == 0:
-        return [(0, 0), (1, 1), (e / (e + 1), 1 / (e + 1)), (1 / (e + 1), e / (e + 1))]
+        return [(0, 0), (e / (e + 1), 1 / (e + 1)), (1, 1), (1 / (e + 1), e / (e + 1))]
     hi = (e + d) / (e + 1)
     lo = (1 - d) / (e + 1)
-    return [(0, 0), (1, 1), (0, d), (d, 0), (1 - d, 1), (1, 1 - d), (hi, lo), (lo, hi)]
+    return [(0, 0), (0, d), (d, 0), (hi, lo), (1, 1), (1, 1 - d), (1 - d, 1), (lo, hi)]
 
 
 def corners(params: Params) -> np.ndarray:

@@ -105,3 +105,29 @@ def test_brute_force_continuous_pairs_never_exceed_bound(K, m, teacher_delta, rn
     assert worst <= params.bound
     # and the corners do reach (almost) the bound: the check is not vacuous
     assert certify(params, g).max_privacy_cost > params.bound - 1e-7
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    K=st.sampled_from([1, 3, 5, 7, 9]),
+    teacher_delta=st.sampled_from([0.0, 1e-5, 1e-2]),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_reflection_halved_sweep_equals_plain_reference_for_symmetric_gamma(K, teacher_delta, seed):
+    """With symmetric γ the sweep visits half the prefix sums and reads −f as the reflected multisets."""
+    params = Params(K, min(2.0, K), teacher_delta=teacher_delta)
+    half = np.random.default_rng(seed).random((K + 1) // 2)
+    gamma = np.concatenate([half, half[::-1]])
+    allc, ref = plain_costs(params, gamma)
+    E = math.exp(params.m * params.epsilon)
+    prob = SweepProblem(corners(params), signed_h(gamma), E)
+    assert prob.reflect
+    res = sweep(prob, threshold=-np.inf, top=len(allc) + 1, near=-np.inf)
+    assert res.multisets == len(allc)
+    got = {tuple(int(x) for x in v): c for v, c in zip(res.violators, res.violator_costs)}
+    assert len(got) == len(allc)  # every multiset exactly once
+    assert max(abs(got[tuple(int(x) for x in c)] - r) for c, r in zip(allc, ref)) <= error_bound(K, E, 1.0)
+    assert res.max_cost == pytest.approx(ref.max(), abs=1e-14)
+    assert res.near.shape[0] == len(allc)
+    full = sweep(SweepProblem(corners(params), signed_h(gamma), E, reflect=False), threshold=-np.inf, top=1)
+    assert full.max_cost == pytest.approx(res.max_cost, abs=1e-15)
