@@ -22,7 +22,8 @@ import numpy as np
 from .corners import corners, corners_mp
 from .errors import InvalidParameter
 from .params import Params
-from .sweep import SweepProblem, SweepResult, error_bound, signed_h, sweep
+from .sweep import SweepResult, error_bound, signed_h, sweep
+from .sweep_structured import make_problem
 
 #: Below this distance from the bound a multiset is always re-evaluated in high precision.
 NEAR_TIGHT = 1e-12
@@ -116,13 +117,15 @@ def certify(
     progress=None,
     executor=None,
     workers: int | None = None,
+    method: str = "auto",
 ) -> Certificate:
     """Certify ``gamma`` (K + 1 values) for ``params`` by an exhaustive sweep over every corner multiset.
 
     Returns a :class:`Certificate`; ``certified`` is False (with ``reason``) when some multiset violates the
     bound or cannot be verified.
     """
-    return certify_and_separate(params, gamma, progress=progress, executor=executor, workers=workers)[0]
+    return certify_and_separate(params, gamma, progress=progress, executor=executor, workers=workers,
+                                method=method)[0]
 
 
 def certify_and_separate(
@@ -134,6 +137,7 @@ def certify_and_separate(
     progress=None,
     executor=None,
     workers: int | None = None,
+    method: str = "auto",
 ) -> tuple[Certificate, SweepResult]:
     """One exhaustive sweep that both certifies ``gamma`` and, for cutting planes, collects up to ``top``
     multisets whose cost exceeds ``threshold`` (``SweepResult.violators``)."""
@@ -146,7 +150,7 @@ def certify_and_separate(
     B = params.bound
     eta = error_bound(params.K, E, float(np.abs(h).max()) if h.size else 0.0)
     near = B - max(eta, NEAR_TIGHT)
-    res = sweep(SweepProblem(C, h, E), near=near, two_sided=two_sided, progress=progress, executor=executor,
+    res = sweep(make_problem(C, h, E, method), near=near, two_sided=two_sided, progress=progress, executor=executor,
                 workers=workers, near_cap=NEAR_CAP, threshold=threshold, top=top)
     fast_max = max(res.max_cost, -res.min_cost) if two_sided else res.max_cost
     worst = res.worst if (not two_sided or res.max_cost >= -res.min_cost) else res.best

@@ -17,7 +17,6 @@ returned γ carries a :class:`~darrm_opt.certify.Certificate` from a full sweep,
 
 from __future__ import annotations
 
-import math
 import time
 from dataclasses import dataclass, field
 
@@ -28,11 +27,10 @@ from solvers import LP, ModelTooLargeError, SolverUnavailableError, Status
 
 from .certify import Certificate, certify, certify_and_separate
 from .constraints import RowBuilder, all_multisets, candidate_pool
-from .corners import corners, n_corners, n_multisets
+from .corners import n_corners, n_multisets
 from .errors import CertificationFailed, SolverFailed, SolverLimitExceeded, SolverUnavailable
 from .objective import expected_error, objective_weights
 from .params import Params
-from .sweep import SweepProblem, signed_h, sweep
 
 MODES = ("lazy", "full")
 TIGHTEN_REL = 1e-8
@@ -158,6 +156,7 @@ def solve(
     seed_multisets=None,
     max_iterations: int = 500,
     max_active: int | None = None,
+    sweep_method: str = "auto",
 ) -> Solution:
     """Compute the certified optimal γ for ``params``.
 
@@ -179,8 +178,6 @@ def solve(
     B_sep = B - 0.5 * tighten
     w = objective_weights(K, params.prior)
     builder = RowBuilder(params)
-    probs = corners(params)
-    E = builder.E
     lp_seconds = sweep_seconds = 0.0
     iterations = sweeps = 0
 
@@ -235,6 +232,7 @@ def solve(
             notify("sweep", iteration=iterations)
             cert, sw = certify_and_separate(
                 params, mirror(g, K), threshold=B_sep, top=batch, executor=executor, workers=workers,
+                method=sweep_method,
                 progress=(lambda d, t, worst: notify("sweep-progress", done=d, total=t, worst=worst)))
             sweep_seconds += sw.seconds
             act.make_room(batch, g, B_lp - 1e-9 * max(B, 1.0))
@@ -250,7 +248,7 @@ def solve(
     cert = final_cert
     if cert is None:
         notify("certify")
-        cert = certify(params, gamma, executor=executor, workers=workers,
+        cert = certify(params, gamma, executor=executor, workers=workers, method=sweep_method,
                        progress=(lambda d, t, worst: notify("certify-progress", done=d, total=t, worst=worst)))
         sweep_seconds += cert.seconds
         sweeps += 1
@@ -258,7 +256,7 @@ def solve(
         # full mode (or a solver that overshoots its tolerance): scale γ into the bound and re-certify
         scale = np.nextafter((B - tighten) / cert.max_privacy_cost, 0.0)
         gamma = gamma * min(scale, 1.0)
-        cert = certify(params, gamma, executor=executor, workers=workers)
+        cert = certify(params, gamma, executor=executor, workers=workers, method=sweep_method)
         sweep_seconds += cert.seconds
         sweeps += 1
     if not cert.certified:

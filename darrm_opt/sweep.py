@@ -166,6 +166,11 @@ class SweepProblem:
         Q = sfft.irfft(fq, n=n, axis=1)[:, :length]
         return P, Q
 
+    def item_work(self, it: WorkItem) -> float:
+        """Relative cost of a work item (for balancing groups across workers)."""
+        b = self.C - self.a
+        return (it.stop - it.start) * math.comb(self.K - it.s + b - 1, b - 1) * (min(it.s, self.K - it.s) + 2)
+
     def plan(self, rows_per_item: int | None = None) -> list[WorkItem]:
         """Split the sweep into work items of bounded block size."""
         items = []
@@ -346,11 +351,7 @@ def sweep(
 
 
 def _balance(problem: SweepProblem, items: list[WorkItem], n_groups: int) -> list[list[WorkItem]]:
-    K, a, C = problem.K, problem.a, problem.C
-    work = [
-        (it.stop - it.start) * math.comb(K - it.s + C - a - 1, C - a - 1) * (min(it.s, K - it.s) + 2)
-        for it in items
-    ]
+    work = [problem.item_work(it) for it in items]
     target = sum(work) / n_groups
     groups, cur, acc = [], [], 0.0
     for it, w in zip(items, work):

@@ -131,3 +131,43 @@ def test_reflection_halved_sweep_equals_plain_reference_for_symmetric_gamma(K, t
     assert res.near.shape[0] == len(allc)
     full = sweep(SweepProblem(corners(params), signed_h(gamma), E, reflect=False), threshold=-np.inf, top=1)
     assert full.max_cost == pytest.approx(res.max_cost, abs=1e-15)
+
+
+@settings(max_examples=20, deadline=None)
+@given(
+    K=st.sampled_from([1, 3, 5, 7, 11]),
+    teacher_delta=st.sampled_from([1e-5, 1e-2, 0.2]),
+    symmetric=st.booleans(),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_structured_sweep_equals_matrix_sweep_and_plain_reference(K, teacher_delta, symmetric, seed):
+    """The O(K⁵) structured sweep finds the same extremes, worst multisets and the complete set of
+    multisets above any level as the matrix sweep and the plain reference."""
+    from darrm_opt.sweep_structured import StructuredSweepProblem
+
+    params = Params(K, min(2.0, K), teacher_delta=teacher_delta)
+    g = np.random.default_rng(seed).random(K + 1)
+    if symmetric:
+        g = np.concatenate([g[: (K + 1) // 2], g[: (K + 1) // 2][::-1]])
+    E = math.exp(params.m * params.epsilon)
+    h = signed_h(g)
+    allc, ref = plain_costs(params, g)
+    level = float(np.quantile(ref, 0.7))
+    s = sweep(StructuredSweepProblem(corners(params), h, E), two_sided=True, near=level)
+    m = sweep(SweepProblem(corners(params), h, E, reflect=False), two_sided=True, near=level)
+    assert s.multisets == m.multisets == len(allc)
+    assert s.max_cost == pytest.approx(ref.max(), abs=1e-14) and s.min_cost == pytest.approx(ref.min(), abs=1e-14)
+    assert s.worst == m.worst and s.best == m.best
+    expected = {tuple(int(x) for x in c) for c, r in zip(allc, ref) if abs(r) > level + 1e-12}
+    got = {tuple(int(x) for x in c) for c in s.near}
+    assert expected <= got <= {tuple(int(x) for x in c) for c, r in zip(allc, ref) if abs(r) > level - 1e-12}
+
+
+@pytest.mark.parametrize("K,m", [(15, 3), (21, 2.5)])
+def test_solve_with_structured_and_matrix_sweeps_agree(K, m):
+    p = Params(K, m)
+    a = solve(p, sweep_method="structured")
+    b = solve(p, sweep_method="matrix")
+    assert a.certificate.certified and b.certificate.certified
+    assert a.certificate.max_privacy_cost == pytest.approx(b.certificate.max_privacy_cost, abs=1e-13)
+    assert a.expected_error == pytest.approx(b.expected_error, abs=1e-9)
