@@ -8,10 +8,11 @@ commit: one transaction and one disk flush for many requests) and, in one transa
    every process on the file); PostgreSQL ``SELECT … FROM ledgers … ORDER BY id FOR UPDATE`` (row locks,
    taken in id order so two processes cannot deadlock);
 2. reads their per-table usage and the idempotency keys of the debits in hand;
-3. for each debit in arrival order: a known idempotency key replays the stored answers and spends nothing;
-   otherwise the ledger's spend *with* this debit is computed by :func:`darrm_opt.accounting.account`
-   (the tightest valid composition of all its answers) and the debit is accepted only if that spend is
-   within both budgets — else it is refused (409) and changes nothing;
+3. a known idempotency key replays the stored answers and spends nothing; every other debit is paid only
+   if the ledger's spend with it, computed by :func:`darrm_opt.accounting.account` (the tightest valid
+   composition of all the ledger's answers), is within both budgets — else it is refused (409) and changes
+   nothing. The spend with all of a ledger's debits in the batch is computed first; only when that does
+   not fit are they checked one by one in arrival order (see ``DebitWriter._decide``);
 4. writes the new ledger state, the usage counts and one ``spends`` row per accepted debit (with the
    answers when it has an idempotency key), and COMMITS.
 
@@ -92,13 +93,28 @@ class _LedgerState:
     answers: int
     spend: accounting.Spend
     dirty_tables: set[str] = field(default_factory=set)
+    stored_tables: set[str] = field(default_factory=set)  # tables with a ledger_usage row already
     changed: bool = False
 
-    def groups(self, extra: Debit | None = None) -> list[tuple[float, float, int]]:
-        out = [(e, d, n) for e, d, n in self.usage.values()]
-        if extra is not None:
-            out.append((extra.epsilon0, extra.delta0, extra.rows))
-        return out
+    def groups(self, extra: list[Debit] = ()) -> list[tuple[float, float, int]]:  # type: ignore[assignment]
+        """The ledger's answers by cost, with the debits ``extra`` added (merged by accounting.account)."""
+        return [(e, d, n) for e, d, n in self.usage.values()] + [(x.epsilon0, x.delta0, x.rows) for x in extra]
+
+    def pay(self, d: Debit, spend: accounting.Spend) -> dict[str, Any]:
+        """Add ``d`` to the in-memory state; the spend record to insert."""
+        usage = self.usage.setdefault(d.table_id, [d.epsilon0, d.delta0, 0])
+        usage[2] += d.rows
+        self.dirty_tables.add(d.table_id)
+        self.answers += d.rows
+        self.spend = spend
+        self.changed = True
+        return {
+            "ledger_id": d.ledger_id, "table_id": d.table_id, "rows": d.rows,
+            "epsilon_spent": spend.epsilon, "delta_spent": spend.delta, "composition": spend.method,
+            "idempotency_key": d.idempotency_key,
+            "answers": encode_answers(d.answers) if d.idempotency_key is not None else None,
+            "created_at": utcnow(),
+        }
 
 
 def ledger_view(row: Any, usage: list[Any]) -> dict[str, Any]:
@@ -224,8 +240,6 @@ class DebitWriter:
     def _transaction(self, batch: list[Debit]) -> list[DebitResult]:
         ledger_ids = sorted({d.ledger_id for d in batch})
         keyed = {(d.ledger_id, d.idempotency_key) for d in batch if d.idempotency_key is not None}
-        results: list[DebitResult] = []
-        new_spends: list[dict[str, Any]] = []
         with self.db.write() as conn:
             rows = conn.execute(
                 select(Ledger.__table__).where(Ledger.id.in_(ledger_ids)).order_by(Ledger.id).with_for_update()
@@ -241,6 +255,7 @@ class DebitWriter:
                     select(LedgerUsage.__table__).where(LedgerUsage.ledger_id.in_(list(states)))
                 ):
                     states[u.ledger_id].usage[u.table_id] = [u.epsilon0, u.delta0, int(u.answers)]
+                    states[u.ledger_id].stored_tables.add(u.table_id)
             seen: dict[tuple[str, str], Any] = {}
             if keyed:
                 for s in conn.execute(
@@ -250,50 +265,7 @@ class DebitWriter:
                 ):
                     seen[(s.ledger_id, s.idempotency_key)] = s
 
-            for d in batch:
-                state = states.get(d.ledger_id)
-                if state is None:
-                    results.append(DebitResult("no_ledger", detail=f"ledger_id {d.ledger_id!r} not found"))
-                    continue
-                key = (d.ledger_id, d.idempotency_key)
-                if d.idempotency_key is not None and key in seen:
-                    results.append(self._replay(seen[key], d, state))
-                    continue
-                acc = accounting.account(state.groups(d), state.row.delta_budget)
-                if not acc.within(state.row.epsilon_budget, state.row.delta_budget):
-                    results.append(DebitResult(
-                        "over_budget",
-                        epsilon_spent=state.spend.epsilon, delta_spent=state.spend.delta,
-                        composition=state.spend.method, ledger_answers=state.answers,
-                        detail=(
-                            f"ledger {d.ledger_id} cannot pay for {d.rows} more answer(s): the spend would be "
-                            f"(epsilon={acc.spend.epsilon:.6g}, delta={acc.spend.delta:.6g}) by "
-                            f"{acc.spend.method} composition, over the budget "
-                            f"(epsilon={state.row.epsilon_budget:.6g}, delta={state.row.delta_budget:.6g}); "
-                            "no answer was released"
-                        ),
-                    ))
-                    continue
-                usage = state.usage.setdefault(d.table_id, [d.epsilon0, d.delta0, 0])
-                usage[2] += d.rows
-                state.dirty_tables.add(d.table_id)
-                state.answers += d.rows
-                state.spend = acc.spend
-                state.changed = True
-                record = {
-                    "ledger_id": d.ledger_id, "table_id": d.table_id, "rows": d.rows,
-                    "epsilon_spent": acc.spend.epsilon, "delta_spent": acc.spend.delta,
-                    "composition": acc.spend.method, "idempotency_key": d.idempotency_key,
-                    "answers": encode_answers(d.answers) if d.idempotency_key is not None else None,
-                    "created_at": utcnow(),
-                }
-                new_spends.append(record)
-                if d.idempotency_key is not None:
-                    seen[key] = _Replay(record)
-                results.append(DebitResult(
-                    "paid", answers=d.answers, epsilon_spent=acc.spend.epsilon, delta_spent=acc.spend.delta,
-                    composition=acc.spend.method, ledger_answers=state.answers,
-                ))
+            results, new_spends = self._decide(batch, states, seen)
 
             now = utcnow()
             for state in states.values():
@@ -306,16 +278,9 @@ class DebitWriter:
                         delta_spent=state.spend.delta, composition=state.spend.method, updated_at=now,
                     )
                 )
-                existing = {
-                    t for (t,) in conn.execute(
-                        select(LedgerUsage.table_id).where(
-                            LedgerUsage.ledger_id == lid, LedgerUsage.table_id.in_(list(state.dirty_tables))
-                        )
-                    )
-                }
                 for t in state.dirty_tables:
                     e0, d0, n = state.usage[t]
-                    if t in existing:
+                    if t in state.stored_tables:
                         conn.execute(
                             update(LedgerUsage)
                             .where(LedgerUsage.ledger_id == lid, LedgerUsage.table_id == t)
@@ -327,6 +292,75 @@ class DebitWriter:
             if new_spends:
                 conn.execute(insert(SpendRecord), new_spends)
         return results
+
+    @staticmethod
+    def _decide(
+        batch: list[Debit], states: dict[str, _LedgerState], seen: dict[tuple[str, str], Any]
+    ) -> tuple[list[DebitResult], list[dict[str, Any]]]:
+        """Accept or refuse every debit of the batch (in memory; the caller writes and commits).
+
+        Per ledger, the spend with *all* its new debits is computed first; if it is within the budget they
+        are all paid and all report that spend (the ledger's spend after this commit). Only when it is not
+        is each debit checked in arrival order against the spend so far, so a batch that does not fit
+        whole still pays exactly the debits that fit, as if they had come one at a time."""
+        results: list[DebitResult | None] = [None] * len(batch)
+        fresh: dict[str, list[int]] = {}
+        first_with_key: dict[tuple[str, str], int] = {}
+        duplicates: list[tuple[int, int]] = []
+        for i, d in enumerate(batch):
+            state = states.get(d.ledger_id)
+            if state is None:
+                results[i] = DebitResult("no_ledger", detail=f"ledger_id {d.ledger_id!r} not found")
+                continue
+            if d.idempotency_key is not None:
+                key = (d.ledger_id, d.idempotency_key)
+                if key in seen:
+                    results[i] = DebitWriter._replay(seen[key], d, state)
+                    continue
+                if key in first_with_key:
+                    duplicates.append((i, first_with_key[key]))
+                    continue
+                first_with_key[key] = i
+            fresh.setdefault(d.ledger_id, []).append(i)
+
+        records: dict[int, dict[str, Any]] = {}
+        for lid, indices in fresh.items():
+            state = states[lid]
+            eps_budget, delta_budget = state.row.epsilon_budget, state.row.delta_budget
+            together = accounting.account(state.groups([batch[i] for i in indices]), delta_budget)
+            if together.within(eps_budget, delta_budget):
+                for i in indices:
+                    records[i] = state.pay(batch[i], together.spend)
+                for i in indices:
+                    results[i] = DebitResult("paid", answers=batch[i].answers, epsilon_spent=together.spend.epsilon,
+                                             delta_spent=together.spend.delta, composition=together.spend.method,
+                                             ledger_answers=state.answers)
+                continue
+            for i in indices:
+                d = batch[i]
+                acc = accounting.account(state.groups([d]), delta_budget)
+                if acc.within(eps_budget, delta_budget):
+                    records[i] = state.pay(d, acc.spend)
+                    results[i] = DebitResult("paid", answers=d.answers, epsilon_spent=acc.spend.epsilon,
+                                             delta_spent=acc.spend.delta, composition=acc.spend.method,
+                                             ledger_answers=state.answers)
+                    continue
+                results[i] = DebitResult(
+                    "over_budget",
+                    epsilon_spent=state.spend.epsilon, delta_spent=state.spend.delta,
+                    composition=state.spend.method, ledger_answers=state.answers,
+                    detail=(
+                        f"ledger {lid} cannot pay for {d.rows} more answer(s): the spend would be "
+                        f"(epsilon={acc.spend.epsilon:.6g}, delta={acc.spend.delta:.6g}) by "
+                        f"{acc.spend.method} composition, over the budget "
+                        f"(epsilon={eps_budget:.6g}, delta={delta_budget:.6g}); no answer was released"
+                    ),
+                )
+        for i, j in duplicates:  # the same idempotency key twice in one batch: the first one decides
+            d = batch[i]
+            results[i] = (DebitWriter._replay(_Replay(records[j]), d, states[d.ledger_id]) if j in records
+                          else results[j])
+        return results, [records[i] for i in sorted(records)]  # type: ignore[return-value]
 
     @staticmethod
     def _replay(stored: Any, d: Debit, state: _LedgerState) -> DebitResult:

@@ -8,13 +8,12 @@ processes start together), starts the debit writer and the solve pool; at shutdo
 from __future__ import annotations
 
 import logging
-import os
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 from fastapi.concurrency import run_in_threadpool
 
-from .aggregator import RandomBytes
+from .aggregator import RandomBytes, system_random
 from .auth import BearerKeyMiddleware
 from .db import Database, migrate
 from .deps import Services
@@ -31,7 +30,7 @@ DESCRIPTION = """Certified DaRRM γ tables, private majority answers and an exac
 Every `/v1` endpoint needs `Authorization: Bearer <key>` with a key from `DARRM_API_KEYS`."""
 
 
-def create_app(settings: Settings | None = None, *, random_bytes: RandomBytes = os.urandom) -> FastAPI:
+def create_app(settings: Settings | None = None, *, random_bytes: RandomBytes = system_random) -> FastAPI:
     """The application. ``random_bytes`` is the coin source (the OS CSPRNG; tests may inject one)."""
     settings = settings if settings is not None else Settings()
 

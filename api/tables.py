@@ -38,7 +38,7 @@ from darrm_opt.errors import DarrmError, InvalidParameter
 from darrm_opt.optimize import Solution, solve
 from darrm_opt.params import Params
 
-from .aggregator import Aggregator, RandomBytes
+from .aggregator import Aggregator, RandomBytes, system_random
 from .db import Database
 from .models import GammaTable, SolveJob, utcnow
 from .settings import Settings
@@ -130,7 +130,7 @@ def _jsonable(info: dict) -> dict:
 
 
 class TableService:
-    def __init__(self, db: Database, settings: Settings, random_bytes: RandomBytes = os.urandom) -> None:
+    def __init__(self, db: Database, settings: Settings, random_bytes: RandomBytes = system_random) -> None:
         self.db = db
         self.settings = settings
         self.random_bytes = random_bytes

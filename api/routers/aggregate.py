@@ -13,14 +13,15 @@ from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 
 from .. import votes as votes_io
-from ..deps import keyed, services
+from ..deps import services
 from ..errors import invalid, validation_detail
 from ..ledger import Debit
 from ..schemas import AggregateOut, BudgetExceededOut, ErrorOut, HTTPValidationErrorOut
 
 log = logging.getLogger("darrm.api.aggregate")
 
-router = APIRouter(prefix="/v1", tags=["aggregate"], dependencies=keyed)
+#: no per-request security dependency on this hot path: the middleware checks the key; OpenAPI says so
+router = APIRouter(prefix="/v1", tags=["aggregate"])
 
 #: batches above this many rows are answered on a worker thread, not the event loop
 THREAD_ROWS = 2_000
@@ -37,7 +38,8 @@ def _request_schema() -> dict:
     response_model=AggregateOut,
     summary="Answer a batch of vote rows with DaRRM and pay for it from a ledger",
     openapi_extra={
-        "requestBody": {"required": True, "content": {"application/json": {"schema": _request_schema()}}}
+        "requestBody": {"required": True, "content": {"application/json": {"schema": _request_schema()}}},
+        "security": [{"HTTPBearer": []}],
     },
     responses={
         401: {"model": ErrorOut, "description": "missing or invalid API key"},
@@ -73,8 +75,9 @@ async def aggregate(request: Request) -> Response:
     n_rows = len(votes)
     if n_rows > s.settings.max_rows:
         return invalid("votes", f"at most {s.settings.max_rows} rows per request (DARRM_MAX_ROWS)")
-    if isinstance(votes, list) or votes.shape[1] != K:
-        bad = next(i for i, row in enumerate(votes) if len(row) != K)
+    bad = (next((i for i, row in enumerate(votes) if len(row) != K), None) if isinstance(votes, list)
+           else (0 if votes.shape[1] != K else None))
+    if bad is not None:
         return JSONResponse(status_code=422, content={"detail": [{
             "loc": ["body", "votes", bad], "msg": f"every row must have K = {K} votes (table {table_id})",
             "type": "value_error",

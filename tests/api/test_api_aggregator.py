@@ -53,6 +53,34 @@ def test_aggregator_distribution_with_injected_rng():
         assert abs(ans.mean() - p) <= 4 * math.sqrt(p * (1 - p) / n) + 1e-12
 
 
+def test_small_batches_answer_in_python_with_the_same_distribution():
+    gamma = [1.0, 0.25, 0.6, 0.6, 0.25, 1.0]
+    agg = Aggregator(gamma, seeded(11))
+    calls = 4000
+    for L in range(6):
+        row = [1] * L + [0] * (5 - L)
+        ones = sum(int(agg([row] * 8).sum()) for _ in range(calls))  # 8 rows: the plain-Python path
+        n = 8 * calls
+        p = agg.probability_of_one(L)
+        assert abs(ones / n - p) <= 4 * math.sqrt(p * (1 - p) / n) + 1e-12, (L, ones / n, p)
+    assert agg(np.array([[1, 1, 1, 0, 0]] * 3, dtype=np.uint8)).dtype == np.uint8
+
+
+def test_server_answers_small_batches_with_the_right_distribution(client):
+    table = make_table(client, K=5, m=2)
+    ledger = make_ledger(client, epsilon_budget=1e9, delta_budget=0.9)
+    g = table["gamma"][2]  # L = 2 of 5: majority 0
+    p = (1 - g) / 2
+    ones = n = 0
+    for _ in range(150):
+        r = client.post("/v1/aggregate", json={"table_id": table["id"], "ledger_id": ledger["id"],
+                                               "votes": [[1, 1, 0, 0, 0]] * 32})
+        assert r.status_code == 200
+        ones += sum(r.json()["answers"])
+        n += 32
+    assert abs(ones / n - p) <= 4 * math.sqrt(max(p * (1 - p), 1e-12) / n) + 1e-12, (ones / n, p)
+
+
 def test_gamma_one_always_answers_the_majority_and_zero_is_a_fair_coin():
     votes = np.array([[1, 1, 0], [0, 0, 1], [1, 1, 1], [0, 0, 0]] * 5000, dtype=np.uint8)
     ones = Aggregator([1.0] * 4)(votes)
@@ -86,16 +114,37 @@ def test_coin_is_exact_at_the_64_bit_tie():
     assert coin.answers_from_counts(one).tolist() == [0]  # the fair coin's bit
     below = Aggregator([gamma, gamma], _stream([(t - 1).to_bytes(8, "little"), b"\x00"]))
     assert below.answers_from_counts(one).tolist() == [1]
+    # the plain-Python path for small batches draws the same coins (one block: 8 bytes per row + fair bits)
+    keep = Aggregator([gamma, gamma], _stream([t.to_bytes(8, "little") + b"\x00", (t2 - 1).to_bytes(8, "little")]))
+    assert keep([[1]]).tolist() == [1]
+    coin = Aggregator([gamma, gamma], _stream([t.to_bytes(8, "little") + b"\x00", (t2 + 1).to_bytes(8, "little")]))
+    assert coin([[1]]).tolist() == [0]
+    above = Aggregator([gamma, gamma], _stream([(t + 1).to_bytes(8, "little") + b"\x01"]))
+    assert above([[1]]).tolist() == [1]  # not kept: the fair coin's bit, 1 here
 
 
 def test_bad_votes_are_refused_in_process():
     agg = Aggregator([1.0, 0.5, 0.5, 1.0])
     from darrm_opt.errors import InvalidParameter
 
-    with pytest.raises(InvalidParameter):
-        agg(np.array([[0, 1, 2]]))
-    with pytest.raises(InvalidParameter):
-        agg(np.array([[0, 1]]))
+    for rows in (1, 100):  # the plain-Python and the numpy paths
+        with pytest.raises(InvalidParameter):
+            agg(np.array([[0, 1, 2]] * rows))
+        with pytest.raises(InvalidParameter):
+            agg(np.array([[0, 1]] * rows))
+        with pytest.raises(InvalidParameter):
+            agg([[0, 1, -1]] * rows)
+
+
+def test_system_random_hands_out_each_byte_once():
+    from api.aggregator import SystemRandom
+
+    r = SystemRandom(block=64)
+    chunks = [r(8) for _ in range(40)]  # several blocks
+    assert all(len(c) == 8 for c in chunks) and len(set(chunks)) == 40
+    assert len(r(1000)) == 1000  # large requests go straight to os.urandom
+    r._reset()  # what a forked child does
+    assert r._buf == b"" and len(r(8)) == 8
 
 
 def test_in_process_speed():
