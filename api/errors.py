@@ -1,7 +1,8 @@
 """Error responses: every domain error and bad request becomes a 4xx JSON ``{"detail": ...}``.
 
-- a body that cannot be read as JSON text, and request validation (pydantic) → 422 ``{"detail": [{"loc", "msg", "type"}, ...]}`` (at most 20 entries,
-  never echoing the input, so votes never come back in an error);
+- a body that cannot be read as JSON text, and request validation (pydantic) → 422
+  ``{"detail": [{"loc", "msg", "type"}, ...]}`` (at most 20 entries, never echoing the input, so votes
+  never come back in an error);
 - :class:`~darrm_opt.errors.InvalidParameter` → 422 in the same shape, ``loc = ["body", parameter]``;
 - other :class:`~darrm_opt.errors.DarrmError` (solver unavailable or failed, certification failed) → 422
   with a message; a stored table that fails its re-check → 409;
@@ -35,10 +36,9 @@ def validation_detail(errors, prefix: tuple = ()) -> list[dict]:  # noqa: ANN001
     return out
 
 
-def invalid(field: str, message: str, where: str = "body", type_: str = "value_error") -> JSONResponse:
-    return JSONResponse(
-        status_code=422, content={"detail": [{"loc": [where, field], "msg": message, "type": type_}]}
-    )
+def invalid(*loc: str | int, message: str, type_: str = "value_error") -> JSONResponse:
+    """A 422 in FastAPI's validation shape for the field at ``loc`` (e.g. "body", "votes", 3)."""
+    return JSONResponse(status_code=422, content={"detail": [{"loc": list(loc), "msg": message, "type": type_}]})
 
 
 def install(app: FastAPI) -> None:
@@ -58,7 +58,7 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(InvalidParameter)
     async def _invalid(_request: Request, exc: InvalidParameter) -> JSONResponse:
         shown = "" if exc.value is None else f" (got {exc.value!r})"
-        return invalid(exc.parameter, f"{exc.rule}{shown}"[:500], type_="invalid_parameter")
+        return invalid("body", exc.parameter, message=f"{exc.rule}{shown}"[:500], type_="invalid_parameter")
 
     @app.exception_handler(TableNotServable)
     async def _not_servable(_request: Request, exc: TableNotServable) -> JSONResponse:

@@ -74,14 +74,11 @@ async def aggregate(request: Request) -> Response:
     K = table.params.K
     n_rows = len(votes)
     if n_rows > s.settings.max_rows:
-        return invalid("votes", f"at most {s.settings.max_rows} rows per request (DARRM_MAX_ROWS)")
+        return invalid("body", "votes", message=f"at most {s.settings.max_rows} rows per request (DARRM_MAX_ROWS)")
     bad = (next((i for i, row in enumerate(votes) if len(row) != K), None) if isinstance(votes, list)
            else (0 if votes.shape[1] != K else None))
     if bad is not None:
-        return JSONResponse(status_code=422, content={"detail": [{
-            "loc": ["body", "votes", bad], "msg": f"every row must have K = {K} votes (table {table_id})",
-            "type": "value_error",
-        }]})
+        return invalid("body", "votes", bad, message=f"every row must have K = {K} votes (table {table_id})")
 
     if n_rows > THREAD_ROWS:
         answers = await run_in_threadpool(table.aggregator, votes)

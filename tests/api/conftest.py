@@ -16,6 +16,7 @@ def sqlite_server(tmp_path_factory) -> Iterator[Server]:
     server = Server(d, f"sqlite:///{d / 'darrm.db'}", env={
         "DARRM_INLINE_MAX_MULTISETS": "1000",  # K <= 5 with Δ > 0, K <= 15 pure: inline
         "DARRM_MAX_MULTISETS": "200000",
+        "DARRM_MAX_ROWS": "30000",
     }).start()
     yield server
     server.stop()

@@ -202,8 +202,18 @@ def test_bad_aggregate_bodies(client):
         r = client.post("/v1/aggregate", json=body)
         assert r.status_code == status, (body, r.text)
         assert field in r.text, (body, r.text)
-    r = client.post("/v1/aggregate", content=b'{"table_id": "x", "votes": [[1,0', headers={"content-type": "application/json"})
+    r = client.post("/v1/aggregate", content=b'{"table_id": "x", "votes": [[1,0',
+                    headers={"content-type": "application/json"})
     assert r.status_code == 422
+    assert client.get(f"/v1/ledgers/{ledger['id']}").json()["answers"] == 0
+
+
+def test_too_many_rows_is_422_and_spends_nothing(client):
+    table = make_table(client, K=3, m=1.5)
+    ledger = make_ledger(client, 1e9, 0.9)
+    r = client.post("/v1/aggregate", json={"table_id": table["id"], "ledger_id": ledger["id"],
+                                           "votes": [[1, 0, 1]] * 30_001})  # the server allows 30 000
+    assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "votes"]
     assert client.get(f"/v1/ledgers/{ledger['id']}").json()["answers"] == 0
 
 
