@@ -196,8 +196,10 @@ class StructuredSweepProblem(SweepProblem):
                 res.near = np.concatenate([res.near, np.array(found, dtype=np.int16)])
 
 
-#: Sweep methods: "auto" (structured where it applies), "structured", "matrix" (the generic sweep).
+#: Sweep methods: "auto" (structured where it applies and K ≥ STRUCTURED_MIN_K), "structured", "matrix".
 METHODS = ("auto", "structured", "matrix")
+#: Below this K the matrix sweep is faster (benchmarks/sweep_rate.py).
+STRUCTURED_MIN_K = 31
 
 
 def make_problem(probs, h, E, method: str = "auto") -> SweepProblem:
@@ -205,8 +207,10 @@ def make_problem(probs, h, E, method: str = "auto") -> SweepProblem:
     ``method == "matrix"``; the generic matrix-product sweep otherwise."""
     if method not in METHODS:
         raise ValueError(f"unknown sweep method {method!r}")
-    if method != "matrix" and structured_applies(probs):
-        return StructuredSweepProblem(probs, h, E)
+    small = np.asarray(h).size - 1 < STRUCTURED_MIN_K
+    if method == "structured" or (method == "auto" and not small):
+        if structured_applies(probs):
+            return StructuredSweepProblem(probs, h, E)
     if method == "structured":
         raise ValueError("the structured sweep needs the 8 canonical corners of Δ > 0")
     return SweepProblem(probs, h, E)

@@ -55,21 +55,22 @@ def dask_client():
     cluster.close()
 
 
-def test_dask_sweep_gives_the_local_certificate(dask_client):
+@pytest.mark.parametrize("K,method,total", [(21, "matrix", 1_184_040), (31, "structured", 12_620_256)])
+def test_dask_sweep_gives_the_local_certificate(dask_client, K, method, total):
     from darrm_opt.distributed import DaskSweepExecutor
 
-    params = Params(21, 3)
+    params = Params(K, 3)
     gamma = np.array(solve(params).gamma)
     ex = DaskSweepExecutor(dask_client)
-    remote = certify(params, gamma, executor=ex)
-    local = certify(params, gamma)
+    remote = certify(params, gamma, executor=ex, method=method)
+    local = certify(params, gamma, method=method)
     assert remote.certified and local.certified
-    assert remote.multisets_checked == local.multisets_checked == 1_184_040
+    assert remote.multisets_checked == local.multisets_checked == total
     assert remote.max_privacy_cost == local.max_privacy_cost
     assert remote.worst_multiset == local.worst_multiset
     # and a violating table is caught remotely as well
-    bad = certify(params, np.ones(22), executor=ex)
-    assert not bad.certified and bad.worst_multiset == certify(params, np.ones(22)).worst_multiset
+    bad = certify(params, np.ones(K + 1), executor=ex, method=method)
+    assert not bad.certified and bad.worst_multiset == certify(params, np.ones(K + 1), method=method).worst_multiset
 
 
 def test_dask_solve_and_grid_match_local(dask_client):
