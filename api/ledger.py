@@ -31,6 +31,7 @@ import random
 import threading
 import time
 import uuid
+from collections.abc import Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from datetime import UTC
@@ -96,7 +97,7 @@ class _LedgerState:
     stored_tables: set[str] = field(default_factory=set)  # tables with a ledger_usage row already
     changed: bool = False
 
-    def groups(self, extra: list[Debit] = ()) -> list[tuple[float, float, int]]:  # type: ignore[assignment]
+    def groups(self, extra: Sequence[Debit] = ()) -> list[tuple[float, float, int]]:
         """The ledger's answers by cost, with the debits ``extra`` added (merged by accounting.account)."""
         return [(e, d, n) for e, d, n in self.usage.values()] + [(x.epsilon0, x.delta0, x.rows) for x in extra]
 
