@@ -235,16 +235,15 @@ class TableService:
         return Outcome("pending", key)
 
     def _check_solver(self, solver: str) -> None:
-        """422 naming ``solver`` unless it is a backend available here (checked once per process)."""
+        """422 naming ``solver`` unless it is a backend available here (availability checked once)."""
+        if solver not in solvers.BACKENDS:
+            raise InvalidParameter("solver", f"must be one of {', '.join(solvers.BACKENDS)}", solver)
         if solver not in self._solver_errors:
             try:
                 solvers.get_backend(solver)
                 self._solver_errors[solver] = None
             except solvers.SolverUnavailableError as exc:
                 self._solver_errors[solver] = str(exc)
-                if len(self._solver_errors) > 64:  # unknown names are not worth remembering
-                    self._solver_errors.pop(solver)
-                    raise InvalidParameter("solver", str(exc)) from None
         error = self._solver_errors[solver]
         if error is not None:
             raise InvalidParameter("solver", error)
@@ -259,7 +258,7 @@ class TableService:
                 return None, "foreign"
             if claim == "done":
                 done: Future = Future()
-                table = self.get_uncached(key)
+                table = self.get(key)
                 if table is not None:
                     done.set_result(table)
                     return done, "hit"
@@ -267,11 +266,6 @@ class TableService:
             self._flights[key] = future
         future.add_done_callback(lambda _f: self._land(key))
         return future, "miss"
-
-    def get_uncached(self, key: str) -> ServedTable | None:
-        with self._lock:
-            self._cache.pop(key, None)
-        return self.get(key)
 
     def _land(self, key: str) -> None:
         with self._lock:
