@@ -53,7 +53,7 @@ from fractions import Fraction
 
 from scipy.special import bdtrc, expit
 
-from .composition import compose_delta
+from .composition import Guarantee, compose_delta
 from .errors import InvalidParameter
 
 #: relative reduction of the randomised-response share of δ before solving for ε (float safety).
@@ -84,16 +84,8 @@ class Group:
             raise InvalidParameter("count", "must be an integer >= 0", self.count)
 
 
-@dataclass(frozen=True)
-class Spend:
-    """An (ε, δ)-DP guarantee for a set of answers and the rule that gives it."""
-
-    epsilon: float
-    delta: float
-    method: str
-
-    def to_dict(self) -> dict:
-        return {"epsilon": self.epsilon, "delta": self.delta, "method": self.method}
+#: An (ε, δ)-DP guarantee for a set of answers and the rule that gives it.
+Spend = Guarantee
 
 
 @dataclass(frozen=True)

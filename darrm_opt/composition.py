@@ -27,6 +27,9 @@ class Guarantee:
     delta: float
     method: str
 
+    def to_dict(self) -> dict:
+        return {"epsilon": self.epsilon, "delta": self.delta, "method": self.method}
+
 
 def _check(epsilon: float, delta: float, k: float) -> None:
     if not (epsilon > 0 and math.isfinite(epsilon)):

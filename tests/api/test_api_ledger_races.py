@@ -40,6 +40,28 @@ def servers(request, tmp_path_factory):
             s.stop()
 
 
+def race(servers, body_for, *, max_requests: int, seconds: float = 120) -> int:
+    """CLIENTS threads, alternating between the two servers, each posting ``body_for(i)`` until a 409, the
+    request cap or the deadline; returns the number of answers released."""
+    deadline = time.monotonic() + seconds
+
+    def client(i: int) -> int:
+        got = 0
+        with servers[i % 2].client() as cl:
+            for _ in range(max_requests):
+                if time.monotonic() > deadline:
+                    break
+                r = cl.post("/v1/aggregate", json=body_for(i))
+                if r.status_code == 409:
+                    break
+                assert r.status_code == 200, r.text
+                got += len(r.json()["answers"])
+        return got
+
+    with cf.ThreadPoolExecutor(CLIENTS) as pool:
+        return sum(pool.map(client, range(CLIENTS)))
+
+
 def budget_for_exactly(n: int, eps0: float, delta0: float, delta_budget: float) -> float:
     """An ε budget between the spend of n and n + 1 answers (tightest composition)."""
     lo = accounting.account([(eps0, delta0, n)], delta_budget).spend
@@ -56,23 +78,7 @@ def test_racing_clients_release_exactly_what_the_budget_pays(servers, teacher_de
         eps_budget = budget_for_exactly(N, 0.2, params.delta, delta_budget)
         ledger = make_ledger(c, eps_budget, delta_budget, name="race")
     body = {"table_id": table["id"], "ledger_id": ledger["id"], "votes": [[1, 0, 1, 0, 1]]}
-    deadline = time.monotonic() + 120
-
-    def client(i: int) -> int:
-        got = 0
-        with servers[i % 2].client() as cl:
-            for _ in range(N + 2):
-                if time.monotonic() > deadline:
-                    break
-                r = cl.post("/v1/aggregate", json=body)
-                if r.status_code == 409:
-                    break
-                assert r.status_code == 200, r.text
-                got += len(r.json()["answers"])
-        return got
-
-    with cf.ThreadPoolExecutor(CLIENTS) as pool:
-        released = sum(pool.map(client, range(CLIENTS)))
+    released = race(servers, lambda i: body, max_requests=N + 2)
     assert released == N
     for s in servers:
         with s.client() as c:
@@ -89,25 +95,8 @@ def test_racing_batches_never_overspend(servers):
     with servers[1].client() as c:
         table = make_table(c, K=5, m=2, teacher_delta=0.0)
         ledger = make_ledger(c, (100 + 0.5) * 0.2, 0.0, name="batches")  # exactly 100 answers
-    deadline = time.monotonic() + 120
-
-    def client(i: int) -> int:
-        rows = 1 + i % 7
-        got = 0
-        with servers[i % 2].client() as cl:
-            for _ in range(100):
-                if time.monotonic() > deadline:
-                    break
-                r = cl.post("/v1/aggregate", json={"table_id": table["id"], "ledger_id": ledger["id"],
-                                                   "votes": [[1, 1, 1, 0, 0]] * rows})
-                if r.status_code == 409:
-                    break
-                assert r.status_code == 200, r.text
-                got += len(r.json()["answers"])
-        return got
-
-    with cf.ThreadPoolExecutor(CLIENTS) as pool:
-        released = sum(pool.map(client, range(CLIENTS)))
+    released = race(servers, lambda i: {"table_id": table["id"], "ledger_id": ledger["id"],
+                                        "votes": [[1, 1, 1, 0, 0]] * (1 + i % 7)}, max_requests=100)
     with servers[0].client() as c:
         state = c.get(f"/v1/ledgers/{ledger['id']}").json()
     assert released == state["answers"] <= 100
