@@ -1,8 +1,14 @@
-"""CBC backend through PuLP (PuLP ships a CBC binary)."""
+"""CBC backend through PuLP.
+
+The CBC binary comes from ``cbcbox`` (``pip install 'pulp[cbc]'``, PuLP's recommended way) and is driven
+by ``COIN_CMD``; PuLP's own bundled binary (``PULP_CBC_CMD``, deprecated in PuLP 3.3) is the fallback.
+"""
 
 from __future__ import annotations
 
+import os
 import time
+import warnings
 
 import numpy as np
 
@@ -15,25 +21,44 @@ def _import():
     try:
         import pulp
     except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise SolverUnavailableError("CBC backend needs the 'pulp' package (pip install pulp)") from exc
+        raise SolverUnavailableError("CBC backend needs the 'pulp' package (pip install 'pulp[cbc]')") from exc
     return pulp
+
+
+def _command(pulp, options: list[str]):
+    try:
+        import cbcbox
+
+        path = os.path.join(cbcbox.cbc_dist_dir(), "bin", "cbc")
+        cmd = pulp.COIN_CMD(msg=False, path=path, options=options)
+        if cmd.available():
+            return cmd
+    except ImportError:
+        pass
+    with warnings.catch_warnings():  # the fallback is deprecated by PuLP itself; it still works
+        warnings.simplefilter("ignore", DeprecationWarning)
+        cmd = pulp.PULP_CBC_CMD(msg=False, options=options)
+    if not cmd.available():
+        raise SolverUnavailableError("no runnable CBC binary: pip install 'pulp[cbc]'")
+    return cmd
 
 
 def available() -> bool:
     try:
-        pulp = _import()
-        return bool(pulp.PULP_CBC_CMD(msg=False).available())
+        _command(_import(), [])
     except Exception:
         return False
+    return True
 
 
 def solve(lp: LP, *, feasibility_tol: float = 1e-9) -> LPResult:
     pulp = _import()
     start = time.perf_counter()
+    solver = _command(pulp, [f"primalTolerance {max(feasibility_tol, 1e-10):g}"])
     prob = pulp.LpProblem("lp", pulp.LpMinimize)
     xs = [
-        pulp.LpVariable(f"x{i}", lowBound=float(lp.lb[i]) if np.isfinite(lp.lb[i]) else None,
-                        upBound=float(lp.ub[i]) if np.isfinite(lp.ub[i]) else None)
+        prob.add_variable(f"x{i}", float(lp.lb[i]) if np.isfinite(lp.lb[i]) else None,
+                          float(lp.ub[i]) if np.isfinite(lp.ub[i]) else None)
         for i in range(lp.n_vars)
     ]
     prob += pulp.LpAffineExpression([(xs[i], float(lp.c[i])) for i in range(lp.n_vars)])
@@ -42,9 +67,6 @@ def solve(lp: LP, *, feasibility_tol: float = 1e-9) -> LPResult:
         nz = np.flatnonzero(row)
         expr = pulp.LpAffineExpression([(xs[i], float(row[i])) for i in nz])
         prob += pulp.LpConstraint(expr, pulp.LpConstraintLE, rhs=float(lp.b_ub[r]), name=f"r{r}")
-    solver = pulp.PULP_CBC_CMD(msg=False, options=[f"primalTolerance {max(feasibility_tol, 1e-10):g}"])
-    if not solver.available():
-        raise SolverUnavailableError("CBC binary shipped with PuLP is not runnable on this machine")
     prob.solve(solver)
     seconds = time.perf_counter() - start
     status = pulp.LpStatus[prob.status]
