@@ -175,8 +175,6 @@ def certify_and_separate(
                     certified = False
                     reason = f"multiset {list(int(x) for x in cnt)} exceeds the bound"
         max_cost = float(best_val)
-    if certified and not res.near.shape[0] and fast_max > near:  # pragma: no cover - guarded by `near`
-        certified, reason = False, "float sweep above the bound"
     cert = Certificate(
         certified=certified,
         max_privacy_cost=float(max_cost),

@@ -28,7 +28,7 @@ from solvers import LP, ModelTooLargeError, SolverUnavailableError, Status
 from .certify import Certificate, certify, certify_and_separate
 from .constraints import RowBuilder, all_multisets, candidate_pool
 from .corners import n_corners, n_multisets
-from .errors import CertificationFailed, SolverFailed, SolverLimitExceeded, SolverUnavailable
+from .errors import CertificationFailed, InvalidParameter, SolverFailed, SolverLimitExceeded, SolverUnavailable
 from .objective import expected_error, objective_weights
 from .params import Params
 
@@ -166,8 +166,6 @@ def solve(
     the backend's licence limit, if any) by dropping non-binding rows, which leaves the LP optimum as is.
     """
     if mode not in MODES:
-        from .errors import InvalidParameter
-
         raise InvalidParameter("mode", f"must be one of {', '.join(MODES)}", mode)
     t0 = time.perf_counter()
     backend = _backend(solver)
@@ -176,6 +174,7 @@ def solve(
     tighten = TIGHTEN_REL * max(B, 1.0)
     B_lp = B - tighten
     B_sep = B - 0.5 * tighten
+    binding = B_lp - 1e-9 * max(B, 1.0)  # rows at least this costly are kept when purging
     w = objective_weights(K, params.prior)
     builder = RowBuilder(params)
     lp_seconds = sweep_seconds = 0.0
@@ -186,12 +185,11 @@ def solve(
             progress(stage, **info)
 
     if mode == "full":
-        rows_bytes = n_multisets(K, n_corners(params)) * (H + 1) * 8
+        n_rows = n_multisets(K, n_corners(params))
+        rows_bytes = n_rows * (H + 1) * 8
         if rows_bytes > FULL_MODE_MAX_BYTES:
-            from .errors import InvalidParameter
-
             raise InvalidParameter(
-                "mode", f"full mode holds all {n_multisets(K, n_corners(params)):,} rows in memory "
+                "mode", f"full mode holds all {n_rows:,} rows in memory "
                 f"({rows_bytes / 2**30:.1f} GiB > {FULL_MODE_MAX_BYTES / 2**30:.0f} GiB); use --mode lazy")
         counts = all_multisets(params)
         notify("build", rows=counts.shape[0])
@@ -223,7 +221,7 @@ def solve(
                 viol = np.flatnonzero(costs > B_sep)
                 if viol.size:
                     order = viol[np.argsort(-costs[viol])]
-                    act.make_room(batch, g, B_lp - 1e-9 * max(B, 1.0))
+                    act.make_room(batch, g, binding)
                     if act.add(pool[order], limit=batch):
                         continue
             # the exhaustive sweep separates and certifies at once: when it finds nothing new to add, its
@@ -235,7 +233,7 @@ def solve(
                 method=sweep_method,
                 progress=(lambda d, t, worst: notify("sweep-progress", done=d, total=t, worst=worst)))
             sweep_seconds += sw.seconds
-            act.make_room(batch, g, B_lp - 1e-9 * max(B, 1.0))
+            act.make_room(batch, g, binding)
             if sw.violators.shape[0] == 0 or act.add(sw.violators, limit=batch) == 0:
                 if sw.max_cost > B_sep:  # only active rows violate: solver tolerance; scale down
                     scale = np.nextafter((B_sep) / sw.max_cost, 0.0)
