@@ -78,9 +78,11 @@ class Solution:
 class ActiveSet:
     """The cutting-plane rows: count vectors and their LP rows, with optional purging of slack rows."""
 
-    def __init__(self, builder: RowBuilder, max_rows: int | None) -> None:
+    def __init__(self, builder: RowBuilder, max_rows: int | None, session, rhs: float) -> None:
         self.builder = builder
         self.max_rows = max_rows
+        self.session = session  #: the backend's LP kept in step with the rows
+        self.rhs = rhs
         self.keys: list[tuple[int, ...]] = []
         self._index: set[tuple[int, ...]] = set()
         self.rows = np.zeros((0, builder.high.size))
@@ -100,8 +102,10 @@ class ActiveSet:
                 if limit is not None and len(new) >= limit:
                     break
         if new:
+            rows = self.builder.rows(np.array(new))
             self.keys.extend(new)
-            self.rows = np.concatenate([self.rows, self.builder.rows(np.array(new))])
+            self.rows = np.concatenate([self.rows, rows])
+            self.session.add_rows(rows, np.full(len(new), self.rhs))
         return len(new)
 
     def make_room(self, incoming: int, g: np.ndarray, binding_level: float) -> None:
@@ -115,6 +119,7 @@ class ActiveSet:
         drop = slack_idx[np.argsort(costs[slack_idx])][:excess]  # the slackest first
         mask = np.ones(self.size, dtype=bool)
         mask[drop] = False
+        self.session.remove_rows(drop)
         self.keys = [k for k, m in zip(self.keys, mask) if m]
         self._index = set(self.keys)
         self.rows = self.rows[mask]
@@ -132,9 +137,10 @@ def _backend(name: str):
         raise SolverUnavailable(str(exc)) from None
 
 
-def _solve_lp(backend, lp: LP, mode: str):
+def _solve_lp(backend, lp, mode: str):
+    """Solve an :class:`LP` (or call a session's ``solve``), turning backend refusals into our errors."""
     try:
-        res = backend.solve(lp, feasibility_tol=1e-9)
+        res = lp() if callable(lp) else backend.solve(lp, feasibility_tol=1e-9)
     except ModelTooLargeError as exc:
         hint = "use --mode lazy (few active rows)" if mode == "full" else "use --solver highs"
         raise SolverLimitExceeded(f"{exc}; {hint}") from None
@@ -201,7 +207,8 @@ def solve(
         active = [tuple(int(x) for x in c) for c in counts[np.abs(rows @ g - B_lp) <= 1e-7]]
         final_cert = None
     else:
-        act = ActiveSet(builder, max_rows=max_active if max_active is not None else _row_limit(backend))
+        act = ActiveSet(builder, max_rows=max_active if max_active is not None else _row_limit(backend),
+                        session=backend.session(-w, 0.0, 1.0, feasibility_tol=1e-9), rhs=B_lp)
         if seed_multisets is not None and len(seed_multisets):
             act.add(np.asarray(seed_multisets), limit=act.max_rows // 2 if act.max_rows else None)
         pool = candidate_pool(params) if use_pool else None
@@ -209,7 +216,7 @@ def solve(
         g = np.ones(H)
         while True:
             if act.size:
-                res = _solve_lp(backend, LP(-w, act.rows, np.full(act.size, B_lp), 0.0, 1.0), mode)
+                res = _solve_lp(backend, act.session.solve, mode)
                 lp_seconds += res.seconds
                 g = np.clip(res.x, 0.0, 1.0)
             iterations += 1

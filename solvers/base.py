@@ -79,6 +79,42 @@ class LPResult:
     message: str = ""
 
 
+class LPSession(Protocol):
+    """An LP kept between solves (for cutting planes): fixed objective and bounds, rows added and removed.
+
+    Row indices are positions in the current row list; removing rows shifts the later ones down."""
+
+    def add_rows(self, A: np.ndarray, b: np.ndarray) -> None: ...
+
+    def remove_rows(self, idx: np.ndarray) -> None: ...
+
+    def solve(self) -> LPResult: ...
+
+
+class StatelessSession:
+    """A session for backends without incremental solves: keeps the rows and re-solves from scratch."""
+
+    def __init__(self, backend: "Backend", c, lb, ub, *, feasibility_tol: float = 1e-9) -> None:
+        self.backend = backend
+        self.c = np.asarray(c, dtype=np.float64)
+        self.lb, self.ub = lb, ub
+        self.tol = feasibility_tol
+        self.A = np.zeros((0, self.c.size))
+        self.b = np.zeros(0)
+
+    def add_rows(self, A: np.ndarray, b: np.ndarray) -> None:
+        self.A = np.concatenate([self.A, np.asarray(A, dtype=np.float64).reshape(-1, self.c.size)])
+        self.b = np.concatenate([self.b, np.asarray(b, dtype=np.float64).reshape(-1)])
+
+    def remove_rows(self, idx: np.ndarray) -> None:
+        keep = np.ones(self.b.size, dtype=bool)
+        keep[np.asarray(idx, dtype=np.intp)] = False
+        self.A, self.b = self.A[keep], self.b[keep]
+
+    def solve(self) -> LPResult:
+        return self.backend.solve(LP(self.c, self.A, self.b, self.lb, self.ub), feasibility_tol=self.tol)
+
+
 @runtime_checkable
 class Backend(Protocol):
     """What every solver backend provides."""
@@ -92,4 +128,8 @@ class Backend(Protocol):
     def solve(self, lp: LP, *, feasibility_tol: float = 1e-9) -> LPResult:
         """Solve ``lp``; raise :class:`SolverUnavailableError` or :class:`ModelTooLargeError` when the
         backend cannot take it, otherwise return a result with a status."""
+        ...
+
+    def session(self, c, lb, ub, *, feasibility_tol: float = 1e-9) -> LPSession:
+        """An :class:`LPSession` for cutting planes (backends may return a :class:`StatelessSession`)."""
         ...

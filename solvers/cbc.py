@@ -12,7 +12,7 @@ import warnings
 
 import numpy as np
 
-from .base import LP, LPResult, SolverUnavailableError, Status
+from .base import LP, LPResult, StatelessSession, SolverUnavailableError, Status
 
 name = "cbc"
 
@@ -78,3 +78,10 @@ def solve(lp: LP, *, feasibility_tol: float = 1e-9) -> LPResult:
     if status == "Unbounded":
         return LPResult(Status.UNBOUNDED, None, None, name, seconds, "CBC: unbounded")
     return LPResult(Status.ERROR, None, None, name, seconds, f"CBC: {status}")
+
+
+def session(c, lb, ub, *, feasibility_tol: float = 1e-9) -> StatelessSession:
+    """No incremental solves here: each round re-solves the current rows."""
+    import sys
+
+    return StatelessSession(sys.modules[__name__], c, lb, ub, feasibility_tol=feasibility_tol)

@@ -6,7 +6,7 @@ import time
 
 import numpy as np
 
-from .base import LP, LPResult, ModelTooLargeError, SolverUnavailableError, Status
+from .base import LP, LPResult, StatelessSession, ModelTooLargeError, SolverUnavailableError, Status
 
 name = "gurobi"
 
@@ -66,3 +66,10 @@ def solve(lp: LP, *, feasibility_tol: float = 1e-9) -> LPResult:
                 f"Gurobi refused a model with {lp.n_vars} variables and {lp.n_rows} constraints: {text}"
             ) from exc
         return LPResult(Status.ERROR, None, None, name, time.perf_counter() - start, f"Gurobi: {text}")
+
+
+def session(c, lb, ub, *, feasibility_tol: float = 1e-9) -> StatelessSession:
+    """No incremental solves here: each round re-solves the current rows."""
+    import sys
+
+    return StatelessSession(sys.modules[__name__], c, lb, ub, feasibility_tol=feasibility_tol)

@@ -27,13 +27,72 @@ def available() -> bool:
     return True
 
 
-def solve(lp: LP, *, feasibility_tol: float = 1e-9) -> LPResult:
-    highspy = _import()
-    start = time.perf_counter()
+def _new(highspy, feasibility_tol: float):
     h = highspy.Highs()
     h.setOptionValue("output_flag", False)
     h.setOptionValue("primal_feasibility_tolerance", feasibility_tol)
     h.setOptionValue("dual_feasibility_tolerance", feasibility_tol)
+    return h
+
+
+def _result(highspy, h, c: np.ndarray, start: float) -> LPResult:
+    status = h.getModelStatus()
+    seconds = time.perf_counter() - start
+    S = highspy.HighsModelStatus
+    if status == S.kOptimal:
+        x = np.array(h.getSolution().col_value, dtype=np.float64)
+        return LPResult(Status.OPTIMAL, x, float(c @ x), name, seconds)
+    if status == S.kInfeasible:
+        return LPResult(Status.INFEASIBLE, None, None, name, seconds, "HiGHS: infeasible")
+    if status in (S.kUnbounded, S.kUnboundedOrInfeasible):
+        return LPResult(Status.UNBOUNDED, None, None, name, seconds, f"HiGHS: {h.modelStatusToString(status)}")
+    return LPResult(Status.ERROR, None, None, name, seconds, f"HiGHS: {h.modelStatusToString(status)}")
+
+
+class Session:
+    """Incremental HiGHS model: rows are added and deleted in place and each solve starts from the last
+    basis (a handful of dual simplex iterations per cutting-plane round instead of a fresh solve)."""
+
+    def __init__(self, c, lb, ub, *, feasibility_tol: float = 1e-9) -> None:
+        self._hs = _import()
+        self.c = np.asarray(c, dtype=np.float64)
+        n = self.c.size
+        self.h = _new(self._hs, feasibility_tol)
+        self.h.addVars(n, np.broadcast_to(np.asarray(lb, dtype=np.float64), n).copy(),
+                       np.broadcast_to(np.asarray(ub, dtype=np.float64), n).copy())
+        self.h.changeColsCost(n, np.arange(n, dtype=np.int32), self.c)
+        self.n_rows = 0
+
+    def add_rows(self, A: np.ndarray, b: np.ndarray) -> None:
+        A = np.ascontiguousarray(A, dtype=np.float64).reshape(-1, self.c.size)
+        r, n = A.shape
+        if r == 0:
+            return
+        self.h.addRows(r, np.full(r, -self._hs.kHighsInf), np.asarray(b, dtype=np.float64).reshape(-1),
+                       r * n, np.arange(0, r * n, n, dtype=np.int32), np.tile(np.arange(n, dtype=np.int32), r),
+                       A.ravel())
+        self.n_rows += r
+
+    def remove_rows(self, idx: np.ndarray) -> None:
+        idx = np.unique(np.asarray(idx, dtype=np.int32))
+        if idx.size:
+            self.h.deleteRows(int(idx.size), idx)
+            self.n_rows -= int(idx.size)
+
+    def solve(self) -> LPResult:
+        start = time.perf_counter()
+        self.h.run()
+        return _result(self._hs, self.h, self.c, start)
+
+
+def session(c, lb, ub, *, feasibility_tol: float = 1e-9) -> Session:
+    return Session(c, lb, ub, feasibility_tol=feasibility_tol)
+
+
+def solve(lp: LP, *, feasibility_tol: float = 1e-9) -> LPResult:
+    highspy = _import()
+    start = time.perf_counter()
+    h = _new(highspy, feasibility_tol)
     model = highspy.HighsLp()
     n, r = lp.n_vars, lp.n_rows
     model.num_col_ = n
@@ -51,14 +110,4 @@ def solve(lp: LP, *, feasibility_tol: float = 1e-9) -> LPResult:
     model.a_matrix_.value_ = A.reshape(-1, order="F")
     h.passModel(model)
     h.run()
-    status = h.getModelStatus()
-    seconds = time.perf_counter() - start
-    S = highspy.HighsModelStatus
-    if status == S.kOptimal:
-        x = np.array(h.getSolution().col_value, dtype=np.float64)
-        return LPResult(Status.OPTIMAL, x, float(lp.c @ x), name, seconds)
-    if status == S.kInfeasible:
-        return LPResult(Status.INFEASIBLE, None, None, name, seconds, "HiGHS: infeasible")
-    if status in (S.kUnbounded, S.kUnboundedOrInfeasible):
-        return LPResult(Status.UNBOUNDED, None, None, name, seconds, f"HiGHS: {h.modelStatusToString(status)}")
-    return LPResult(Status.ERROR, None, None, name, seconds, f"HiGHS: {h.modelStatusToString(status)}")
+    return _result(highspy, h, lp.c, start)
