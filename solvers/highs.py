@@ -35,6 +35,33 @@ def _new(highspy, feasibility_tol: float):
     return h
 
 
+#: Retried in order when a solve ends without a verdict (seen: dual simplex at tolerance 1e-9 on LPs whose
+#: rows span 1e-25..1e-1, pure DP with K = 301); each starts cold and the defaults are restored after.
+FALLBACKS = ({"simplex_strategy": 4}, {"solver": "ipm"}, {"simplex_scale_strategy": 0})
+
+
+def _option(h, key: str):
+    value = h.getOptionValue(key)
+    return value[1] if isinstance(value, tuple) else value  # (status, value) in some highspy versions
+
+
+def _run(highspy, h) -> None:
+    """Run; if HiGHS ends without optimal/infeasible/unbounded, retry cold with each of FALLBACKS."""
+    h.run()
+    S = highspy.HighsModelStatus
+    decided = (S.kOptimal, S.kInfeasible, S.kUnbounded, S.kUnboundedOrInfeasible)
+    for opts in FALLBACKS:
+        if h.getModelStatus() in decided:
+            return
+        defaults = {k: _option(h, k) for k in opts}
+        h.clearSolver()
+        for k, v in opts.items():
+            h.setOptionValue(k, v)
+        h.run()
+        for k, v in defaults.items():
+            h.setOptionValue(k, v)
+
+
 def _result(highspy, h, c: np.ndarray, start: float) -> LPResult:
     status = h.getModelStatus()
     seconds = time.perf_counter() - start
@@ -81,7 +108,7 @@ class Session:
 
     def solve(self) -> LPResult:
         start = time.perf_counter()
-        self.h.run()
+        _run(self._hs, self.h)
         return _result(self._hs, self.h, self.c, start)
 
 
@@ -109,5 +136,5 @@ def solve(lp: LP, *, feasibility_tol: float = 1e-9) -> LPResult:
     model.a_matrix_.index_ = np.tile(np.arange(r, dtype=np.int32), n)
     model.a_matrix_.value_ = A.reshape(-1, order="F")
     h.passModel(model)
-    h.run()
+    _run(highspy, h)
     return _result(highspy, h, lp.c, start)

@@ -128,3 +128,12 @@ def test_lp_sessions_track_added_and_removed_rows(backend_name):
     got = sess.solve()
     ref = backend.solve(LP(c, A[keep], b[keep], 0.0, 1.0))
     assert got.objective == pytest.approx(ref.objective, abs=1e-8)
+
+
+def test_pure_k301_m3_solves_despite_hard_lp_numerics():
+    """Regression: at K = 301 (pure DP) the LP rows span 1e-25..1e-1 and HiGHS's dual simplex at tolerance
+    1e-9 ends without a verdict; the backend retries (primal simplex, IPM, unscaled) and the result certifies."""
+    sol = solve(Params(301, 3, teacher_delta=0.0, delta=0.0))
+    assert sol.certificate.certified
+    assert sol.certificate.multisets_checked == 4_636_304
+    assert 0.06 < sol.expected_error < 0.065
