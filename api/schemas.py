@@ -8,6 +8,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
+from darrm_opt.certify import Certificate
+
 #: ids of tables, ledgers and jobs (hex digests and uuids; other safe words simply are not found)
 ID_PATTERN = r"^[A-Za-z0-9_-]{1,64}$"
 Id = Annotated[str, Field(pattern=ID_PATTERN, description="an id (letters, digits, '-', '_')")]
@@ -58,19 +60,6 @@ class TableRequest(BaseModel):
                                      description="highs (default), gurobi or cbc")
 
 
-class CertificateOut(BaseModel):
-    certified: bool
-    max_privacy_cost: float
-    bound: float
-    multisets_checked: int
-    worst_multiset: list[int]
-    corners: list[list[float]]
-    error_bound: float
-    high_precision_checked: int
-    seconds: float
-    reason: str = ""
-
-
 class TableOut(BaseModel):
     id: str = Field(..., description="hash of the canonical parameters")
     K: int
@@ -81,7 +70,7 @@ class TableOut(BaseModel):
     prior: str
     solver: str
     gamma: list[float] = Field(..., description="γ(0..K), certified")
-    certificate: CertificateOut
+    certificate: Certificate  # the library's own dataclass: one definition of the certificate
     expected_error: float
     solve_seconds: float
     created_at: datetime
