@@ -13,7 +13,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 from fastapi.concurrency import run_in_threadpool
 
-from .aggregator import RandomBytes, system_random
+from darrm_opt.aggregator import RandomBytes, system_random
 from .auth import BearerKeyMiddleware
 from .db import Database, migrate
 from .deps import Services

@@ -38,7 +38,7 @@ from darrm_opt.errors import DarrmError, InvalidParameter
 from darrm_opt.optimize import Solution, solve
 from darrm_opt.params import Params
 
-from .aggregator import Aggregator, RandomBytes, system_random
+from darrm_opt.aggregator import Aggregator, RandomBytes, system_random
 from .db import Database
 from .models import GammaTable, SolveJob, utcnow
 from .settings import Settings

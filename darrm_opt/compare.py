@@ -53,7 +53,7 @@ from scipy.special import erf
 from .composition import general_composition, simple_composition
 from .errors import DarrmError, InvalidParameter
 from .objective import error_from_pmf, expected_pmf
-from .params import Params, Prior
+from .params import Params, Prior, finite_number
 from .pmf import binomial_pmf
 
 ERROR_KEYS = ("opt", "sub", "dsub", "const", "gnmax")
@@ -226,16 +226,7 @@ def parse_float_list(text: str, name: str) -> list[float]:
     parts = [s.strip() for s in str(text).split(",") if s.strip()]
     if not parts:
         raise InvalidParameter(name, "must be a comma-separated list of numbers", text)
-    out = []
-    for s in parts:
-        try:
-            x = float(s)
-        except ValueError:
-            raise InvalidParameter(name, "must be a comma-separated list of numbers", text) from None
-        if not math.isfinite(x):
-            raise InvalidParameter(name, "must be finite", text)
-        out.append(x)
-    return out
+    return [finite_number(name, s) for s in parts]
 
 
 def error_curves(gammas: dict[str, np.ndarray | None], ps) -> dict[str, np.ndarray]:

@@ -28,7 +28,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .aggregator import Aggregator
 from .errors import InvalidParameter
+from .pate import gnmax_aggregate
 
 #: The paper's MNIST setting: each teacher (0.0892, 1e-4)-DP, m = 3 ⇒ (0.2676, 3e-4) per query.
 PAPER_EPSILON = 0.0892
@@ -149,20 +151,16 @@ def _shards(y: np.ndarray, K: int, rng: np.random.Generator) -> list[np.ndarray]
 
 
 def darrm_answer(votes: np.ndarray, K: int, gamma: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """DaRRM (Alg. 1): with probability γ(L) the majority of the votes, otherwise a fair coin."""
-    L = np.asarray(votes, dtype=np.int64)
-    maj = (L >= (K + 1) // 2).astype(np.int64)
-    keep = rng.random(L.size) < np.asarray(gamma)[L]
-    coin = rng.integers(0, 2, L.size)
-    return np.where(keep, maj, coin)
+    """DaRRM (Alg. 1) for vote counts ``votes``: the service's exact-coin aggregator, fed seeded bytes."""
+    agg = Aggregator(gamma, random_bytes=rng.bytes)
+    assert agg.K == K
+    return agg.answers_from_counts(np.asarray(votes, dtype=np.intp))
 
 
 def gnmax_answer(votes: np.ndarray, K: int, sigma: float, rng: np.random.Generator) -> np.ndarray:
-    """GNMax on two classes: argmax{K − L + N(0, σ²), L + N(0, σ²)}."""
+    """GNMax on two classes: the noisy argmax of the histogram (K − L, L) (PATE Sec. 4.1)."""
     L = np.asarray(votes, dtype=np.float64)
-    n0 = (K - L) + rng.normal(0.0, sigma, L.size)
-    n1 = L + rng.normal(0.0, sigma, L.size)
-    return (n1 > n0).astype(np.int64)
+    return gnmax_aggregate(np.stack([K - L, L], axis=-1), sigma, rng)
 
 
 def run_demo(config: DemoConfig | None = None, *, solver: str = "highs") -> DemoResult:
