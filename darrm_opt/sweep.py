@@ -231,7 +231,10 @@ class SweepProblem:
         return res
 
     def _reduce_reflected(self, F, U, V, res, threshold, top, near, near_cap) -> None:
-        """Reduce −F as the costs of the reflected multisets (V[j], U[i])."""
+        """Reduce −F as the costs of the reflected multisets (V[j], U[i]).
+
+        This is ``_reduce(-F.T, V, U, ...)``, written out because negating the transposed block costs a copy
+        and strided reductions: 75 % more sweep time at K = 61 (benchmarks/sweep_rate.py)."""
         fmin = float(F.min())
         if -fmin > res.max_cost:
             i, j = np.unravel_index(int(F.argmin()), F.shape)
@@ -326,28 +329,29 @@ def sweep(
     n_groups = max(1, min(len(items), max(workers * 8, total // GROUP_MULTISETS))) if total > 200_000 else 1
     groups = _balance(problem, items, n_groups)
     if executor is not None:
-        for part in executor(problem, groups, kwargs):
-            out.merge(part, top, near_cap)
-            if progress:
-                progress(out.multisets, total, out.max_cost)
+        parts = executor(problem, groups, kwargs)
     elif workers == 1 or len(groups) == 1:
-        for g in groups:
-            out.merge(problem.run(g, **kwargs), top, near_cap)
-            if progress:
-                progress(out.multisets, total, out.max_cost)
+        parts = (problem.run(g, **kwargs) for g in groups)
     else:
-        with _single_threaded_blas():
-            pool = ThreadPoolExecutor(workers)
-            try:
-                futures = [pool.submit(problem.run, g, **kwargs) for g in groups]
-                for fut in as_completed(futures):
-                    out.merge(fut.result(), top, near_cap)
-                    if progress:
-                        progress(out.multisets, total, out.max_cost)
-            finally:  # on Ctrl-C (or any error) drop the groups not yet started
-                pool.shutdown(wait=True, cancel_futures=True)
+        parts = _pooled(problem, groups, kwargs, workers)
+    for part in parts:
+        out.merge(part, top, near_cap)
+        if progress:
+            progress(out.multisets, total, out.max_cost)
     out.seconds = time.perf_counter() - t0
     return out
+
+
+def _pooled(problem: SweepProblem, groups, kwargs, workers: int):
+    """Partial results of ``groups`` from a thread pool, as they finish (BLAS pinned to one thread each)."""
+    with _single_threaded_blas():
+        pool = ThreadPoolExecutor(workers)
+        try:
+            futures = [pool.submit(problem.run, g, **kwargs) for g in groups]
+            for fut in as_completed(futures):
+                yield fut.result()
+        finally:  # on Ctrl-C (or any error) drop the groups not yet started
+            pool.shutdown(wait=True, cancel_futures=True)
 
 
 def _balance(problem: SweepProblem, items: list[WorkItem], n_groups: int) -> list[list[WorkItem]]:
