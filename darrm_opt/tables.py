@@ -18,7 +18,7 @@ import numpy as np
 
 from .baselines import gamma_const, gamma_dsub, gamma_sub
 from .certify import Certificate, certify
-from .errors import CertificationFailed, DarrmError, InvalidParameter, TableFileError
+from .errors import CertificationFailed, InvalidParameter, TableFileError
 from .params import Params
 
 
@@ -108,17 +108,14 @@ def load_table(path: str | Path) -> tuple[Params, np.ndarray]:
     missing = [k for k in ("K", "m", "gamma") if k not in data]
     if missing:
         raise TableFileError(f"table file {str(path)!r} lacks field(s): {', '.join(missing)}")
-    try:
-        params = Params(
-            K=data["K"],
-            m=data["m"],
-            epsilon=data.get("epsilon", 0.1),
-            teacher_delta=data.get("teacher_delta", 1e-5),
-            delta=data.get("delta"),
-            prior=data.get("prior") or "paper",
-        )
-    except DarrmError:
-        raise
+    params = Params(
+        K=data["K"],
+        m=data["m"],
+        epsilon=data.get("epsilon", 0.1),
+        teacher_delta=data.get("teacher_delta", 1e-5),
+        delta=data.get("delta"),
+        prior=data.get("prior") or "paper",
+    )
     gamma = data["gamma"]
     if not isinstance(gamma, list) or not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in gamma):
         raise InvalidParameter("gamma", "must be a list of numbers")
