@@ -10,7 +10,7 @@ from .auth import bearer_scheme
 from .db import Database
 from .ledger import DebitWriter, LedgerStore
 from .settings import Settings
-from .tables import TableService
+from .table_service import TableService
 
 
 @dataclass

@@ -20,7 +20,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from darrm_opt.errors import DarrmError, InvalidParameter
 
-from .tables import TableNotServable
+from .table_service import TableNotServable
 
 log = logging.getLogger("darrm.api")
 

@@ -9,7 +9,7 @@ commit: one transaction and one disk flush for many requests) and, in one transa
    taken in id order so two processes cannot deadlock);
 2. reads their per-table usage and the idempotency keys of the debits in hand;
 3. a known idempotency key replays the stored answers and spends nothing; every other debit is paid only
-   if the ledger's spend with it, computed by :func:`darrm_opt.accounting.account` (the tightest valid
+   if the ledger's spend with it, computed by :func:`darrm_opt.privacy.accounting.account` (the tightest valid
    composition of all the ledger's answers), is within both budgets — else it is refused (409) and changes
    nothing. The spend with all of a ledger's debits in the batch is computed first; only when that does
    not fit are they checked one by one in arrival order (see ``DebitWriter._decide``);
@@ -41,7 +41,7 @@ import numpy as np
 from sqlalchemy import insert, select, tuple_, update
 from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 
-from darrm_opt import accounting
+from darrm_opt.privacy import accounting
 
 from .db import Database
 from .models import Ledger, LedgerUsage, SpendRecord, utcnow

@@ -13,7 +13,8 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 from fastapi.concurrency import run_in_threadpool
 
-from darrm_opt.aggregator import RandomBytes, system_random
+from darrm_opt.release.aggregator import RandomBytes, system_random
+
 from .auth import BearerKeyMiddleware
 from .db import Database, migrate
 from .deps import Services
@@ -21,7 +22,7 @@ from .errors import install as install_errors
 from .ledger import DebitWriter, LedgerStore
 from .routers import aggregate, health, ledgers, tables
 from .settings import Settings
-from .tables import TableService
+from .table_service import TableService
 
 log = logging.getLogger("darrm.api")
 

@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
-from darrm_opt.certify import Certificate
+from darrm_opt.certify.certificate import Certificate
 
 #: ids of tables, ledgers and jobs (hex digests and uuids; other safe words simply are not found)
 ID_PATTERN = r"^[A-Za-z0-9_-]{1,64}$"

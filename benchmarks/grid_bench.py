@@ -8,8 +8,8 @@ from __future__ import annotations
 import argparse
 import time
 
-from darrm_opt.grid import solve_grid
-from darrm_opt.params import Params
+from darrm_opt.model.params import Params
+from darrm_opt.optimize.grid import solve_grid
 
 
 def main() -> None:
@@ -19,7 +19,7 @@ def main() -> None:
     params = [Params(K, m) for K in range(11, 32, 2) for m in range(1, 8)]
     ex = None
     if a.dask_scheduler:
-        from darrm_opt.distributed import DaskSweepExecutor
+        from darrm_opt.certify.distributed import DaskSweepExecutor
 
         ex = DaskSweepExecutor(a.dask_scheduler)
     t = time.perf_counter()

@@ -16,9 +16,9 @@ import sys
 
 CHILD = r"""
 import json, resource, sys, time
-from darrm_opt.params import Params
-from darrm_opt.optimize import solve
-from darrm_opt.corners import n_multisets
+from darrm_opt.model.params import Params
+from darrm_opt.optimize.optimizer import solve
+from darrm_opt.model.corners import n_multisets
 args = json.loads(sys.argv[1])
 p = Params(args["K"], args["m"], teacher_delta=args["td"], delta=args["delta"])
 t = time.perf_counter()

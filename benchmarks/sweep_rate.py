@@ -14,11 +14,11 @@ import time
 
 import numpy as np
 
-from darrm_opt.corners import corners
-from darrm_opt.optimize import solve
-from darrm_opt.params import Params
-from darrm_opt.sweep import signed_h, sweep
-from darrm_opt.sweep_structured import make_problem
+from darrm_opt.certify.problems import make_problem
+from darrm_opt.certify.sweep import signed_h, sweep
+from darrm_opt.model.corners import corners
+from darrm_opt.model.params import Params
+from darrm_opt.optimize.optimizer import solve
 
 
 def main() -> None:

@@ -1,3 +1,3 @@
-from .cli import main
+from darrm_opt.cli import main
 
 main()

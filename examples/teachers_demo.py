@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import argparse
 
-from darrm_opt.cli.compare import render_demo
-from darrm_opt.demo import DemoConfig, run_demo
-from darrm_opt.plots import plot_demo
+from darrm_opt.cli.render import render_demo
+from darrm_opt.experiments.demo import DemoConfig, run_demo
+from darrm_opt.experiments.plots import plot_demo
 
 
 def main() -> None:

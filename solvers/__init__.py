@@ -10,7 +10,14 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
-from .base import LP, Backend, LPResult, ModelTooLargeError, SolverUnavailableError, Status
+from .base import (
+    LP,
+    Backend,
+    LPResult,
+    ModelTooLargeError,
+    SolverUnavailableError,
+    Status,
+)
 
 BACKENDS: tuple[str, ...] = ("highs", "gurobi", "cbc")
 DEFAULT_BACKEND = "highs"

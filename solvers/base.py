@@ -94,7 +94,7 @@ class LPSession(Protocol):
 class StatelessSession:
     """A session for backends without incremental solves: keeps the rows and re-solves from scratch."""
 
-    def __init__(self, backend: "Backend", c, lb, ub, *, feasibility_tol: float = 1e-9) -> None:
+    def __init__(self, backend: Backend, c, lb, ub, *, feasibility_tol: float = 1e-9) -> None:
         self.backend = backend
         self.c = np.asarray(c, dtype=np.float64)
         self.lb, self.ub = lb, ub

@@ -12,7 +12,7 @@ import warnings
 
 import numpy as np
 
-from .base import LP, LPResult, StatelessSession, SolverUnavailableError, Status
+from .base import LP, LPResult, SolverUnavailableError, StatelessSession, Status
 
 name = "cbc"
 

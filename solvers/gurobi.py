@@ -6,7 +6,14 @@ import time
 
 import numpy as np
 
-from .base import LP, LPResult, StatelessSession, ModelTooLargeError, SolverUnavailableError, Status
+from .base import (
+    LP,
+    LPResult,
+    ModelTooLargeError,
+    SolverUnavailableError,
+    StatelessSession,
+    Status,
+)
 
 name = "gurobi"
 

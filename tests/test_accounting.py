@@ -1,4 +1,4 @@
-"""Tests of darrm_opt.accounting against hand-computed values, an exact mpmath reference and dp-accounting."""
+"""Tests of darrm_opt.privacy.accounting against hand-computed values, an exact mpmath reference and dp-accounting."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from darrm_opt import accounting as acc
 from darrm_opt.errors import InvalidParameter
+from darrm_opt.privacy import accounting as acc
 
 eps0_st = st.floats(min_value=0.01, max_value=3.0)
 delta0_st = st.sampled_from([0.0, 1e-8, 1e-5, 1e-3])
@@ -165,8 +165,8 @@ def test_large_k_is_fast_and_sane():
 
 
 def test_matches_dp_accounting_pld():
-    from dp_accounting.pld.common import DifferentialPrivacyParameters
     from dp_accounting.pld import privacy_loss_distribution as pld
+    from dp_accounting.pld.common import DifferentialPrivacyParameters
 
     eps0, delta0, k = 0.3, 1e-5, 20
     d = pld.from_privacy_parameters(DifferentialPrivacyParameters(eps0, delta0), value_discretization_interval=1e-5)

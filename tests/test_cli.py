@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from darrm_opt.cli import app
-from darrm_opt.params import Params
+from darrm_opt.model.params import Params
 
 runner = CliRunner()
 
@@ -43,7 +43,7 @@ def test_solve_table_view_is_certified_as_printed():
     rows = [line.split("│") for line in r.output.splitlines() if line.strip()[:2].strip().isdigit() and "│" in line]
     printed = np.array([float(cells[1]) for cells in rows])
     assert printed.size == 14
-    from darrm_opt.certify import certify
+    from darrm_opt.certify.certificate import certify
 
     assert certify(Params(13, 3), printed).certified
 

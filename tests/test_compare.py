@@ -6,12 +6,19 @@ from scipy.stats import norm
 from typer.testing import CliRunner
 
 from darrm_opt.cli import app
-from darrm_opt.compare import (budget_rows, compare, compare_params, error_curves, gamma_gnmax, gnmax_error,
-                               parse_actual)
 from darrm_opt.errors import InvalidParameter
-from darrm_opt.objective import error_iid
-from darrm_opt.params import Params
-from darrm_opt.pmf import binomial_pmf
+from darrm_opt.experiments.compare import (
+    budget_rows,
+    compare,
+    compare_params,
+    error_curves,
+    gamma_gnmax,
+    gnmax_error,
+    parse_actual,
+)
+from darrm_opt.model.objective import error_iid
+from darrm_opt.model.params import Params
+from darrm_opt.model.pmf import binomial_pmf
 
 runner = CliRunner()
 

@@ -2,10 +2,14 @@
 
 import pytest
 
-from darrm_opt.baselines import const_parameters
-from darrm_opt.composition import allowance_from_subsampling, general_composition, simple_composition
 from darrm_opt.errors import InvalidParameter
-from darrm_opt.params import Params
+from darrm_opt.model.baselines import const_parameters
+from darrm_opt.model.params import Params
+from darrm_opt.privacy.composition import (
+    allowance_from_subsampling,
+    general_composition,
+    simple_composition,
+)
 
 
 @pytest.mark.parametrize(

@@ -3,12 +3,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 from typer.testing import CliRunner
 
 from darrm_opt.cli import app
-from darrm_opt.demo import DemoConfig, darrm_answer, run_demo
-
-import numpy as np
+from darrm_opt.experiments.demo import DemoConfig, darrm_answer, run_demo
 
 
 def test_demo_small():

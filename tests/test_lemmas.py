@@ -5,12 +5,12 @@ import math
 import numpy as np
 import pytest
 
-from darrm_opt.baselines import gamma_const, gamma_dsub, gamma_sub
-from darrm_opt.certify import certify
-from darrm_opt.objective import expected_error
-from darrm_opt.optimize import solve
-from darrm_opt.params import Params
-from darrm_opt.tables import baseline_tables, certify_or_shrink
+from darrm_opt.certify.certificate import certify
+from darrm_opt.model.baselines import gamma_const, gamma_dsub, gamma_sub
+from darrm_opt.model.objective import expected_error
+from darrm_opt.model.params import Params
+from darrm_opt.optimize.optimizer import solve
+from darrm_opt.release.table_file import baseline_tables, certify_or_shrink
 
 
 @pytest.mark.parametrize("K", [3, 5, 11, 21])

@@ -1,4 +1,4 @@
-"""Tests of darrm_opt.pate against the PATE reference values in the project notes, plus properties.
+"""Tests of darrm_opt.privacy.pate against the PATE reference values in the project notes, plus properties.
 
 Reference values are printed to 4-5 significant digits; tolerances are half a unit in the last printed
 digit (so a value that rounds to the reference passes, anything else fails).
@@ -15,8 +15,8 @@ from dp_accounting.rdp import RdpAccountant
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from darrm_opt import pate
 from darrm_opt.errors import InvalidParameter
+from darrm_opt.privacy import pate
 
 
 def half_ulp(reference: str) -> float:

@@ -4,7 +4,7 @@ from typer.testing import CliRunner
 
 from darrm_opt.cli import app
 from darrm_opt.errors import InvalidParameter
-from darrm_opt.plots import DPI, plot_comparison, plot_demo
+from darrm_opt.experiments.plots import DPI, plot_comparison, plot_demo
 
 PNG = b"\x89PNG\r\n\x1a\n"
 

@@ -5,8 +5,8 @@ import pytest
 
 import solvers
 from darrm_opt.errors import SolverLimitExceeded
-from darrm_opt.optimize import solve
-from darrm_opt.params import Params
+from darrm_opt.model.params import Params
+from darrm_opt.optimize.optimizer import solve
 
 REFERENCE = [
     (dict(K=11, m=3, teacher_delta=1e-5), [1, 0.977696, 1, 1, 0.54234, 0.939241]),
@@ -69,8 +69,8 @@ def test_priors_change_the_optimum():
     assert d13.certificate.certified and common.certificate.certified
     assert d13.gamma != paper.gamma or common.gamma != paper.gamma
     # γ_opt optimised for a prior is no worse under that prior than γ_opt of another prior
-    from darrm_opt.objective import expected_error
-    from darrm_opt.params import Prior
+    from darrm_opt.model.objective import expected_error
+    from darrm_opt.model.params import Prior
 
     pr = Prior.parse("iid-uniform:0.7,1")
     assert d13.expected_error <= expected_error(np.array(paper.gamma), pr) + 1e-9

@@ -3,11 +3,11 @@
 import numpy as np
 import pytest
 
-from darrm_opt.certify import certify
-from darrm_opt.grid import parse_values, solve_grid
+from darrm_opt.certify.certificate import certify
 from darrm_opt.errors import InvalidParameter
-from darrm_opt.optimize import solve
-from darrm_opt.params import Params
+from darrm_opt.model.params import Params, parse_values
+from darrm_opt.optimize.grid import solve_grid
+from darrm_opt.optimize.optimizer import solve
 
 
 @pytest.mark.parametrize("args", [dict(K=15, m=3), dict(K=21, m=2.5, teacher_delta=0.0), dict(K=13, m=4)])
@@ -57,7 +57,7 @@ def dask_client():
 
 @pytest.mark.parametrize("K,method,total", [(21, "matrix", 1_184_040), (31, "structured", 12_620_256)])
 def test_dask_sweep_gives_the_local_certificate(dask_client, K, method, total):
-    from darrm_opt.distributed import DaskSweepExecutor
+    from darrm_opt.certify.distributed import DaskSweepExecutor
 
     params = Params(K, 3)
     gamma = np.array(solve(params).gamma)
@@ -74,7 +74,7 @@ def test_dask_sweep_gives_the_local_certificate(dask_client, K, method, total):
 
 
 def test_dask_solve_and_grid_match_local(dask_client):
-    from darrm_opt.distributed import DaskSweepExecutor
+    from darrm_opt.certify.distributed import DaskSweepExecutor
 
     ex = DaskSweepExecutor(dask_client)
     p = Params(17, 3)

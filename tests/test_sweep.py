@@ -7,12 +7,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from darrm_opt.certify import certify, exact_cost_mp
-from darrm_opt.corners import compositions, corners, n_multisets
-from darrm_opt.optimize import solve
-from darrm_opt.params import Params
-from darrm_opt.pmf import pmf_direct, poisson_binomial
-from darrm_opt.sweep import SweepProblem, error_bound, signed_h, sweep
+from darrm_opt.certify.certificate import certify
+from darrm_opt.certify.exact import exact_cost_mp
+from darrm_opt.certify.sweep import SweepProblem, error_bound, signed_h, sweep
+from darrm_opt.model.corners import compositions, corners, n_multisets
+from darrm_opt.model.params import Params
+from darrm_opt.model.pmf import pmf_direct, poisson_binomial
+from darrm_opt.optimize.optimizer import solve
 
 
 def plain_costs(params, gamma):
@@ -143,7 +144,7 @@ def test_reflection_halved_sweep_equals_plain_reference_for_symmetric_gamma(K, t
 def test_structured_sweep_equals_matrix_sweep_and_plain_reference(K, teacher_delta, symmetric, seed):
     """The O(K⁵) structured sweep finds the same extremes, worst multisets and the complete set of
     multisets above any level as the matrix sweep and the plain reference."""
-    from darrm_opt.sweep_structured import StructuredSweepProblem
+    from darrm_opt.certify.structured import StructuredSweepProblem
 
     params = Params(K, min(2.0, K), teacher_delta=teacher_delta)
     g = np.random.default_rng(seed).random(K + 1)

@@ -6,7 +6,13 @@ from fastapi import APIRouter, Path, Request
 from fastapi.responses import JSONResponse
 
 from ..deps import keyed, services
-from ..schemas import ID_PATTERN, ErrorOut, HTTPValidationErrorOut, LedgerOut, LedgerRequest
+from ..schemas import (
+    ID_PATTERN,
+    ErrorOut,
+    HTTPValidationErrorOut,
+    LedgerOut,
+    LedgerRequest,
+)
 
 router = APIRouter(prefix="/v1", tags=["ledgers"], dependencies=keyed)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Path, Query, Request, Response
 from fastapi.responses import JSONResponse
 
-from darrm_opt.params import Params
+from darrm_opt.model.params import Params
 
 from ..deps import keyed, services
 from ..schemas import (

@@ -1,4 +1,4 @@
-"""The ``darrm-opt`` command line (thin Typer commands over the library)."""
+"""The ``darrm-opt`` command line: thin Typer commands over the library, one module per command."""
 
 from __future__ import annotations
 
@@ -14,17 +14,11 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
-#: Command modules; each exports ``register(app)``. A module that is absent is skipped.
-COMMAND_MODULES = ("solve", "serve", "compare", "grid")
+#: Each command is the function of the same name in the module of the same name.
+COMMANDS = ("solve", "verify", "grid", "compare", "plot", "budget", "demo", "serve")
 
-for _name in COMMAND_MODULES:
-    try:
-        _mod = importlib.import_module(f"{__name__}.{_name}")
-    except ModuleNotFoundError as _exc:  # a command module not written yet
-        if _exc.name != f"{__name__}.{_name}":
-            raise
-        continue
-    _mod.register(app)
+for _name in COMMANDS:
+    app.command(_name)(getattr(importlib.import_module(f"{__name__}.{_name}"), _name))
 
 
 def main() -> None:

@@ -12,7 +12,7 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-from ..errors import DarrmError
+from darrm_opt.errors import DarrmError
 
 err_console = Console(stderr=True, highlight=False)
 
@@ -85,6 +85,6 @@ def write_output(text: str, out: Path | None) -> None:
             fh.write(text if text.endswith("\n") else text + "\n")
         os.replace(tmp, target)
     except OSError as exc:
-        from ..errors import TableFileError
+        from darrm_opt.errors import TableFileError
 
         raise TableFileError(f"cannot write output file {str(out)!r}: {exc.strerror or exc}") from None

@@ -6,7 +6,7 @@ import os
 
 import typer
 
-from .common import err_console
+from darrm_opt.cli.common import err_console
 
 
 def serve(
@@ -46,6 +46,3 @@ def serve(
         err_console.print("warning: DARRM_API_KEYS is empty: every /v1 endpoint will answer 401")
     uvicorn.run("api.main:create_app", factory=True, host=host, port=port, workers=workers)
 
-
-def register(app: typer.Typer) -> None:
-    app.command("serve")(serve)

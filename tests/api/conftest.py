@@ -9,6 +9,7 @@ import httpx
 import pytest
 from svc_helpers import PG_URL, Server
 
+
 @pytest.fixture(scope="session")
 def sqlite_server(tmp_path_factory) -> Iterator[Server]:
     """The shared server: SQLite file, small inline-solve limit (K = 7 with Δ > 0 goes to a job)."""

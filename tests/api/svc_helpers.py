@@ -50,7 +50,7 @@ class Server:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def start(self, timeout: float = 90.0) -> "Server":
+    def start(self, timeout: float = 90.0) -> Server:
         env = {k: v for k, v in os.environ.items() if not k.startswith("DARRM_")}
         env.update({
             "DARRM_DATABASE_URL": self.database_url,

@@ -14,12 +14,11 @@ import time
 
 import pytest
 from sqlalchemy import create_engine, text
+from svc_helpers import Server
 
 from api.db import normalize_url
-from darrm_opt.corners import n_corners, n_multisets
-from darrm_opt.params import Params
-
-from svc_helpers import Server
+from darrm_opt.model.corners import n_corners, n_multisets
+from darrm_opt.model.params import Params
 
 BACKENDS = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
 INLINE_MAX = 20_000_000  # K = 31, m = 3 (12.6 M multisets) is inline; K = 41 (73.6 M) is a job
@@ -45,7 +44,7 @@ def job_rows(url: str, job_id: str) -> list[dict]:
 
 
 def owner_pid(owner: str) -> int:
-    """``api.tables.OWNER`` is ``host:pid:nonce``."""
+    """``api.table_service.OWNER`` is ``host:pid:nonce``."""
     return int(owner.split(":")[-2])
 
 

@@ -11,8 +11,8 @@ import httpx
 import pytest
 from svc_helpers import AUTH, Server, make_ledger, make_table
 
-from darrm_opt import accounting
-from darrm_opt.params import Params
+from darrm_opt.model.params import Params
+from darrm_opt.privacy import accounting
 
 N = 120  # answers the raced ledgers can pay for
 CLIENTS = 32

@@ -7,12 +7,11 @@ import math
 import time
 
 import pytest
-
-from darrm_opt import accounting
-from darrm_opt.certify import certify
-from darrm_opt.params import Params
-
 from svc_helpers import make_ledger, make_table
+
+from darrm_opt.certify.certificate import certify
+from darrm_opt.model.params import Params
+from darrm_opt.privacy import accounting
 
 
 def test_round_trip_and_cache_hit(client):

@@ -1,13 +1,13 @@
 """Sweeps and grids on a Dask cluster (optional: ``pip install 'darrm-opt[dask]'``).
 
 A sweep is split into groups of work items (shards of multisets, :meth:`SweepProblem.plan`); each group
-runs as one task on a worker and returns a partial :class:`~darrm_opt.sweep.SweepResult`, merged here
+runs as one task on a worker and returns a partial :class:`~darrm_opt.certify.sweep.SweepResult`, merged here
 exactly as the local thread pool merges its own, so the certificate is identical to a local run.
 """
 
 from __future__ import annotations
 
-from .errors import DarrmError
+from darrm_opt.errors import DarrmError
 
 
 class DistributedUnavailable(DarrmError):
@@ -28,9 +28,9 @@ def _client(address: str):
 
 
 def _run_group(problem, group, kwargs):
-    from .sweep import _single_threaded_blas
+    from darrm_opt.certify.sweep import single_threaded_blas
 
-    with _single_threaded_blas():
+    with single_threaded_blas():
         return problem.run(group, **kwargs)
 
 

@@ -1,13 +1,13 @@
 """Figures (matplotlib, Agg backend): functions that take computed data and a path, and write PNG or SVG.
 
-Nothing here computes a γ; callers pass the tables (see :mod:`darrm_opt.compare` and
-:mod:`darrm_opt.demo`). The format follows the suffix of the path (``.png`` or ``.svg``).
+Nothing here computes a γ; callers pass the tables (see :mod:`darrm_opt.experiments.compare` and
+:mod:`darrm_opt.experiments.demo`). The format follows the suffix of the path (``.png`` or ``.svg``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Mapping, Sequence
 
 import matplotlib
 
@@ -15,7 +15,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from .errors import InvalidParameter, TableFileError  # noqa: E402
+from darrm_opt.errors import InvalidParameter, TableFileError  # noqa: E402
 
 #: Labels and styles of the methods, in the paper's notation.
 STYLES = {

@@ -1,6 +1,6 @@
 """The exhaustive sweep for Δ > 0 in O(K⁵) instead of O(K⁷): an exact maximum over every multiset.
 
-With the corners ordered as in :mod:`darrm_opt.corners`,
+With the corners ordered as in :mod:`darrm_opt.model.corners`,
 
     prefix: (0,0) (0,Δ) (Δ,0) hi      counts u = (u0, u1, u2, u3), Σu = s
     suffix: (1,1) (1,1−Δ) (1−Δ,1) lo  counts v = (v0, v1, v2, v3), Σv = K − s
@@ -10,7 +10,7 @@ the D-side pmf α ignores the corners with p = 0 and shifts by those with p = 1,
 
     f(u, v) = T1_{u3,v3}[u2, v2] − e^{mε} T2_{u3,v3}[u1, v1],    u1 + u2 ≤ s − u3,  v1 + v2 ≤ K − s − v3,
 
-where T1 = Σ_l h_l α_l and T2 = Σ_l h_l α′_l are small matrix products (as in :mod:`darrm_opt.sweep`). The
+where T1 = Σ_l h_l α_l and T2 = Σ_l h_l α′_l are small matrix products (as in :mod:`darrm_opt.certify.sweep`). The
 maximum over all (u1, v1) for a given (u2, v2) is attained at the minimum of T2 over the rectangle
 [0, s−u3−u2] × [0, K−s−v3−v2], a 2-D prefix minimum. So
 
@@ -29,7 +29,7 @@ import math
 
 import numpy as np
 
-from .sweep import SweepProblem, SweepResult, WorkItem
+from darrm_opt.certify.sweep import SweepProblem, SweepResult, WorkItem
 
 
 def structured_applies(probs: np.ndarray) -> bool:
@@ -194,23 +194,3 @@ class StructuredSweepProblem(SweepProblem):
                     break
             if found:
                 res.near = np.concatenate([res.near, np.array(found, dtype=np.int16)])
-
-
-#: Sweep methods: "auto" (structured where it applies and K ≥ STRUCTURED_MIN_K), "structured", "matrix".
-METHODS = ("auto", "structured", "matrix")
-#: Below this K the matrix sweep is faster (benchmarks/sweep_rate.py).
-STRUCTURED_MIN_K = 31
-
-
-def make_problem(probs, h, E, method: str = "auto") -> SweepProblem:
-    """The sweep problem for these corners: the O(K⁵) structured sweep for the 8 corners of Δ > 0 unless
-    ``method == "matrix"``; the generic matrix-product sweep otherwise."""
-    if method not in METHODS:
-        raise ValueError(f"unknown sweep method {method!r}")
-    small = np.asarray(h).size - 1 < STRUCTURED_MIN_K
-    if method == "structured" or (method == "auto" and not small):
-        if structured_applies(probs):
-            return StructuredSweepProblem(probs, h, E)
-    if method == "structured":
-        raise ValueError("the structured sweep needs the 8 canonical corners of Δ > 0")
-    return SweepProblem(probs, h, E)

@@ -25,9 +25,9 @@ from fractions import Fraction
 
 import numpy as np
 
-from .composition import compose_delta, general_epsilon
-from .errors import InvalidParameter
-from .params import Params
+from darrm_opt.errors import InvalidParameter
+from darrm_opt.model.params import Params
+from darrm_opt.privacy.composition import compose_delta, general_epsilon
 
 
 def _subsample_majority_prob(K: int, l: int, draws: int) -> Fraction:

@@ -53,8 +53,8 @@ from fractions import Fraction
 
 from scipy.special import bdtrc, expit
 
-from .composition import Guarantee, compose_delta
-from .errors import InvalidParameter
+from darrm_opt.errors import InvalidParameter
+from darrm_opt.privacy.composition import Guarantee, compose_delta
 
 #: relative reduction of the randomised-response share of δ before solving for ε (float safety).
 SAFETY = 1e-9

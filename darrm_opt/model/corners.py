@@ -28,7 +28,7 @@ from functools import lru_cache
 import mpmath
 import numpy as np
 
-from .params import Params
+from darrm_opt.model.params import Params
 
 
 def corner_exprs(epsilon: float, teacher_delta: float, *, exp=math.exp):

@@ -11,7 +11,7 @@ corners) and otherwise by an exhaustive sweep, until the sweep finds none.
 LP solvers meet rows only to a feasibility tolerance, so the LP is solved against a bound tightened by
 τ = 1e-8·max(bound, 1); a solution whose exhaustive sweep still exceeds bound − τ/2 on an active row is
 scaled by (bound − τ/2)/max_cost (f is linear in γ, so every constraint is kept). Whatever the path, the
-returned γ carries a :class:`~darrm_opt.certify.Certificate` from a full sweep, and :func:`solve` raises
+returned γ carries a :class:`~darrm_opt.certify.certificate.Certificate` from a full sweep, and :func:`solve` raises
 :class:`~darrm_opt.errors.CertificationFailed` rather than return an uncertified table.
 """
 
@@ -23,14 +23,19 @@ from dataclasses import dataclass, field
 import numpy as np
 
 import solvers
+from darrm_opt.certify.certificate import Certificate, certify, certify_and_separate
+from darrm_opt.errors import (
+    CertificationFailed,
+    InvalidParameter,
+    SolverFailed,
+    SolverLimitExceeded,
+    SolverUnavailable,
+)
+from darrm_opt.model.constraints import RowBuilder, all_multisets, candidate_pool
+from darrm_opt.model.corners import n_corners, n_multisets
+from darrm_opt.model.objective import expected_error, objective_weights
+from darrm_opt.model.params import Params
 from solvers import LP, ModelTooLargeError, SolverUnavailableError, Status
-
-from .certify import Certificate, certify, certify_and_separate
-from .constraints import RowBuilder, all_multisets, candidate_pool
-from .corners import n_corners, n_multisets
-from .errors import CertificationFailed, InvalidParameter, SolverFailed, SolverLimitExceeded, SolverUnavailable
-from .objective import expected_error, objective_weights
-from .params import Params
 
 MODES = ("lazy", "full")
 TIGHTEN_REL = 1e-8

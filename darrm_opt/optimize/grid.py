@@ -2,35 +2,8 @@
 
 from __future__ import annotations
 
-from .errors import InvalidParameter
-from .optimize import Solution, solve
-from .params import Params
-
-
-def parse_values(name: str, text: str, *, integer: bool = False, odd: bool = False) -> list[float]:
-    """Parse ``"1,3,5"`` or ranges ``"11..31"`` (step 1, or 2 for odd values) into a sorted list."""
-    out: set[float] = set()
-    for part in (text or "").split(","):
-        part = part.strip()
-        if not part:
-            continue
-        try:
-            if ".." in part:
-                lo_s, hi_s = part.split("..", 1)
-                lo, hi = int(lo_s), int(hi_s)
-                if hi < lo:
-                    raise ValueError
-                out.update(v for v in range(lo, hi + 1) if not odd or v % 2 == 1)
-            else:
-                v = float(part)
-                if integer and not v.is_integer():
-                    raise ValueError
-                out.add(int(v) if integer else v)
-        except ValueError:
-            raise InvalidParameter(name, "must be a comma-separated list of numbers or ranges A..B", part) from None
-    if not out:
-        raise InvalidParameter(name, "needs at least one value", text)
-    return sorted(out)
+from darrm_opt.model.params import Params
+from darrm_opt.optimize.optimizer import Solution, solve
 
 
 def _solve_one(args):

@@ -33,14 +33,14 @@ Summary of the formulas
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 from scipy import integrate, special
 
-from .errors import InvalidParameter
-from .params import finite_number as _finite
+from darrm_opt.errors import InvalidParameter
+from darrm_opt.model.params import finite_number as _finite
 
 __all__ = [
     "GnmaxCalibration",

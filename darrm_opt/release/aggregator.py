@@ -24,7 +24,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from .errors import InvalidParameter
+from darrm_opt.errors import InvalidParameter
 
 RandomBytes = Callable[[int], bytes]
 #: batches up to this many rows are answered without numpy

@@ -11,9 +11,14 @@ import math
 
 import numpy as np
 
-from .corners import compositions, corners, multisets_with_few_corners, n_corners
-from .params import Params
-from .pmf import CornerSpectra
+from darrm_opt.model.corners import (
+    compositions,
+    corners,
+    multisets_with_few_corners,
+    n_corners,
+)
+from darrm_opt.model.params import Params
+from darrm_opt.model.pmf import CornerSpectra
 
 
 class RowBuilder:

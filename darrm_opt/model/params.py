@@ -11,7 +11,7 @@ import json
 import math
 from dataclasses import dataclass, field
 
-from .errors import InvalidParameter
+from darrm_opt.errors import InvalidParameter
 
 PRIOR_KINDS = ("paper", "iid-uniform", "common-uniform")
 
@@ -27,6 +27,40 @@ def finite_number(name: str, value: object) -> float:
     if not math.isfinite(x):
         raise InvalidParameter(name, "must be finite", value)
     return x
+
+
+def parse_float_list(text: str, name: str) -> list[float]:
+    """``"1,3,5"`` → [1.0, 3.0, 5.0]; InvalidParameter(name, ...) for anything else."""
+    parts = [s.strip() for s in str(text).split(",") if s.strip()]
+    if not parts:
+        raise InvalidParameter(name, "must be a comma-separated list of numbers", text)
+    return [finite_number(name, s) for s in parts]
+
+
+def parse_values(name: str, text: str, *, integer: bool = False, odd: bool = False) -> list[float]:
+    """Parse ``"1,3,5"`` or ranges ``"11..31"`` (step 1, or 2 for odd values) into a sorted list."""
+    out: set[float] = set()
+    for part in (text or "").split(","):
+        part = part.strip()
+        if not part:
+            continue
+        try:
+            if ".." in part:
+                lo_s, hi_s = part.split("..", 1)
+                lo, hi = int(lo_s), int(hi_s)
+                if hi < lo:
+                    raise ValueError
+                out.update(v for v in range(lo, hi + 1) if not odd or v % 2 == 1)
+            else:
+                v = float(part)
+                if integer and not v.is_integer():
+                    raise ValueError
+                out.add(int(v) if integer else v)
+        except ValueError:
+            raise InvalidParameter(name, "must be a comma-separated list of numbers or ranges A..B", part) from None
+    if not out:
+        raise InvalidParameter(name, "needs at least one value", text)
+    return sorted(out)
 
 
 @dataclass(frozen=True)
@@ -55,7 +89,7 @@ class Prior:
         object.__setattr__(self, "b", b)
 
     @classmethod
-    def parse(cls, spec: "str | Prior | None") -> "Prior":
+    def parse(cls, spec: str | Prior | None) -> Prior:
         """Parse ``paper``, ``iid-uniform:A,B`` or ``common-uniform:A,B``."""
         if spec is None:
             return cls()
@@ -174,15 +208,3 @@ class Params:
         """A stable hash of the canonical parameters (the table id in the service)."""
         text = json.dumps(self.canonical(), sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(text.encode()).hexdigest()[:32]
-
-    def replace(self, **changes: object) -> "Params":
-        data = {
-            "K": self.K,
-            "m": self.m,
-            "epsilon": self.epsilon,
-            "teacher_delta": self.teacher_delta,
-            "delta": self.delta,
-            "prior": self.prior,
-        }
-        data.update(changes)
-        return Params(**data)  # type: ignore[arg-type]

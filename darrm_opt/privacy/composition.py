@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from .errors import InvalidParameter
+from darrm_opt.errors import InvalidParameter
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ The DaRRM paper's Sec. 6.2 / Tables 1, 6–9 on a dataset that ships with scikit
 3. Non-private teachers for GNMax: the same model without noise on the same shards.
 4. Each query is answered with per-query privacy (mε, δ), δ = 1 − (1 − Δ)^m ≈ mΔ, by
    DaRRM γ_opt (certified, optimised for the paper's prior), DaRRM γ_Sub (subsampling m of K teachers), and
-   GNMax on the non-private votes with σ calibrated to (mε, δ) (:func:`darrm_opt.pate.calibrate_gnmax_sigma`).
+   GNMax on the non-private votes with σ calibrated to (mε, δ) (:func:`darrm_opt.privacy.pate.calibrate_gnmax_sigma`).
 5. For each Q, ``n_draws`` random draws of Q queries from the pool (and of the mechanisms' coins); label
    accuracy against the true labels: mean and standard deviation. The total privacy loss over Q queries is
    the better of simple and general composition (δ′ = 10⁻⁴), as the paper's Table 9.
@@ -28,9 +28,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .aggregator import Aggregator
-from .errors import InvalidParameter
-from .pate import gnmax_aggregate
+from darrm_opt.errors import InvalidParameter
+from darrm_opt.privacy.pate import gnmax_aggregate
+from darrm_opt.release.aggregator import Aggregator
 
 #: The paper's MNIST setting: each teacher (0.0892, 1e-4)-DP, m = 3 ⇒ (0.2676, 3e-4) per query.
 PAPER_EPSILON = 0.0892
@@ -53,7 +53,7 @@ class DemoConfig:
     seed: int = 0
 
     @classmethod
-    def small(cls, **kw) -> "DemoConfig":
+    def small(cls, **kw) -> DemoConfig:
         """A CI-sized run (a few seconds)."""
         return cls(**{"queries": (10, 20), "n_draws": 3, **kw})
 
@@ -165,11 +165,11 @@ def gnmax_answer(votes: np.ndarray, K: int, sigma: float, rng: np.random.Generat
 
 def run_demo(config: DemoConfig | None = None, *, solver: str = "highs") -> DemoResult:
     """Run the teachers demo (see the module docstring)."""
-    from .compare import budget_rows
-    from .baselines import gamma_sub
-    from .optimize import solve
-    from .params import Params
-    from .pate import calibrate_gnmax_sigma
+    from darrm_opt.experiments.compare import budget_rows
+    from darrm_opt.model.baselines import gamma_sub
+    from darrm_opt.model.params import Params
+    from darrm_opt.optimize.optimizer import solve
+    from darrm_opt.privacy.pate import calibrate_gnmax_sigma
 
     c = config or DemoConfig()
     if c.n_draws < 1:

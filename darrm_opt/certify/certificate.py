@@ -5,7 +5,7 @@ suffices to check every corner multiset (Lemma 5.1, App. C.3). For a non-symmetr
 is −f ≤ bound, so both signs are checked; for symmetric γ the reflected multiset covers it.
 
 The check is exact in the following sense. Every multiset is swept in float64 with an a-priori error bound
-η (:func:`darrm_opt.sweep.error_bound`). Multisets whose float cost is ≤ bound − max(η, 1e-12) pass. Every
+η (:func:`darrm_opt.certify.sweep.error_bound`). Multisets whose float cost is ≤ bound − max(η, 1e-12) pass. Every
 other multiset is re-evaluated in 40-digit arithmetic (mpmath) from the exact binary values of γ, ε, Δ, m
 and δ, and passes only if that value is ≤ the bound computed in the same precision.
 """
@@ -16,18 +16,17 @@ import math
 import time
 from dataclasses import asdict, dataclass
 
-import mpmath
 import numpy as np
 
-from .corners import corners, corners_mp
-from .errors import InvalidParameter
-from .params import Params
-from .sweep import SweepResult, error_bound, signed_h, sweep
-from .sweep_structured import make_problem
+from darrm_opt.certify.exact import recheck
+from darrm_opt.certify.problems import make_problem
+from darrm_opt.certify.sweep import SweepResult, error_bound, signed_h, sweep
+from darrm_opt.errors import InvalidParameter
+from darrm_opt.model.corners import corners
+from darrm_opt.model.params import Params
 
 #: Below this distance from the bound a multiset is always re-evaluated in high precision.
 NEAR_TIGHT = 1e-12
-MP_DIGITS = 40
 #: At most this many multisets are re-checked in high precision; more means "cannot certify".
 NEAR_CAP = 20_000
 
@@ -47,15 +46,11 @@ class Certificate:
     seconds: float
     reason: str = ""
 
-    @property
-    def slack(self) -> float:
-        return self.bound - self.max_privacy_cost
-
     def to_dict(self) -> dict:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict) -> "Certificate":
+    def from_dict(cls, data: dict) -> Certificate:
         return cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
 
 
@@ -74,40 +69,6 @@ def validate_gamma(gamma, K: int) -> np.ndarray:
 
 def is_symmetric(gamma: np.ndarray) -> bool:
     return bool(np.array_equal(gamma, gamma[::-1]))
-
-
-def exact_bound_mp(params: Params) -> mpmath.mpf:
-    with mpmath.workdps(MP_DIGITS):
-        return mpmath.expm1(mpmath.mpf(params.m) * mpmath.mpf(params.epsilon)) + 2 * mpmath.mpf(params.delta)
-
-
-def exact_cost_mp(params: Params, gamma: np.ndarray, counts) -> mpmath.mpf:
-    """f for one multiset in MP_DIGITS-digit arithmetic: Σ_l h_l (α_l − e^{mε} α′_l) by direct
-    convolution of binomial pmfs."""
-    K = params.K
-    with mpmath.workdps(MP_DIGITS):
-        cs = corners_mp(params)
-        E = mpmath.exp(mpmath.mpf(params.m) * mpmath.mpf(params.epsilon))
-        a = [mpmath.mpf(1)]
-        b = [mpmath.mpf(1)]
-        for n, (p, q) in zip(counts, cs):
-            for _ in range(int(n)):
-                a = _conv_bern(a, p)
-                b = _conv_bern(b, q)
-        h = signed_h(gamma)
-        total = mpmath.mpf(0)
-        for l in range(K + 1):
-            if h[l] != 0:
-                total += mpmath.mpf(float(h[l])) * (a[l] - E * b[l])
-        return total
-
-
-def _conv_bern(v, p):
-    q = 1 - p
-    out = [q * x for x in v] + [mpmath.mpf(0)]
-    for i, x in enumerate(v):
-        out[i + 1] += p * x
-    return out
 
 
 def certify(
@@ -162,19 +123,9 @@ def certify_and_separate(
     elif res.near_overflow:
         certified, reason = False, "too many multisets within the float error of the bound to verify exactly"
     elif res.near.shape[0]:
-        Bmp = exact_bound_mp(params)
-        best_val = None
-        for cnt in res.near:
-            val = exact_cost_mp(params, g, cnt)
-            vals = (val, -val) if two_sided else (val,)
-            hp += 1
-            for v in vals:
-                if best_val is None or v > best_val:
-                    best_val, worst = v, tuple(int(x) for x in cnt)
-                if v > Bmp:
-                    certified = False
-                    reason = f"multiset {list(int(x) for x in cnt)} exceeds the bound"
-        max_cost = float(best_val)
+        exact = recheck(params, g, res.near, two_sided)
+        certified, reason, max_cost = exact.certified, exact.reason, exact.max_cost
+        worst, hp = exact.worst, exact.checked
     cert = Certificate(
         certified=certified,
         max_privacy_cost=float(max_cost),

@@ -33,17 +33,17 @@ from sqlalchemy import func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
 import solvers
-from darrm_opt.corners import n_corners, n_multisets
 from darrm_opt.errors import DarrmError, InvalidParameter
-from darrm_opt.optimize import Solution, solve
-from darrm_opt.params import Params
+from darrm_opt.model.corners import n_corners, n_multisets
+from darrm_opt.model.params import Params
+from darrm_opt.optimize.optimizer import Solution, solve
+from darrm_opt.release.aggregator import Aggregator, RandomBytes, system_random
 
-from darrm_opt.aggregator import Aggregator, RandomBytes, system_random
 from .db import Database
 from .models import GammaTable, SolveJob, utcnow
 from .settings import Settings
 
-log = logging.getLogger("darrm.api.tables")
+log = logging.getLogger("darrm.api.table_service")
 
 #: identifies this process as the owner of the solve jobs it claims
 OWNER = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"

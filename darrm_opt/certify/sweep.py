@@ -34,8 +34,8 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy import fft as sfft
 
-from .corners import compositions, n_multisets
-from .pmf import binom_table, fft_length
+from darrm_opt.model.corners import compositions, n_multisets
+from darrm_opt.model.pmf import binom_table, fft_length
 
 #: Upper bound on entries of one cost block held at a time (32 MiB of float64).
 BLOCK_ENTRIES = 1 << 22
@@ -87,7 +87,7 @@ class SweepResult:
     near_overflow: bool = False
     seconds: float = 0.0
 
-    def merge(self, other: "SweepResult", top: int, near_cap: int) -> None:
+    def merge(self, other: SweepResult, top: int, near_cap: int) -> None:
         if other.max_cost > self.max_cost:
             self.max_cost, self.worst = other.max_cost, other.worst
         if other.min_cost < self.min_cost:
@@ -344,7 +344,7 @@ def sweep(
 
 def _pooled(problem: SweepProblem, groups, kwargs, workers: int):
     """Partial results of ``groups`` from a thread pool, as they finish (BLAS pinned to one thread each)."""
-    with _single_threaded_blas():
+    with single_threaded_blas():
         pool = ThreadPoolExecutor(workers)
         try:
             futures = [pool.submit(problem.run, g, **kwargs) for g in groups]
@@ -369,7 +369,7 @@ def _balance(problem: SweepProblem, items: list[WorkItem], n_groups: int) -> lis
     return groups
 
 
-class _single_threaded_blas:
+class single_threaded_blas:
     """Pin BLAS to one thread while our own threads split the work (avoids oversubscription)."""
 
     def __enter__(self):

@@ -1,6 +1,6 @@
 """DaRRM γ_opt against the baselines: expected errors, GNMax's error, error curves and composition tables.
 
-Pure computation, no I/O (the CLI in :mod:`darrm_opt.cli.compare` and the plots in :mod:`darrm_opt.plots`
+Pure computation, no I/O (the CLI in :mod:`darrm_opt.cli.compare` and the plots in :mod:`darrm_opt.experiments.plots`
 consume what is computed here).
 
 The actual distribution (``--actual``)
@@ -9,11 +9,11 @@ The actual distribution (``--actual``)
 of the teachers' probabilities p_i of voting 1:
 
 - ``prior``: the prior γ_opt was optimised for (the default);
-- ``paper``, ``iid-uniform:A,B``, ``common-uniform:A,B``: as :class:`~darrm_opt.params.Prior`;
+- ``paper``, ``iid-uniform:A,B``, ``common-uniform:A,B``: as :class:`~darrm_opt.model.params.Prior`;
 - ``fixed:P``: every teacher votes 1 with probability P (0 ≤ P ≤ 1), i.e. :func:`error_iid`.
 
 Every error is ``error_from_pmf(γ, E[α])``: exact for the priors (supported on p ≥ ½, where the error is
-linear in E[α], see :func:`darrm_opt.objective.expected_error`) and for ``fixed:P`` (where α is the
+linear in E[α], see :func:`darrm_opt.model.objective.expected_error`) and for ``fixed:P`` (where α is the
 Binomial(K, P) pmf itself).
 
 GNMax as a DaRRM noise function (exact, no integration)
@@ -29,7 +29,7 @@ DaRRM_γ outputs the majority with probability γ(l) + (1 − γ(l))/2, so GNMax
 
 symmetric, and its error (Def. 2.4) is ``error_from_pmf(γ_GNMax, α)`` exactly. σ is the smallest σ for
 which one GNMax answer is (mε, δ)-DP by the Gaussian RDP bound λ/σ² and RDP→DP conversion
-(:func:`darrm_opt.pate.calibrate_gnmax_sigma`, the DaRRM paper's App. D.2.1). For δ = 0 (or when no Rényi
+(:func:`darrm_opt.privacy.pate.calibrate_gnmax_sigma`, the DaRRM paper's App. D.2.1). For δ = 0 (or when no Rényi
 order of the grid meets the target) GNMax has no such σ and its error is reported as ``None``.
 
 Note the different neighbouring relations: DaRRM's guarantee holds for (ε, Δ)-DP teachers trained on the
@@ -50,11 +50,11 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.special import erf
 
-from .composition import general_composition, simple_composition
-from .errors import DarrmError, InvalidParameter
-from .objective import error_from_pmf, expected_pmf
-from .params import Params, Prior, finite_number
-from .pmf import binomial_pmf
+from darrm_opt.errors import DarrmError, InvalidParameter
+from darrm_opt.model.objective import error_from_pmf, expected_pmf
+from darrm_opt.model.params import Params, Prior
+from darrm_opt.model.pmf import binomial_pmf
+from darrm_opt.privacy.composition import general_composition, simple_composition
 
 ERROR_KEYS = ("opt", "sub", "dsub", "const", "gnmax")
 
@@ -78,7 +78,7 @@ class Actual:
             return f"fixed:{self.p!r}"
         return self.prior.spec  # type: ignore[union-attr]
 
-    def resolve(self, params: Params) -> "Actual":
+    def resolve(self, params: Params) -> Actual:
         """``prior`` replaced by the prior of ``params``."""
         if self.kind == "prior":
             return Actual(params.prior.kind, prior=params.prior)
@@ -95,7 +95,7 @@ class Actual:
         return expected_pmf(K, self.prior)  # type: ignore[arg-type]
 
 
-def parse_actual(spec: "str | Actual | None") -> Actual:
+def parse_actual(spec: str | Actual | None) -> Actual:
     """Parse ``prior``, ``paper``, ``iid-uniform:A,B``, ``common-uniform:A,B`` or ``fixed:P``.
 
     Raises ``InvalidParameter("actual", ...)`` for anything else.
@@ -146,7 +146,7 @@ def gnmax_sigma(epsilon: float, delta: float):
     """The calibration (σ, order, ε) of one GNMax answer to (ε, δ), or None where none exists (δ = 0)."""
     if delta <= 0:
         return None
-    from .pate import calibrate_gnmax_sigma
+    from darrm_opt.privacy.pate import calibrate_gnmax_sigma
 
     try:
         return calibrate_gnmax_sigma(epsilon, delta, 1)
@@ -185,16 +185,16 @@ class ComparisonRow:
         }
 
 
-def compare_params(params: Params, actual: "str | Actual | None" = None, *, solver: str = "highs",
+def compare_params(params: Params, actual: str | Actual | None = None, *, solver: str = "highs",
                    const: str = "simple", delta_prime: float = 0.1, **kwargs) -> ComparisonRow:
     """Expected errors of γ_opt, γ_Sub, γ_DSub, γ_const and GNMax for ``params`` under ``actual``.
 
     γ_opt is optimised for ``params.prior``; the baselines are those of
-    :func:`darrm_opt.tables.baseline_tables` (certified, None where undefined); GNMax is calibrated to the
+    :func:`darrm_opt.release.table_file.baseline_tables` (certified, None where undefined); GNMax is calibrated to the
     same (mε, δ).
     """
-    from .optimize import solve
-    from .tables import baseline_tables
+    from darrm_opt.optimize.optimizer import solve
+    from darrm_opt.release.table_file import baseline_tables
 
     act = parse_actual(actual)
     alpha = act.pmf(params.K, params)
@@ -211,7 +211,7 @@ def compare_params(params: Params, actual: "str | Actual | None" = None, *, solv
 
 
 def compare(K: int, ms, *, epsilon: float = 0.1, teacher_delta: float = 1e-5, delta: float | None = None,
-            prior: "str | Prior" = "paper", actual: "str | Actual | None" = None, **kwargs) -> list[ComparisonRow]:
+            prior: str | Prior = "paper", actual: str | Actual | None = None, **kwargs) -> list[ComparisonRow]:
     """One :class:`ComparisonRow` per m (the paper's Figures 2, 6–9)."""
     act = parse_actual(actual)
     rows = []
@@ -220,13 +220,6 @@ def compare(K: int, ms, *, epsilon: float = 0.1, teacher_delta: float = 1e-5, de
         rows.append(compare_params(params, act, **kwargs))
     return rows
 
-
-def parse_float_list(text: str, name: str) -> list[float]:
-    """``"1,3,5"`` → [1.0, 3.0, 5.0]; InvalidParameter(name, ...) for anything else."""
-    parts = [s.strip() for s in str(text).split(",") if s.strip()]
-    if not parts:
-        raise InvalidParameter(name, "must be a comma-separated list of numbers", text)
-    return [finite_number(name, s) for s in parts]
 
 
 def error_curves(gammas: dict[str, np.ndarray | None], ps) -> dict[str, np.ndarray]:

@@ -12,8 +12,8 @@ from __future__ import annotations
 import numpy as np
 from scipy import special
 
-from .params import Prior
-from .pmf import binomial_pmf, poisson_binomial
+from darrm_opt.model.params import Prior
+from darrm_opt.model.pmf import binomial_pmf
 
 
 def expected_pmf(K: int, prior: Prior) -> np.ndarray:
@@ -46,11 +46,6 @@ def error_from_pmf(gamma: np.ndarray, alpha: np.ndarray) -> float:
     K = gamma.size - 1
     high = np.arange((K + 1) // 2, K + 1)
     return float(abs(np.sum(margin_weights(alpha) * (1.0 - gamma[high]))))
-
-
-def error_for_p(gamma: np.ndarray, p: np.ndarray) -> float:
-    """Error of DaRRM_γ when teacher i votes 1 with probability p_i."""
-    return error_from_pmf(gamma, poisson_binomial(p))
 
 
 def error_iid(gamma: np.ndarray, p: float) -> float:

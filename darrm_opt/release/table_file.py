@@ -16,10 +16,10 @@ from pathlib import Path
 
 import numpy as np
 
-from .baselines import gamma_const, gamma_dsub, gamma_sub
-from .certify import Certificate, certify
-from .errors import CertificationFailed, InvalidParameter, TableFileError
-from .params import Params
+from darrm_opt.certify.certificate import Certificate, certify
+from darrm_opt.errors import CertificationFailed, InvalidParameter, TableFileError
+from darrm_opt.model.baselines import gamma_const, gamma_dsub, gamma_sub
+from darrm_opt.model.params import Params
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,44 @@
+"""``darrm-opt demo teachers``: private teachers on scikit-learn's digits, labelled by DaRRM and GNMax."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from darrm_opt.cli.common import handle_errors, write_output
+from darrm_opt.cli.options import OutputFormat, int_list
+
+
+def demo(
+    what: str = typer.Argument("teachers", help="the demo to run: teachers"),
+    epsilon: float = typer.Option(0.0892, "--epsilon", help="each private teacher's ε (paper MNIST: 0.0892)"),
+    teacher_delta: float = typer.Option(1e-4, "--teacher-delta"),
+    m: float = typer.Option(3, "--m"),
+    queries: str = typer.Option("20,50,100", "--queries"),
+    draws: int = typer.Option(10, "--draws"),
+    seed: int = typer.Option(0, "--seed"),
+    fmt: OutputFormat = typer.Option(OutputFormat.table, "--format", help="table | json"),
+    plot_out: Optional[Path] = typer.Option(None, "--plot", help="also write an accuracy plot (.png/.svg)"),
+    out: Optional[Path] = typer.Option(None, "--out"),
+) -> None:
+    """Digits 5 vs 8, K=11 teachers: accuracy of DaRRM γ_opt, γ_Sub and GNMax over Q queries (Table 1)."""
+    from darrm_opt.cli.render import render_demo
+    from darrm_opt.errors import InvalidParameter
+    from darrm_opt.experiments.demo import DemoConfig, run_demo
+
+    with handle_errors():
+        if what != "teachers":
+            raise InvalidParameter("demo", "must be 'teachers'", what)
+        cfg = DemoConfig(m=m, epsilon=epsilon, teacher_delta=teacher_delta,
+                         queries=tuple(int_list(queries, "queries")), n_draws=draws, seed=seed)
+        res = run_demo(cfg)
+        if plot_out is not None:
+            from darrm_opt.experiments.plots import plot_demo
+
+            plot_demo(res.rows, plot_out, title=f"digits 5 vs 8, K={cfg.K}, per query "
+                                                f"({cfg.m * cfg.epsilon:g}, {res.privacy[0]['per_query_delta']:.2g})")
+        text = json.dumps(res.to_dict(), indent=2) if fmt is OutputFormat.json else render_demo(res)
+        write_output(text, out)
