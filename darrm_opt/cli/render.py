@@ -10,7 +10,8 @@ from rich.table import Table
 from darrm_opt.certify.certificate import Certificate
 from darrm_opt.model.params import Params
 
-LABELS = {"opt": "γ_opt", "sub": "γ_Sub", "dsub": "γ_DSub", "const": "γ_const", "gnmax": "GNMax"}
+LABELS = {"opt": "γ_opt", "sub": "γ_Sub", "dsub": "γ_DSub", "const": "γ_const", "const_opt": "γ_const_opt",
+          "gnmax": "GNMax", "gnmax_paper": "GNMax (paper σ)", "majority": "majority"}
 
 
 def recording_console() -> Console:
@@ -57,20 +58,28 @@ def render_gamma_table(params: Params, columns: dict[str, list[str]], errors: di
 
 
 def render_compare(rows, epsilon: float, teacher_delta: float, error_keys) -> str:
-    """The ``compare`` table view: one row per m."""
+    """The ``compare`` table view: one row per m; unavailable methods and the teacher setting below."""
     con = recording_console()
     p0 = rows[0].params
-    con.print(f"Expected error, K={p0.K} teachers each (ε={epsilon:g}, Δ={teacher_delta:g})-DP; γ_opt "
-              f"optimised for prior {p0.prior.spec}; errors under actual {rows[0].actual}")
+    who = ("non-private teachers on disjoint shards, per answer (mε, δ)" if rows[0].teachers == "disjoint-nonprivate"
+           else f"teachers each (ε={epsilon:g}, Δ={teacher_delta:g})-DP")
+    con.print(f"Expected error, K={p0.K} {who}; γ_opt optimised for prior {p0.prior.spec}; errors under actual "
+              f"{rows[0].actual}", soft_wrap=True)
+    keys = [k for k in error_keys if any(k in r.errors for r in rows)]
     t = Table(show_edge=False, pad_edge=False)
-    for col in ("m", "mε", "δ", *(LABELS[k] for k in error_keys), "GNMax σ"):
+    for col in ("m", "mε", "δ", *(LABELS[k] for k in keys), "GNMax σ", "paper σ"):
         t.add_column(col, justify="right")
     for r in rows:
         t.add_row(f"{r.m:g}", f"{r.m * epsilon:g}", f"{r.params.delta:.4g}",
-                  *(fmt_error(r.errors.get(k)) for k in error_keys),
-                  "—" if r.sigma is None else f"{r.sigma:.4f}")
+                  *(fmt_error(r.errors.get(k)) for k in keys),
+                  *("—" if s is None else f"{s:.4f}" for s in (r.sigma, r.sigmas.get("rdp"))))
     con.print(t)
-    con.print("— : undefined (γ_Sub/γ_DSub need integer m; γ_DSub pure DP; GNMax needs δ > 0)")
+    con.print("GNMax: σ calibrated exactly for the one bit it releases (exact-one-bit); paper σ: RDP with the "
+              "classic conversion (App. D.2.1)", soft_wrap=True)
+    reasons = {(k, why) for r in rows for k, why in r.unavailable.items()}
+    for k, why in sorted(reasons):
+        con.print(f"— {LABELS.get(k, k)} unavailable: {why}", soft_wrap=True)
+    con.print(f"teachers: {rows[0].teachers}: {rows[0].note.get('note', '')}", soft_wrap=True)
     return con.export_text()
 
 
