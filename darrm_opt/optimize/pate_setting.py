@@ -87,3 +87,18 @@ def solve_pate(params: PateParams, *, solver: str = solvers.DEFAULT_BACKEND) -> 
         raise CertificationFailed(f"the PATE-setting γ is not (ε, δ)-DP: {cert.reason}", cert)
     return PateSolution(params, tuple(float(x) for x in g), cert, backend.name, expected_error(g, params.prior),
                         time.perf_counter() - t0)
+
+
+def certified_pair_decimals(params: PateParams, gamma, decimals: int = 6) -> tuple[list[str], PairCertificate]:
+    """γ printed with ``decimals`` decimals, rounded down, and the certificate *of the printed values*;
+    if rounding down broke a row (a γ(l′) with s_{l′} = s_l enters with a minus sign), the table is scaled
+    down by one unit of the last decimal until the printed values certify."""
+    g = np.asarray(gamma, dtype=np.float64)
+    scale = 10.0**decimals
+    for _ in range(20):
+        shown = np.floor(g * scale) / scale
+        cert = certify_pairs(params, shown)
+        if cert.certified:
+            return [f"{x:.{decimals}f}" for x in shown], cert
+        g = g * (1.0 - 10.0**-decimals)
+    raise CertificationFailed(f"could not print a certified table with {decimals} decimals", cert)
