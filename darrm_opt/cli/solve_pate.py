@@ -15,12 +15,14 @@ def pate_document(K: int, target_epsilon: float | None, delta: float | None, pri
     """Solve the PATE-setting LP and calibrate GNMax exactly at the same (ε, δ); return (params, sol, gnmax)."""
     from darrm_opt.errors import InvalidParameter
     from darrm_opt.model.neighbours import PateParams
+    from darrm_opt.model.params import Prior
     from darrm_opt.optimize.pate_setting import solve_pate
     from darrm_opt.privacy.pate import calibrate_gnmax_one_bit
 
     if target_epsilon is None:
         raise InvalidParameter("target-epsilon", "--teachers disjoint-nonprivate needs the per-answer ε")
-    params = PateParams(K=K, epsilon=target_epsilon, delta=0.0 if delta is None else delta, prior=prior)
+    params = PateParams(K=K, epsilon=target_epsilon, delta=0.0 if delta is None else delta,
+                        prior=Prior.parse(prior))
     sol = solve_pate(params, solver=solver)
     cal = calibrate_gnmax_one_bit(params.epsilon, params.delta, params.K)
     return params, sol, cal

@@ -224,20 +224,21 @@ def _setting_tables(params: Params, teachers: str, solver: str, const: str, delt
     from darrm_opt.model.neighbours import PateParams
     from darrm_opt.optimize.optimizer import solve
     from darrm_opt.optimize.pate_setting import solve_pate
-    from darrm_opt.release.table_file import BASELINE_NAMES, baseline_tables
+    from darrm_opt.release.table_file import BASELINE_NAMES, Unavailable, baseline_tables
 
     if teachers == "disjoint-nonprivate":
         pp = PateParams(params.K, params.m * params.epsilon, float(params.delta), params.prior)  # type: ignore[arg-type]
-        gammas = {"opt": np.asarray(solve_pate(pp, solver=solver).gamma)}
+        gammas: dict[str, np.ndarray | None] = {"opt": np.asarray(solve_pate(pp, solver=solver).gamma)}
         why = "a shared-data construction; not offered for non-private teachers on disjoint shards"
         return gammas, {k: why for k in BASELINE_NAMES}
     gammas = {"opt": np.asarray(solve(params, solver=solver, **kwargs).gamma, dtype=np.float64)}
     base = baseline_tables(params, const=const, delta_prime=delta_prime, **kwargs)
     reasons = {}
     for k, t in base.items():
-        gammas[k] = np.asarray(t.gamma, dtype=np.float64) if t else None
-        if not t:
-            reasons[k] = t.reason  # type: ignore[union-attr]
+        if isinstance(t, Unavailable):
+            gammas[k], reasons[k] = None, t.reason
+        else:
+            gammas[k] = np.asarray(t.gamma, dtype=np.float64)
     if teachers == "disjoint-private":
         gammas["majority"] = np.ones(params.K + 1)
     return gammas, reasons
@@ -264,7 +265,7 @@ def compare_params(params: Params, actual: str | Actual | None = None, *, solver
     gammas.update(gn)
     for k, s in (("gnmax", sigmas[GNMAX_REPORTED]), ("gnmax_paper", sigmas["rdp"])):
         if s is None:
-            reasons[k] = "no Gaussian noise level meets δ = 0" if float(params.delta) == 0 else "no calibration"
+            reasons[k] = "no Gaussian noise level meets δ = 0" if not params.delta else "no calibration"
     errors = {k: (error_from_pmf(g, alpha) if g is not None else None) for k, g in gammas.items()}
     note = setting_note(teachers, params.epsilon, params.teacher_delta).to_dict()
     return ComparisonRow(params=params, actual=act.resolve(params).spec, errors=errors, gammas=gammas,
@@ -278,7 +279,8 @@ def compare(K: int, ms, *, epsilon: float = 0.1, teacher_delta: float = 1e-5, de
     act = parse_actual(actual)
     rows = []
     for m in ms:
-        params = Params(K=K, m=m, epsilon=epsilon, teacher_delta=teacher_delta, delta=delta, prior=prior)
+        params = Params(K=K, m=m, epsilon=epsilon, teacher_delta=teacher_delta, delta=delta,
+                        prior=Prior.parse(prior))
         rows.append(compare_params(params, act, **kwargs))
     return rows
 

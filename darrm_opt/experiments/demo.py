@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -169,7 +170,7 @@ def _shards(y: np.ndarray, K: int, rng: np.random.Generator) -> list[np.ndarray]
 
 def darrm_answer(votes: np.ndarray, K: int, gamma: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     """DaRRM (Alg. 1) for vote counts ``votes``: the service's exact-coin aggregator, fed seeded bytes."""
-    agg = Aggregator(gamma, random_bytes=rng.bytes)
+    agg = Aggregator([float(x) for x in gamma], random_bytes=rng.bytes)
     assert agg.K == K
     return agg.answers_from_counts(np.asarray(votes, dtype=np.intp))
 
@@ -177,7 +178,7 @@ def darrm_answer(votes: np.ndarray, K: int, gamma: np.ndarray, rng: np.random.Ge
 def gnmax_answer(votes: np.ndarray, K: int, sigma: float, rng: np.random.Generator) -> np.ndarray:
     """GNMax on two classes: the noisy argmax of the histogram (K − L, L) (PATE Sec. 4.1)."""
     L = np.asarray(votes, dtype=np.float64)
-    return gnmax_aggregate(np.stack([K - L, L], axis=-1), sigma, rng)
+    return np.asarray(gnmax_aggregate(np.stack([K - L, L], axis=-1), sigma, rng))
 
 
 @dataclass(frozen=True)
@@ -235,7 +236,7 @@ def _teacher_votes(c: DemoConfig, d: _Data, rng: np.random.Generator) -> tuple[d
     return votes, acc, int(min(len(s) for s in shards))
 
 
-def _mechanisms(c: DemoConfig, params, votes: dict, solver: str) -> tuple[dict, dict]:
+def _mechanisms(c: DemoConfig, params, votes: dict, solver: str) -> tuple[dict, dict[str, Any]]:
     """name → (setting, answer(idx, rng)) for every labelling method, and the tables and σ behind them."""
     from darrm_opt.model.baselines import gamma_sub
     from darrm_opt.model.neighbours import PateParams
@@ -244,7 +245,7 @@ def _mechanisms(c: DemoConfig, params, votes: dict, solver: str) -> tuple[dict, 
     from darrm_opt.privacy.pate import calibrate_gnmax
 
     eps, dlt = params.m * params.epsilon, float(params.delta)
-    info = {"gamma_opt": np.asarray(solve(params, solver=solver).gamma),
+    info: dict[str, Any] = {"gamma_opt": np.asarray(solve(params, solver=solver).gamma),
             "gamma_pate": np.asarray(solve_pate(PateParams(c.K, eps, dlt), solver=solver).gamma),
             "sigma": calibrate_gnmax(eps, dlt, "exact-one-bit", K=c.K).sigma,
             "sigma_paper": calibrate_gnmax(eps, dlt, "rdp").sigma}

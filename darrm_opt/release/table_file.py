@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -96,7 +97,7 @@ def baseline_tables(params: Params, *, const: str = "simple", delta_prime: float
     invalid for these parameters or fails certification is an :class:`Unavailable` with the reason (never
     an exception: a baseline must not sink the main result). Every returned table is certified.
     """
-    makers = {
+    makers: dict[str, Callable[..., CertifiedTable | Unavailable]] = {
         "sub": _sub_table,
         "dsub": _dsub_table,
         "const": lambda p, **kw: certify_or_shrink(p, gamma_const(p, const, delta_prime), name="γ_const", **kw),
