@@ -226,3 +226,24 @@ def test_disjoint_private_states_the_cap():
     doc = json.loads(res.stdout)
     assert doc["setting"]["total_cap"] == {"epsilon": 0.1, "delta": 1e-5}
     assert "plain majority" in doc["setting"]["note"]
+
+
+def test_pair_certificate_agrees_with_brute_force_on_random_tables():
+    rng = np.random.default_rng(7)
+    verdicts = []
+    for _ in range(150):
+        K = int(rng.choice([1, 3, 5, 9]))
+        eps, delta = float(rng.uniform(0.05, 2.0)), float(rng.choice([0.0, 1e-3, 0.05]))
+        g = rng.uniform(0, 1, K + 1) ** float(rng.uniform(0.5, 4))
+        if rng.random() < 0.5:
+            g = (g + g[::-1]) / 2
+        params = PateParams(K, eps, delta)
+        ok = certify_pairs(params, g).certified
+        assert ok == _brute_force_ok(params, g)
+        # pate_delta is the smallest δ: the table certifies just above it and fails just below (if > 0)
+        need = pate_delta(g, eps)
+        assert _brute_force_ok(PateParams(K, eps, min(need * (1 + 1e-9) + 1e-15, 0.999)), g)
+        if need > 1e-9:
+            assert not _brute_force_ok(PateParams(K, eps, need * (1 - 1e-6)), g)
+        verdicts.append(ok)
+    assert 10 < sum(verdicts) < 140  # both verdicts occur
