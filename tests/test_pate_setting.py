@@ -247,3 +247,14 @@ def test_pair_certificate_agrees_with_brute_force_on_random_tables():
             assert not _brute_force_ok(PateParams(K, eps, need * (1 - 1e-6)), g)
         verdicts.append(ok)
     assert 10 < sum(verdicts) < 140  # both verdicts occur
+
+
+def test_one_bit_sigma_below_analytic_gaussian_and_meets_it_for_large_k():
+    """The released bit is a post-processing of the Gaussian histogram, so its σ is never above the analytic
+    Gaussian's; with many thresholds (large K) the worst pair sits where a Neyman–Pearson threshold test
+    of the two Gaussians does, and the two calibrations meet."""
+    ana = pate.calibrate_gnmax_analytic(0.2676, 3e-4).sigma
+    small = pate.calibrate_gnmax_one_bit(0.2676, 3e-4, 11).sigma
+    large = pate.calibrate_gnmax_one_bit(0.2676, 3e-4, 101).sigma
+    assert small < large <= ana
+    assert large == pytest.approx(ana, rel=1e-3)
