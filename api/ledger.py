@@ -42,6 +42,7 @@ from sqlalchemy import insert, select, tuple_, update
 from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 
 from darrm_opt.privacy import accounting
+from darrm_opt.privacy.parallel import capped, check_cap
 
 from .db import Database
 from .models import Ledger, LedgerUsage, SpendRecord, utcnow
@@ -121,7 +122,7 @@ class _LedgerState:
 def ledger_view(row: Any, usage: list[Any]) -> dict[str, Any]:
     """The public view of a ledger: budgets, spend, the method used and every method's bound."""
     groups = [(u.epsilon0, u.delta0, int(u.answers)) for u in usage]
-    acc = accounting.account(groups, row.delta_budget)
+    acc = capped(accounting.account(groups, row.delta_budget), _cap(row), row.delta_budget)
     return {
         "id": row.id,
         "name": row.name,
@@ -140,7 +141,14 @@ def ledger_view(row: Any, usage: list[Any]) -> dict[str, Any]:
             for u in usage
         ],
         "created_at": row.created_at if row.created_at.tzinfo else row.created_at.replace(tzinfo=UTC),
+        "teachers": "shared" if _cap(row) is None else "disjoint-private",
+        "total_cap": None if _cap(row) is None else {"epsilon": row.cap_epsilon, "delta": row.cap_delta},
     }
+
+
+def _cap(row: Any) -> tuple[float, float] | None:
+    """The disjoint-shard teachers' (ε, Δ) of a ledger row, or None (shared teachers)."""
+    return None if row.cap_epsilon is None else (row.cap_epsilon, row.cap_delta)
 
 
 class LedgerStore:
@@ -149,7 +157,8 @@ class LedgerStore:
     def __init__(self, db: Database) -> None:
         self.db = db
 
-    def create(self, name: str, epsilon_budget: float, delta_budget: float) -> dict[str, Any]:
+    def create(self, name: str, epsilon_budget: float, delta_budget: float,
+               cap: tuple[float, float] | None = None) -> dict[str, Any]:
         now = utcnow()
         ledger_id = uuid.uuid4().hex
         with self.db.write() as conn:
@@ -158,6 +167,7 @@ class LedgerStore:
                     id=ledger_id, name=name, epsilon_budget=epsilon_budget, delta_budget=delta_budget,
                     answers=0, epsilon_spent=0.0, delta_spent=0.0, composition=accounting.BASIC,
                     created_at=now, updated_at=now,
+                    **({} if cap is None else dict(zip(("cap_epsilon", "cap_delta"), check_cap(*cap)))),
                 )
             )
         return self.get(ledger_id)  # type: ignore[return-value]
@@ -328,7 +338,8 @@ class DebitWriter:
         for lid, indices in fresh.items():
             state = states[lid]
             eps_budget, delta_budget = state.row.epsilon_budget, state.row.delta_budget
-            together = accounting.account(state.groups([batch[i] for i in indices]), delta_budget)
+            together = capped(accounting.account(state.groups([batch[i] for i in indices]), delta_budget),
+                              _cap(state.row), delta_budget)
             if together.within(eps_budget, delta_budget):
                 for i in indices:
                     records[i] = state.pay(batch[i], together.spend)
@@ -339,7 +350,7 @@ class DebitWriter:
                 continue
             for i in indices:
                 d = batch[i]
-                acc = accounting.account(state.groups([d]), delta_budget)
+                acc = capped(accounting.account(state.groups([d]), delta_budget), _cap(state.row), delta_budget)
                 if acc.within(eps_budget, delta_budget):
                     records[i] = state.pay(d, acc.spend)
                     results[i] = DebitResult("paid", answers=d.answers, epsilon_spent=acc.spend.epsilon,

@@ -82,6 +82,9 @@ class Ledger(Base):
     composition: Mapped[str] = mapped_column(String(32), default="basic")
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    #: disjoint-shard private teachers' (ε, Δ): caps the total (darrm_opt.privacy.parallel); None if shared
+    cap_epsilon: Mapped[float | None] = mapped_column(Double, nullable=True)
+    cap_delta: Mapped[float | None] = mapped_column(Double, nullable=True)
 
 
 class LedgerUsage(Base):

@@ -6,7 +6,7 @@ import re
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
 from darrm_opt.certify.certificate import Certificate
 
@@ -105,6 +105,20 @@ class LedgerRequest(BaseModel):
     name: PlainText = Field(..., min_length=1, max_length=200)
     epsilon_budget: float = Field(..., gt=0, allow_inf_nan=False)
     delta_budget: float = Field(..., ge=0, lt=1)
+    teachers: Literal["shared", "disjoint-private"] = Field(
+        "shared", description="disjoint-private: teachers on disjoint shards, each (teacher_epsilon, "
+                              "teacher_delta)-DP; by parallel composition that caps the ledger's total")
+    teacher_epsilon: float | None = Field(None, gt=0, allow_inf_nan=False)
+    teacher_delta: float | None = Field(None, ge=0, lt=1)
+
+    @model_validator(mode="after")
+    def _cap_fields(self) -> LedgerRequest:
+        given = (self.teacher_epsilon is not None, self.teacher_delta is not None)
+        if self.teachers == "disjoint-private" and not all(given):
+            raise ValueError("teachers 'disjoint-private' needs teacher_epsilon and teacher_delta")
+        if self.teachers == "shared" and any(given):
+            raise ValueError("teacher_epsilon and teacher_delta only apply to teachers 'disjoint-private'")
+        return self
 
 
 class BoundOut(BaseModel):
@@ -131,6 +145,9 @@ class LedgerOut(BaseModel):
     bounds: dict[str, BoundOut] = Field(..., description="every method's bound at delta_budget")
     groups: list[GroupOut]
     created_at: datetime
+    teachers: str = Field("shared", description="shared | disjoint-private")
+    total_cap: BoundOut | None = Field(None, description="disjoint-private: the teachers' (ε, Δ), which caps "
+                                                         "the total by parallel composition")
 
 
 class AggregateOut(BaseModel):

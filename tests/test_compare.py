@@ -40,7 +40,9 @@ def test_reference_errors(rows_approx, row_pure):
     assert r.errors["dsub"] is None  # approximate DP
     assert round(row_pure.errors["dsub"], 4) == 0.0692
     assert round(row_pure.errors["const"], 4) == 0.3272
-    assert row_pure.errors["gnmax"] is None  # δ = 0: no Gaussian calibration
+    assert row_pure.errors["gnmax_paper"] is None  # δ = 0: no Gaussian (RDP) calibration
+    assert row_pure.sigmas["exact-one-bit"] is not None  # the released bit is pure-DP at a finite σ
+    assert "gnmax_paper" in row_pure.unavailable
 
 
 def test_orderings(rows_approx, row_pure):
@@ -104,7 +106,11 @@ def test_compare_cli_json_and_table():
     assert res.exit_code == 0, res.output
     doc = json.loads(res.stdout)
     assert [d["m"] for d in doc] == [1, 3]
-    assert set(doc[1]["errors"]) == {"opt", "sub", "dsub", "const", "gnmax"}
+    assert set(doc[1]["errors"]) == {"opt", "sub", "dsub", "const", "const_opt", "gnmax", "gnmax_paper"}
+    assert round(doc[1]["errors"]["const_opt"], 4) == 0.0596
+    assert doc[1]["gnmax_calibration"] == {"gnmax": "exact-one-bit", "gnmax_paper": "rdp"}
+    assert doc[1]["sigma"]["gnmax"] < doc[1]["sigma"]["gnmax_paper"]
+    assert doc[1]["errors"]["gnmax"] < doc[1]["errors"]["gnmax_paper"]
     assert doc[1]["errors"]["dsub"] is None and doc[1]["actual"] == "paper"
     res = runner.invoke(app, ["compare", "--m", "3", "--actual", "fixed:0.9"])
     assert res.exit_code == 0 and "γ_opt" in res.stdout

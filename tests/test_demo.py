@@ -13,9 +13,12 @@ from darrm_opt.experiments.demo import DemoConfig, darrm_answer, run_demo
 def test_demo_small():
     res = run_demo(DemoConfig.small())
     d = res.to_dict()
-    assert {r["method"] for r in d["accuracy"]} == {"opt", "sub", "gnmax"}
+    assert {r["method"] for r in d["accuracy"]} == {"opt", "sub", "majority", "pate_opt", "gnmax", "gnmax_paper"}
+    assert {r["setting"] for r in d["accuracy"]} == {"shared", "disjoint"}
     assert all(0 <= r["mean"] <= 1 and r["std"] >= 0 for r in d["accuracy"])
-    assert round(d["gnmax_sigma"], 2) == 21.46  # DaRRM Table 4, per query (0.2676, 3e-4)
+    assert round(d["gnmax_sigma"]["rdp"], 2) == 21.46  # DaRRM Table 4, per query (0.2676, 3e-4)
+    assert round(d["gnmax_sigma"]["exact-one-bit"], 2) == 7.68  # the bit GNMax releases, K = 11
+    assert d["settings"]["disjoint"]["total_cap"] == {"epsilon": 0.0892, "delta": 1e-4}
     assert d["privacy"][0]["per_query_epsilon"] == __import__("pytest").approx(0.2676)
     assert d["teacher_accuracy"]["non_private_mean"] > 0.8  # the task is learnable without privacy
 

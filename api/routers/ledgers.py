@@ -24,7 +24,8 @@ _COMMON = {
 
 @router.post("/ledgers", response_model=LedgerOut, status_code=201, summary="Open a ledger", responses=_COMMON)
 def post_ledger(body: LedgerRequest, request: Request):
-    return services(request).ledgers.create(body.name, body.epsilon_budget, body.delta_budget)
+    cap = (body.teacher_epsilon, body.teacher_delta) if body.teachers == "disjoint-private" else None
+    return services(request).ledgers.create(body.name, body.epsilon_budget, body.delta_budget, cap=cap)
 
 
 @router.get(

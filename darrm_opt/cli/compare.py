@@ -9,16 +9,17 @@ from typing import Optional
 import typer
 
 from darrm_opt.cli.common import handle_errors, write_output
-from darrm_opt.cli.options import OutputFormat, float_list
+from darrm_opt.cli.options import OutputFormat, Teachers, float_list
 
 
-def comparison_rows(K, m, epsilon, teacher_delta, delta, prior, actual, solver):
+def comparison_rows(K, m, epsilon, teacher_delta, delta, prior, actual, solver, teachers="shared"):
     """Parse the shared ``compare``/``plot`` options and compute one comparison row per m."""
     from darrm_opt.experiments.compare import compare as compare_rows
     from darrm_opt.experiments.compare import parse_actual
 
     return compare_rows(K, float_list(m, "m"), epsilon=epsilon, teacher_delta=teacher_delta, delta=delta,
-                        prior=prior, actual=parse_actual(actual), solver=solver)
+                        prior=prior, actual=parse_actual(actual), solver=solver,
+                        teachers=getattr(teachers, "value", teachers))
 
 
 def compare(
@@ -31,15 +32,17 @@ def compare(
     actual: str = typer.Option("prior", "--actual",
                                help="prior | paper | iid-uniform:A,B | common-uniform:A,B | fixed:P"),
     solver: str = typer.Option("highs", "--solver"),
+    teachers: Teachers = typer.Option(Teachers.shared, "--teachers",
+                                      help="shared | disjoint-private | disjoint-nonprivate (PATE)"),
     fmt: OutputFormat = typer.Option(OutputFormat.table, "--format", help="table | json"),
     out: Optional[Path] = typer.Option(None, "--out", help="write the result here instead of stdout"),
 ) -> None:
-    """Expected error of γ_opt, γ_Sub, γ_DSub, γ_const and GNMax at the same (mε, δ), per m."""
+    """Expected error of γ_opt, γ_Sub, γ_DSub, γ_const, γ_const_opt and GNMax at the same (mε, δ), per m."""
     from darrm_opt.cli.render import render_compare
     from darrm_opt.experiments.compare import ERROR_KEYS
 
     with handle_errors():
-        rows = comparison_rows(K, m, epsilon, teacher_delta, delta, prior, actual, solver)
+        rows = comparison_rows(K, m, epsilon, teacher_delta, delta, prior, actual, solver, teachers)
         if fmt is OutputFormat.json:
             text = json.dumps([r.to_dict() for r in rows], indent=2)
         else:

@@ -18,6 +18,14 @@ class Mode(str, Enum):
     full = "full"
 
 
+class Teachers(str, Enum):
+    """Who the teachers are (darrm_opt.model.neighbours.TEACHER_SETTINGS)."""
+
+    shared = "shared"
+    disjoint_private = "disjoint-private"
+    disjoint_nonprivate = "disjoint-nonprivate"
+
+
 def dask_executor(address: str | None):
     """The sweep executor for ``--dask-scheduler`` (or DARRM_DASK_SCHEDULER); None runs locally."""
     address = address or os.environ.get("DARRM_DASK_SCHEDULER") or None

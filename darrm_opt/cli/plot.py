@@ -9,6 +9,7 @@ import typer
 
 from darrm_opt.cli.common import handle_errors
 from darrm_opt.cli.compare import comparison_rows
+from darrm_opt.cli.options import Teachers
 
 
 def plot(
@@ -21,6 +22,8 @@ def plot(
     prior: str = typer.Option("paper", "--prior"),
     solver: str = typer.Option("highs", "--solver"),
     points: int = typer.Option(101, "--points", help="grid points of p in [0, 1]"),
+    teachers: Teachers = typer.Option(Teachers.shared, "--teachers",
+                                      help="shared | disjoint-private | disjoint-nonprivate (PATE)"),
 ) -> None:
     """γ shapes over l and error curves E(DaRRM_γ) against i.i.d. p, one panel per m (Figure 2)."""
     import numpy as np
@@ -32,9 +35,10 @@ def plot(
     with handle_errors():
         if points < 2:
             raise InvalidParameter("points", "must be >= 2", points)
-        rows = comparison_rows(K, m, epsilon, teacher_delta, delta, prior, "prior", solver)
+        rows = comparison_rows(K, m, epsilon, teacher_delta, delta, prior, "prior", solver, teachers)
         ps = np.linspace(0.0, 1.0, points)
         panels = [{"m": r.m, "gammas": r.gammas, "p": ps, "curves": error_curves(r.gammas, ps)} for r in rows]
         path = plot_comparison(panels, out, title=f"K={K}, ε={epsilon:g}, Δ={teacher_delta:g}, "
-                                                  f"γ_opt for prior {rows[0].params.prior.spec}")
+                                                  f"γ_opt for prior {rows[0].params.prior.spec}, "
+                                                  f"teachers {teachers.value}")
         typer.echo(f"wrote {path}")

@@ -10,7 +10,8 @@ from rich.table import Table
 from darrm_opt.certify.certificate import Certificate
 from darrm_opt.model.params import Params
 
-LABELS = {"opt": "γ_opt", "sub": "γ_Sub", "dsub": "γ_DSub", "const": "γ_const", "gnmax": "GNMax"}
+LABELS = {"opt": "γ_opt", "sub": "γ_Sub", "dsub": "γ_DSub", "const": "γ_const", "const_opt": "γ_const_opt",
+          "gnmax": "GNMax", "gnmax_paper": "GNMax (paper σ)", "majority": "majority"}
 
 
 def recording_console() -> Console:
@@ -57,20 +58,28 @@ def render_gamma_table(params: Params, columns: dict[str, list[str]], errors: di
 
 
 def render_compare(rows, epsilon: float, teacher_delta: float, error_keys) -> str:
-    """The ``compare`` table view: one row per m."""
+    """The ``compare`` table view: one row per m; unavailable methods and the teacher setting below."""
     con = recording_console()
     p0 = rows[0].params
-    con.print(f"Expected error, K={p0.K} teachers each (ε={epsilon:g}, Δ={teacher_delta:g})-DP; γ_opt "
-              f"optimised for prior {p0.prior.spec}; errors under actual {rows[0].actual}")
+    who = ("non-private teachers on disjoint shards, per answer (mε, δ)" if rows[0].teachers == "disjoint-nonprivate"
+           else f"teachers each (ε={epsilon:g}, Δ={teacher_delta:g})-DP")
+    con.print(f"Expected error, K={p0.K} {who}; γ_opt optimised for prior {p0.prior.spec}; errors under actual "
+              f"{rows[0].actual}", soft_wrap=True)
+    keys = [k for k in error_keys if any(k in r.errors for r in rows)]
     t = Table(show_edge=False, pad_edge=False)
-    for col in ("m", "mε", "δ", *(LABELS[k] for k in error_keys), "GNMax σ"):
+    for col in ("m", "mε", "δ", *(LABELS[k] for k in keys), "GNMax σ", "paper σ"):
         t.add_column(col, justify="right")
     for r in rows:
         t.add_row(f"{r.m:g}", f"{r.m * epsilon:g}", f"{r.params.delta:.4g}",
-                  *(fmt_error(r.errors.get(k)) for k in error_keys),
-                  "—" if r.sigma is None else f"{r.sigma:.4f}")
+                  *(fmt_error(r.errors.get(k)) for k in keys),
+                  *("—" if s is None else f"{s:.4f}" for s in (r.sigma, r.sigmas.get("rdp"))))
     con.print(t)
-    con.print("— : undefined (γ_Sub/γ_DSub need integer m; γ_DSub pure DP; GNMax needs δ > 0)")
+    con.print("GNMax: σ calibrated exactly for the one bit it releases (exact-one-bit); paper σ: RDP with the "
+              "classic conversion (App. D.2.1)", soft_wrap=True)
+    reasons = {(k, why) for r in rows for k, why in r.unavailable.items()}
+    for k, why in sorted(reasons):
+        con.print(f"— {LABELS.get(k, k)} unavailable: {why}", soft_wrap=True)
+    con.print(f"teachers: {rows[0].teachers}: {rows[0].note.get('note', '')}", soft_wrap=True)
     return con.export_text()
 
 
@@ -104,27 +113,36 @@ def render_grid(sols, seconds: float) -> str:
 
 
 def render_demo(res) -> str:
-    """The teachers demo's table view: label accuracy per Q and method."""
+    """The teachers demo's table view: label accuracy per Q and method, in both teacher settings."""
     c = res.config
     con = recording_console()
     ta = res.teacher_accuracy
-    con.print(f"digits {c.classes[0]} vs {c.classes[1]}: K={c.K} teachers on disjoint shards of ≥{res.shard_size} "
-              f"images; query pool {res.pool_size}; private teachers ({c.epsilon:g}, {c.teacher_delta:g})-DP, "
-              f"m={c.m:g}; GNMax σ={res.sigma:.4f}")
-    con.print(f"teacher accuracy on the pool: private {ta['private_mean']:.3f} "
-              f"(majority {ta['private_majority']:.3f}), "
-              f"non-private {ta['non_private_mean']:.3f} (majority {ta['non_private_majority']:.3f})")
+    con.print(f"digits {c.classes[0]} vs {c.classes[1]}: K={c.K} teachers; query pool {res.pool_size}; private "
+              f"teachers ({c.epsilon:g}, {c.teacher_delta:g})-DP by output perturbation, m={c.m:g}", soft_wrap=True)
+    con.print(f"shared: each teacher sees the whole training set (DaRRM's setting); accuracy {ta['shared_mean']:.3f} "
+              f"(majority {ta['shared_majority']:.3f})", soft_wrap=True)
+    con.print(f"disjoint: shards of ≥{res.shard_size} images; private {ta['private_mean']:.3f} (majority "
+              f"{ta['private_majority']:.3f}), non-private {ta['non_private_mean']:.3f} (majority "
+              f"{ta['non_private_majority']:.3f}); GNMax σ={res.sigma:.4f} (exact one-bit), "
+              f"{res.sigma_paper:.4f} (paper's RDP)", soft_wrap=True)
+    names = {"opt": "γ_opt", "sub": "γ_Sub", "majority": "majority", "pate_opt": "PATE γ_opt", "gnmax": "GNMax",
+             "gnmax_paper": "GNMax₀"}
+    p0 = res.privacy[0]
+    con.print(f"shared: γ_opt, γ_Sub on the shared teachers; disjoint: the private teachers' plain majority, and on "
+              f"the non-private votes PATE γ_opt and GNMax (exact σ; GNMax₀: paper's σ); per query "
+              f"({p0['per_query_epsilon']:.4g}, {p0['per_query_delta']:.2g})", soft_wrap=True)
     t = Table(show_edge=False, pad_edge=False, title=f"label accuracy, mean (std) over {c.n_draws} draws")
-    for col in ("Q", "DaRRM γ_opt", "DaRRM γ_Sub", "GNMax", "per query (ε, δ)", "total (ε, δ)"):
+    for col in ("Q", *names.values(), "total (ε, δ)"):
         t.add_column(col, justify="right")
     priv = {p["queries"]: p for p in res.privacy}
     for q in c.queries:
         cells = []
-        for name in ("opt", "sub", "gnmax"):
+        for name in names:
             r = next(r for r in res.rows if r["queries"] == q and r["method"] == name)
             cells.append(f"{r['mean']:.3f} ({r['std']:.3f})")
         p = priv[q]
-        t.add_row(str(q), *cells, f"({p['per_query_epsilon']:.4g}, {p['per_query_delta']:.2g})",
-                  f"({p['total_epsilon']:.3f}, {p['total_delta']:.3f}) {p['rule']}")
+        t.add_row(str(q), *cells, f"({p['total_epsilon']:.3f}, {p['total_delta']:.3f}) {p['rule']}")
     con.print(t)
+    con.print(f"total (ε, δ) is for the per-query mechanisms; the disjoint private majority's total is the cap "
+              f"({res.cap[0]:g}, {res.cap[1]:g}) for any Q (parallel composition)", soft_wrap=True)
     return con.export_text()

@@ -10,14 +10,14 @@ from typing import Optional
 import typer
 
 from darrm_opt.cli.common import ProgressReporter, handle_errors, write_output
-from darrm_opt.cli.options import Mode, OutputFormat, dask_executor
+from darrm_opt.cli.options import Mode, OutputFormat, Teachers, dask_executor
 
-BASELINES = (("sub", "γ_Sub"), ("dsub", "γ_DSub"), ("const", "γ_const"))
+BASELINES = (("sub", "γ_Sub"), ("dsub", "γ_DSub"), ("const", "γ_const"), ("const_opt", "γ_const_opt"))
 
 
 def solve(
     K: int = typer.Option(..., "--K", "-K", help="number of teachers (odd)"),
-    m: float = typer.Option(..., "--m", help="privacy allowance, 1 <= m <= K"),
+    m: Optional[float] = typer.Option(None, "--m", help="privacy allowance, 1 <= m <= K (shared/disjoint-private)"),
     epsilon: float = typer.Option(0.1, "--epsilon", help="each teacher's ε"),
     teacher_delta: float = typer.Option(1e-5, "--teacher-delta", help="each teacher's Δ"),
     delta: Optional[float] = typer.Option(None, "--delta", help="target δ (default 1 − (1 − Δ)^m)"),
@@ -29,6 +29,10 @@ def solve(
     quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress on stderr"),
     baselines: bool = typer.Option(True, "--baselines/--no-baselines", help="also compute the baselines"),
     dask_scheduler: Optional[str] = typer.Option(None, "--dask-scheduler", help="run sweeps on this Dask scheduler"),
+    teachers: Teachers = typer.Option(Teachers.shared, "--teachers",
+                                      help="shared | disjoint-private | disjoint-nonprivate (PATE)"),
+    target_epsilon: Optional[float] = typer.Option(None, "--target-epsilon",
+                                                   help="per-answer ε (--teachers disjoint-nonprivate only)"),
 ) -> None:
     """Compute the certified optimal γ and compare it with the baselines."""
     from darrm_opt.model.params import Params
@@ -36,6 +40,8 @@ def solve(
     from darrm_opt.release.table_file import baseline_tables
 
     with handle_errors():
+        if _pate_output(K, m, target_epsilon, delta, prior, solver, fmt, out, teachers):
+            return
         t0 = time.perf_counter()
         params = Params(K=K, m=m, epsilon=epsilon, teacher_delta=teacher_delta, delta=delta, prior=prior)
         executor = dask_executor(dask_scheduler)
@@ -46,10 +52,45 @@ def solve(
         finally:
             reporter.close()
         if fmt is OutputFormat.json:
-            text = json.dumps(_json_doc(params, sol, base, time.perf_counter() - t0), indent=2)
+            doc = _json_doc(params, sol, base, time.perf_counter() - t0)
+            text = json.dumps({**doc, **_setting_doc(params, base, teachers)}, indent=2)
         else:
             text = _table_text(params, sol, base, time.perf_counter() - t0, executor)
+            text += _setting_lines(params, base, teachers)
         write_output(text, out)
+
+
+def _pate_output(K, m, target_epsilon, delta, prior, solver, fmt, out, teachers) -> bool:
+    """Handle ``--teachers disjoint-nonprivate`` (and the options that belong to one setting only)."""
+    from darrm_opt.errors import InvalidParameter
+
+    if teachers is not Teachers.disjoint_nonprivate:
+        if target_epsilon is not None:
+            raise InvalidParameter("target-epsilon", "only with --teachers disjoint-nonprivate (else use --m)")
+        if m is None:
+            raise InvalidParameter("m", "is required (1 <= m <= K) unless --teachers disjoint-nonprivate")
+        return False
+    if m is not None:
+        raise InvalidParameter("m", "does not apply to --teachers disjoint-nonprivate (give --target-epsilon)")
+    from darrm_opt.cli.solve_pate import solve_pate_output
+
+    write_output(solve_pate_output(K, target_epsilon, delta, prior, solver, fmt is OutputFormat.json), out)
+    return True
+
+
+def _setting_doc(params, base, teachers) -> dict:
+    from darrm_opt.model.neighbours import setting_note
+
+    return {"setting": setting_note(teachers.value, params.epsilon, params.teacher_delta).to_dict(),
+            "baseline_unavailable": {k: base[k].reason for k, _ in BASELINES if k in base and not base[k]}}
+
+
+def _setting_lines(params, base, teachers) -> str:
+    doc = _setting_doc(params, base, teachers)
+    lines = [f"— {dict(BASELINES)[k]} unavailable: {why}" for k, why in doc["baseline_unavailable"].items()]
+    if teachers is not Teachers.shared:
+        lines.append(f"teachers: {teachers.value}: {doc['setting']['note']}")
+    return "".join(line + "\n" for line in lines)
 
 
 def _errors(params, sol, base) -> dict:

@@ -27,14 +27,22 @@ DaRRM_γ outputs the majority with probability γ(l) + (1 − γ(l))/2, so GNMax
 
     γ_GNMax(l) = 2 Φ(|2l − K| / (√2 σ)) − 1 = erf(|2l − K| / (2σ)),
 
-symmetric, and its error (Def. 2.4) is ``error_from_pmf(γ_GNMax, α)`` exactly. σ is the smallest σ for
-which one GNMax answer is (mε, δ)-DP by the Gaussian RDP bound λ/σ² and RDP→DP conversion
-(:func:`darrm_opt.privacy.pate.calibrate_gnmax_sigma`, the DaRRM paper's App. D.2.1). For δ = 0 (or when no Rényi
-order of the grid meets the target) GNMax has no such σ and its error is reported as ``None``.
+symmetric, and its error (Def. 2.4) is ``error_from_pmf(γ_GNMax, α)`` exactly. σ is calibrated so that one
+GNMax answer is (mε, δ)-DP, by each method of :data:`darrm_opt.privacy.pate.GNMAX_METHODS`: the paper's
+RDP recipe (``rdp``, App. D.2.1: σ = 21.46 at (0.2676, 3·10⁻⁴)), the improved RDP conversion (14.63), the
+analytic Gaussian (12.90) and the exact privacy of the one bit GNMax releases for K non-private teachers on
+disjoint shards (``exact-one-bit``, 7.68 at K = 11). ``errors.gnmax`` is GNMax at the exact calibration;
+``errors.gnmax_paper`` at the paper's, for reference. The Gaussian methods have no σ for δ = 0 (the error
+is then ``None`` with a reason); the exact one-bit calibration does.
+
+Constant randomized response: ``const`` is the paper's γ_const (eq. 16, with λ = 1 − (1 − Δ)^K by simple
+composition) and ``const_opt`` the best certified constant c* = bound / max f(γ ≡ 1).
 
 Note the different neighbouring relations: DaRRM's guarantee holds for (ε, Δ)-DP teachers trained on the
 *same* data; GNMax's for non-private teachers on *disjoint* shards (one record moves one vote). The paper
-compares them at the same per-query (mε, δ) all the same (Sec. 6.2); so do we.
+compares them at the same per-query (mε, δ) all the same (Sec. 6.2); so do we. ``teachers`` chooses the
+setting of γ_opt (:mod:`darrm_opt.model.neighbours`): ``disjoint-nonprivate`` optimises γ for the PATE
+setting (:mod:`darrm_opt.optimize.pate_setting`), where GNMax's exact calibration is one feasible γ.
 
 Composition tables (``budget``)
 -------------------------------
@@ -48,7 +56,6 @@ import math
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy.special import erf
 
 from darrm_opt.errors import DarrmError, InvalidParameter
 from darrm_opt.model.objective import error_from_pmf, expected_pmf
@@ -56,7 +63,9 @@ from darrm_opt.model.params import Params, Prior
 from darrm_opt.model.pmf import binomial_pmf
 from darrm_opt.privacy.composition import general_composition, simple_composition
 
-ERROR_KEYS = ("opt", "sub", "dsub", "const", "gnmax")
+ERROR_KEYS = ("opt", "sub", "dsub", "const", "const_opt", "gnmax", "gnmax_paper", "majority")
+#: The calibration behind ``errors.gnmax``: the exact privacy of the one bit two-class GNMax releases.
+GNMAX_REPORTED = "exact-one-bit"
 
 
 # ------------------------------------------------------------------------------------------------------
@@ -138,18 +147,20 @@ def gamma_gnmax(K: int, sigma: float) -> np.ndarray:
     """γ_GNMax(l) = 2Φ(|2l − K|/(√2σ)) − 1 = erf(|2l − K|/(2σ)), l = 0..K (see the module docstring)."""
     if not (isinstance(sigma, (int, float)) and math.isfinite(sigma) and sigma > 0):
         raise InvalidParameter("sigma", "must be > 0", sigma)
-    l = np.arange(K + 1, dtype=np.float64)
-    return erf(np.abs(2.0 * l - K) / (2.0 * float(sigma)))
+    from darrm_opt.privacy.pate import gnmax_gamma
+
+    return gnmax_gamma(K, float(sigma))
 
 
-def gnmax_sigma(epsilon: float, delta: float):
-    """The calibration (σ, order, ε) of one GNMax answer to (ε, δ), or None where none exists (δ = 0)."""
-    if delta <= 0:
+def gnmax_sigma(epsilon: float, delta: float, method: str = "rdp", K: int | None = None):
+    """The calibration of one GNMax answer to (ε, δ) by ``method`` (:data:`~darrm_opt.privacy.pate.GNMAX_METHODS`),
+    or None where none exists (δ = 0 for the Gaussian methods, ε below every order's reach)."""
+    from darrm_opt.privacy.pate import calibrate_gnmax
+
+    if delta <= 0 and method != "exact-one-bit":
         return None
-    from darrm_opt.privacy.pate import calibrate_gnmax_sigma
-
     try:
-        return calibrate_gnmax_sigma(epsilon, delta, 1)
+        return calibrate_gnmax(epsilon, delta, method, K=K)
     except DarrmError:
         return None
 
@@ -164,13 +175,18 @@ def gnmax_error(K: int, sigma: float, alpha: np.ndarray) -> float:
 # ------------------------------------------------------------------------------------------------------
 @dataclass
 class ComparisonRow:
-    """One m: the errors of every method under ``actual``, and the γ tables behind them."""
+    """One m: the errors of every method under ``actual``, the γ tables behind them, GNMax's σ by every
+    calibration method, why a method is unavailable, and the teacher setting."""
 
     params: Params
     actual: str
     errors: dict[str, float | None]
     gammas: dict[str, np.ndarray | None] = field(default_factory=dict)
-    sigma: float | None = None
+    sigma: float | None = None  #: GNMax's σ at :data:`GNMAX_REPORTED` (the exact calibration)
+    sigmas: dict[str, float | None] = field(default_factory=dict)  #: σ by calibration method
+    unavailable: dict[str, str] = field(default_factory=dict)
+    teachers: str = "shared"
+    note: dict = field(default_factory=dict)
 
     @property
     def m(self) -> float:
@@ -181,33 +197,80 @@ class ComparisonRow:
         return {
             "m": int(m) if float(m).is_integer() else m,
             "actual": self.actual,
-            "errors": {k: self.errors.get(k) for k in ERROR_KEYS},
+            "teachers": self.teachers,
+            "errors": {k: self.errors.get(k) for k in ERROR_KEYS if k != "majority" or k in self.errors},
+            "sigma": {"gnmax": self.sigmas.get(GNMAX_REPORTED), "gnmax_paper": self.sigmas.get("rdp"),
+                      "by_method": dict(self.sigmas)},
+            "gnmax_calibration": {"gnmax": GNMAX_REPORTED, "gnmax_paper": "rdp"},
+            "unavailable": dict(self.unavailable),
+            "setting": self.note,
         }
 
 
-def compare_params(params: Params, actual: str | Actual | None = None, *, solver: str = "highs",
-                   const: str = "simple", delta_prime: float = 0.1, **kwargs) -> ComparisonRow:
-    """Expected errors of γ_opt, γ_Sub, γ_DSub, γ_const and GNMax for ``params`` under ``actual``.
+def _gnmax_columns(params: Params, K: int) -> tuple[dict, dict]:
+    """GNMax's σ by every calibration method at (mε, δ), and the γ of the reported and the paper's σ."""
+    from darrm_opt.privacy.pate import GNMAX_METHODS
 
-    γ_opt is optimised for ``params.prior``; the baselines are those of
-    :func:`darrm_opt.release.table_file.baseline_tables` (certified, None where undefined); GNMax is calibrated to the
-    same (mε, δ).
-    """
+    eps, dlt = params.m * params.epsilon, float(params.delta)  # type: ignore[arg-type]
+    cals = {meth: gnmax_sigma(eps, dlt, meth, K) for meth in GNMAX_METHODS}
+    sigmas = {meth: (c.sigma if c is not None else None) for meth, c in cals.items()}
+    gammas = {"gnmax": sigmas[GNMAX_REPORTED], "gnmax_paper": sigmas["rdp"]}
+    return sigmas, {k: (gamma_gnmax(K, s) if s is not None else None) for k, s in gammas.items()}
+
+
+def _setting_tables(params: Params, teachers: str, solver: str, const: str, delta_prime: float,
+                    **kwargs) -> tuple[dict, dict[str, str]]:
+    """γ_opt and the baselines for the teacher setting; reasons for those unavailable."""
+    from darrm_opt.model.neighbours import PateParams
     from darrm_opt.optimize.optimizer import solve
-    from darrm_opt.release.table_file import baseline_tables
+    from darrm_opt.optimize.pate_setting import solve_pate
+    from darrm_opt.release.table_file import BASELINE_NAMES, Unavailable, baseline_tables
 
+    if teachers == "disjoint-nonprivate":
+        pp = PateParams(params.K, params.m * params.epsilon, float(params.delta), params.prior)  # type: ignore[arg-type]
+        gammas: dict[str, np.ndarray | None] = {"opt": np.asarray(solve_pate(pp, solver=solver).gamma)}
+        why = "a shared-data construction; not offered for non-private teachers on disjoint shards"
+        return gammas, {k: why for k in BASELINE_NAMES}
+    gammas = {"opt": np.asarray(solve(params, solver=solver, **kwargs).gamma, dtype=np.float64)}
+    base = baseline_tables(params, const=const, delta_prime=delta_prime, **kwargs)
+    reasons = {}
+    for k, t in base.items():
+        if isinstance(t, Unavailable):
+            gammas[k], reasons[k] = None, t.reason
+        else:
+            gammas[k] = np.asarray(t.gamma, dtype=np.float64)
+    if teachers == "disjoint-private":
+        gammas["majority"] = np.ones(params.K + 1)
+    return gammas, reasons
+
+
+def compare_params(params: Params, actual: str | Actual | None = None, *, solver: str = "highs",
+                   const: str = "simple", delta_prime: float = 0.1, teachers: str = "shared",
+                   **kwargs) -> ComparisonRow:
+    """Expected errors of γ_opt, γ_Sub, γ_DSub, γ_const, γ_const_opt and GNMax for ``params`` under ``actual``.
+
+    γ_opt is optimised for ``params.prior`` in the teacher setting ``teachers``
+    (:mod:`darrm_opt.model.neighbours`); the baselines are those of
+    :func:`darrm_opt.release.table_file.baseline_tables` (certified; unavailable ones carry a reason); GNMax is
+    calibrated to the same (mε, δ) exactly for the bit it releases (``gnmax``) and by the paper's RDP recipe
+    (``gnmax_paper``). ``disjoint-private`` adds the plain majority (``majority``), free under the cap.
+    """
+    from darrm_opt.model.neighbours import parse_teachers, setting_note
+
+    teachers = parse_teachers(teachers)
     act = parse_actual(actual)
     alpha = act.pmf(params.K, params)
-    sol = solve(params, solver=solver, **kwargs)
-    base = baseline_tables(params, const=const, delta_prime=delta_prime, **kwargs)
-    gammas: dict[str, np.ndarray | None] = {"opt": np.asarray(sol.gamma, dtype=np.float64)}
-    for k in ("sub", "dsub", "const"):
-        gammas[k] = np.asarray(base[k].gamma, dtype=np.float64) if base.get(k) else None
-    cal = gnmax_sigma(params.m * params.epsilon, float(params.delta))
-    gammas["gnmax"] = gamma_gnmax(params.K, cal.sigma) if cal is not None else None
+    gammas, reasons = _setting_tables(params, teachers, solver, const, delta_prime, **kwargs)
+    sigmas, gn = _gnmax_columns(params, params.K)
+    gammas.update(gn)
+    for k, s in (("gnmax", sigmas[GNMAX_REPORTED]), ("gnmax_paper", sigmas["rdp"])):
+        if s is None:
+            reasons[k] = "no Gaussian noise level meets δ = 0" if not params.delta else "no calibration"
     errors = {k: (error_from_pmf(g, alpha) if g is not None else None) for k, g in gammas.items()}
+    note = setting_note(teachers, params.epsilon, params.teacher_delta).to_dict()
     return ComparisonRow(params=params, actual=act.resolve(params).spec, errors=errors, gammas=gammas,
-                         sigma=cal.sigma if cal is not None else None)
+                         sigma=sigmas[GNMAX_REPORTED], sigmas=sigmas, unavailable=reasons, teachers=teachers,
+                         note=note)
 
 
 def compare(K: int, ms, *, epsilon: float = 0.1, teacher_delta: float = 1e-5, delta: float | None = None,
@@ -216,10 +279,10 @@ def compare(K: int, ms, *, epsilon: float = 0.1, teacher_delta: float = 1e-5, de
     act = parse_actual(actual)
     rows = []
     for m in ms:
-        params = Params(K=K, m=m, epsilon=epsilon, teacher_delta=teacher_delta, delta=delta, prior=prior)
+        params = Params(K=K, m=m, epsilon=epsilon, teacher_delta=teacher_delta, delta=delta,
+                        prior=Prior.parse(prior))
         rows.append(compare_params(params, act, **kwargs))
     return rows
-
 
 
 def error_curves(gammas: dict[str, np.ndarray | None], ps) -> dict[str, np.ndarray]:

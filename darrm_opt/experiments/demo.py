@@ -12,23 +12,32 @@ The DaRRM paper's Sec. 6.2 / Tables 1, 6–9 on a dataset that ships with scikit
    paper's Δ = 10⁻⁴. (diffprivlib's LogisticRegression would do the same job, but diffprivlib 0.6 does not
    import with the installed scikit-learn: ``sklearn.tree._tree.DOUBLE`` is gone. The guarantee assumes the
    minimiser is exact; L-BFGS stops at tolerance 1e-10.)
-3. Non-private teachers for GNMax: the same model without noise on the same shards.
-4. Each query is answered with per-query privacy (mε, δ), δ = 1 − (1 − Δ)^m ≈ mΔ, by
-   DaRRM γ_opt (certified, optimised for the paper's prior), DaRRM γ_Sub (subsampling m of K teachers), and
-   GNMax on the non-private votes with σ calibrated to (mε, δ) (:func:`darrm_opt.privacy.pate.calibrate_gnmax_sigma`).
-5. For each Q, ``n_draws`` random draws of Q queries from the pool (and of the mechanisms' coins); label
-   accuracy against the true labels: mean and standard deviation. The total privacy loss over Q queries is
-   the better of simple and general composition (δ′ = 10⁻⁴), as the paper's Table 9.
+3. Two teacher settings (:mod:`darrm_opt.model.neighbours`), both reported:
+
+   - ``shared`` (the setting DaRRM is for): K private teachers that each see the *whole* training set
+     (independent output-perturbation noise). Each query is answered with per-query (mε, δ),
+     δ = 1 − (1 − Δ)^m, by DaRRM γ_opt (certified, optimised for the paper's prior) and γ_Sub.
+   - ``disjoint`` shards (the paper's Sec. 6.2 and PATE): K teachers on disjoint shards. Private ones:
+     by parallel composition the K teachers together are (ε, Δ)-DP, so the plain majority of their votes
+     (``majority``) is free: its total stays (ε, Δ) for any number of queries. Non-private ones (the PATE
+     setting, L moves by one): DaRRM's PATE-setting γ_opt (``pate_opt``) and GNMax at the exact one-bit σ
+     (``gnmax``) and at the paper's RDP σ (``gnmax_paper``), all at per-query (mε, δ).
+4. For each Q, ``n_draws`` random draws of Q queries from the pool (and of the mechanisms' coins); label
+   accuracy against the true labels: mean and standard deviation. The total privacy loss over Q queries of
+   a per-query (mε, δ) mechanism is the better of simple and general composition (δ′ = 10⁻⁴), as the
+   paper's Table 9; the disjoint private majority's total is the cap (ε, Δ).
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
 from darrm_opt.errors import InvalidParameter
+from darrm_opt.model.neighbours import SETTING_NOTES
 from darrm_opt.privacy.pate import gnmax_aggregate
 from darrm_opt.release.aggregator import Aggregator
 
@@ -64,8 +73,10 @@ class DemoResult:
     rows: list[dict]  #: {queries, method, mean, std, accuracies}
     privacy: list[dict]  #: {queries, per_query_epsilon, per_query_delta, total_epsilon, total_delta, rule}
     teacher_accuracy: dict = field(default_factory=dict)  #: mean accuracy of private / non-private teachers
-    sigma: float | None = None
+    sigma: float | None = None  #: GNMax's σ at the exact one-bit calibration
     gamma_opt: tuple = ()
+    sigma_paper: float | None = None  #: GNMax's σ by the paper's RDP recipe
+    cap: tuple[float, float] = (0.0, 0.0)  #: the disjoint private teachers' total (ε, Δ)
     pool_size: int = 0
     shard_size: int = 0
 
@@ -78,7 +89,11 @@ class DemoResult:
             "pool_size": self.pool_size,
             "shard_size": self.shard_size,
             "teacher_accuracy": self.teacher_accuracy,
-            "gnmax_sigma": self.sigma,
+            "gnmax_sigma": {"exact-one-bit": self.sigma, "rdp": self.sigma_paper},
+            "settings": {"shared": SETTING_NOTES["shared"],
+                         "disjoint": {"private": SETTING_NOTES["disjoint-private"],
+                                      "nonprivate": SETTING_NOTES["disjoint-nonprivate"],
+                                      "total_cap": {"epsilon": self.cap[0], "delta": self.cap[1]}}},
             "gamma_opt": list(self.gamma_opt),
             "accuracy": [{k: v for k, v in r.items() if k != "accuracies"} for r in self.rows],
             "privacy": self.privacy,
@@ -136,9 +151,12 @@ def _fit_logreg(X: np.ndarray, y: np.ndarray, reg: float) -> np.ndarray:
 
 def private_logreg(X, y, epsilon: float, reg: float, rng: np.random.Generator) -> np.ndarray:
     """ε-DP weights by output perturbation (Chaudhuri et al. 2011, Alg. 1); rows must have ‖x‖ ≤ 1."""
-    w = _fit_logreg(X, y, reg)
+    return output_perturbation(_fit_logreg(X, y, reg), X.shape[0], epsilon, reg, rng)
+
+
+def output_perturbation(w: np.ndarray, n: int, epsilon: float, reg: float, rng: np.random.Generator) -> np.ndarray:
+    """w + b, ‖b‖ ~ Gamma(d, 2/(nλε)) in a uniform direction: ε-DP for the exact minimiser w on n records."""
     d = w.size
-    n = X.shape[0]
     norm = rng.gamma(shape=d, scale=2.0 / (n * reg * epsilon))
     direction = rng.standard_normal(d)
     direction /= np.linalg.norm(direction)
@@ -152,7 +170,7 @@ def _shards(y: np.ndarray, K: int, rng: np.random.Generator) -> list[np.ndarray]
 
 def darrm_answer(votes: np.ndarray, K: int, gamma: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     """DaRRM (Alg. 1) for vote counts ``votes``: the service's exact-coin aggregator, fed seeded bytes."""
-    agg = Aggregator(gamma, random_bytes=rng.bytes)
+    agg = Aggregator([float(x) for x in gamma], random_bytes=rng.bytes)
     assert agg.K == K
     return agg.answers_from_counts(np.asarray(votes, dtype=np.intp))
 
@@ -160,18 +178,22 @@ def darrm_answer(votes: np.ndarray, K: int, gamma: np.ndarray, rng: np.random.Ge
 def gnmax_answer(votes: np.ndarray, K: int, sigma: float, rng: np.random.Generator) -> np.ndarray:
     """GNMax on two classes: the noisy argmax of the histogram (K − L, L) (PATE Sec. 4.1)."""
     L = np.asarray(votes, dtype=np.float64)
-    return gnmax_aggregate(np.stack([K - L, L], axis=-1), sigma, rng)
+    return np.asarray(gnmax_aggregate(np.stack([K - L, L], axis=-1), sigma, rng))
 
 
-def run_demo(config: DemoConfig | None = None, *, solver: str = "highs") -> DemoResult:
-    """Run the teachers demo (see the module docstring)."""
-    from darrm_opt.experiments.compare import budget_rows
-    from darrm_opt.model.baselines import gamma_sub
+@dataclass(frozen=True)
+class _Data:
+    """The public query pool (features, labels) and the labelled training set, after the public feature map."""
+
+    X_pool: np.ndarray
+    y_pool: np.ndarray
+    X_train: np.ndarray
+    y_train: np.ndarray
+
+
+def _check_config(c: DemoConfig):
     from darrm_opt.model.params import Params
-    from darrm_opt.optimize.optimizer import solve
-    from darrm_opt.privacy.pate import calibrate_gnmax_sigma
 
-    c = config or DemoConfig()
     if c.n_draws < 1:
         raise InvalidParameter("draws", "must be >= 1", c.n_draws)
     if not (0.0 < c.test_fraction < 1.0):
@@ -181,63 +203,107 @@ def run_demo(config: DemoConfig | None = None, *, solver: str = "highs") -> Demo
     params = Params(K=c.K, m=c.m, epsilon=c.epsilon, teacher_delta=c.teacher_delta)
     if not params.m_is_integer:
         raise InvalidParameter("m", "the demo's γ_Sub needs an integer m", c.m)
-    rng = np.random.default_rng(c.seed)
+    return params
 
+
+def _load(c: DemoConfig, rng: np.random.Generator) -> _Data:
     X, y = load_binary_digits(c.classes)
     perm = rng.permutation(y.size)
     n_pool = int(round(c.test_fraction * y.size))
     pool, train = perm[:n_pool], perm[n_pool:]
     if max(c.queries) > n_pool:
         raise InvalidParameter("queries", f"must be <= the query pool size {n_pool}", max(c.queries))
-    feats = public_features(X[pool], c.n_components)
-    X = feats(X)
-    Xp, yp = X[pool], y[pool]
-    shards = _shards(y[train], c.K, rng)
+    X = public_features(X[pool], c.n_components)(X)
+    return _Data(X[pool], y[pool], X[train], y[train])
 
-    private_votes = np.zeros(n_pool, dtype=np.int64)
-    public_votes = np.zeros(n_pool, dtype=np.int64)
-    acc_priv, acc_pub = [], []
+
+def _teacher_votes(c: DemoConfig, d: _Data, rng: np.random.Generator) -> tuple[dict, dict, int]:
+    """Vote counts on the pool: ``shared`` (K private teachers on the whole training set), ``disjoint``
+    private and non-private (K shards); per-teacher accuracies; the smallest shard size."""
+    votes = {k: np.zeros(d.y_pool.size, dtype=np.int64) for k in ("shared", "private", "public")}
+    acc: dict[str, list[float]] = {k: [] for k in votes}
+    shards = _shards(d.y_train, c.K, rng)
+    w_full = _fit_logreg(d.X_train, d.y_train, c.reg)
     for s in shards:
-        Xs, ys = X[train][s], y[train][s]
-        w_pub = _fit_logreg(Xs, ys, c.reg)
-        w_priv = private_logreg(Xs, ys, c.epsilon, c.reg, rng)
-        pred_pub = (Xp @ w_pub > 0).astype(np.int64)
-        pred_priv = (Xp @ w_priv > 0).astype(np.int64)
-        public_votes += pred_pub
-        private_votes += pred_priv
-        acc_pub.append(float(np.mean(pred_pub == yp)))
-        acc_priv.append(float(np.mean(pred_priv == yp)))
+        Xs, ys = d.X_train[s], d.y_train[s]
+        w_shard = _fit_logreg(Xs, ys, c.reg)
+        weights = {"public": w_shard, "private": output_perturbation(w_shard, s.size, c.epsilon, c.reg, rng),
+                   "shared": output_perturbation(w_full, d.y_train.size, c.epsilon, c.reg, rng)}
+        for k, w in weights.items():
+            pred = (d.X_pool @ w > 0).astype(np.int64)
+            votes[k] += pred
+            acc[k].append(float(np.mean(pred == d.y_pool)))
+    return votes, acc, int(min(len(s) for s in shards))
 
-    gamma_opt = np.asarray(solve(params, solver=solver).gamma)
+
+def _mechanisms(c: DemoConfig, params, votes: dict, solver: str) -> tuple[dict, dict[str, Any]]:
+    """name → (setting, answer(idx, rng)) for every labelling method, and the tables and σ behind them."""
+    from darrm_opt.model.baselines import gamma_sub
+    from darrm_opt.model.neighbours import PateParams
+    from darrm_opt.optimize.optimizer import solve
+    from darrm_opt.optimize.pate_setting import solve_pate
+    from darrm_opt.privacy.pate import calibrate_gnmax
+
+    eps, dlt = params.m * params.epsilon, float(params.delta)
+    info: dict[str, Any] = {"gamma_opt": np.asarray(solve(params, solver=solver).gamma),
+            "gamma_pate": np.asarray(solve_pate(PateParams(c.K, eps, dlt), solver=solver).gamma),
+            "sigma": calibrate_gnmax(eps, dlt, "exact-one-bit", K=c.K).sigma,
+            "sigma_paper": calibrate_gnmax(eps, dlt, "rdp").sigma}
     g_sub = np.asarray(gamma_sub(c.K, c.m), dtype=np.float64)
-    cal = calibrate_gnmax_sigma(params.m * params.epsilon, float(params.delta), 1)
+    half = (c.K + 1) // 2
+    mech = {
+        "opt": ("shared", lambda i, r: darrm_answer(votes["shared"][i], c.K, info["gamma_opt"], r)),
+        "sub": ("shared", lambda i, r: darrm_answer(votes["shared"][i], c.K, g_sub, r)),
+        "majority": ("disjoint", lambda i, r: (votes["private"][i] >= half).astype(np.int64)),
+        "pate_opt": ("disjoint", lambda i, r: darrm_answer(votes["public"][i], c.K, info["gamma_pate"], r)),
+        "gnmax": ("disjoint", lambda i, r: gnmax_answer(votes["public"][i], c.K, info["sigma"], r)),
+        "gnmax_paper": ("disjoint", lambda i, r: gnmax_answer(votes["public"][i], c.K, info["sigma_paper"], r)),
+    }
+    return mech, info
 
+
+def _accuracy_rows(c: DemoConfig, mech: dict, y_pool: np.ndarray, rng: np.random.Generator) -> list[dict]:
     rows = []
     for q in c.queries:
-        accs = {"opt": [], "sub": [], "gnmax": []}
+        accs: dict[str, list[float]] = {name: [] for name in mech}
         for _ in range(c.n_draws):
-            idx = rng.choice(n_pool, size=q, replace=False)
-            truth = yp[idx]
-            accs["opt"].append(np.mean(darrm_answer(private_votes[idx], c.K, gamma_opt, rng) == truth))
-            accs["sub"].append(np.mean(darrm_answer(private_votes[idx], c.K, g_sub, rng) == truth))
-            accs["gnmax"].append(np.mean(gnmax_answer(public_votes[idx], c.K, cal.sigma, rng) == truth))
+            idx = rng.choice(y_pool.size, size=q, replace=False)
+            for name, (_, answer) in mech.items():
+                accs[name].append(float(np.mean(answer(idx, rng) == y_pool[idx])))
         for name, a in accs.items():
-            a = np.asarray(a, dtype=np.float64)
-            rows.append({"queries": q, "method": name, "mean": float(a.mean()), "std": float(a.std()),
-                         "accuracies": a.tolist()})
+            arr = np.asarray(a, dtype=np.float64)
+            rows.append({"queries": q, "method": name, "setting": mech[name][0], "mean": float(arr.mean()),
+                         "std": float(arr.std()), "accuracies": arr.tolist()})
+    return rows
 
-    privacy = []
+
+def _privacy_rows(c: DemoConfig, params) -> list[dict]:
+    from darrm_opt.experiments.compare import budget_rows
+
     per_eps, per_delta = params.m * params.epsilon, float(params.delta)
-    for r in budget_rows(per_eps, per_delta, c.queries, c.delta_prime):
-        if r["method"] == "best":
-            privacy.append({"queries": r["queries"], "per_query_epsilon": per_eps, "per_query_delta": per_delta,
-                            "total_epsilon": r["epsilon"], "total_delta": r["delta"], "rule": r["rule"]})
-    return DemoResult(
-        config=c, rows=rows, privacy=privacy,
-        teacher_accuracy={"private_mean": float(np.mean(acc_priv)), "non_private_mean": float(np.mean(acc_pub)),
-                          "private": acc_priv, "non_private": acc_pub,
-                          "private_majority": float(np.mean((private_votes >= (c.K + 1) // 2) == yp)),
-                          "non_private_majority": float(np.mean((public_votes >= (c.K + 1) // 2) == yp))},
-        sigma=cal.sigma, gamma_opt=tuple(float(g) for g in gamma_opt), pool_size=int(n_pool),
-        shard_size=int(min(len(s) for s in shards)),
-    )
+    return [{"queries": r["queries"], "per_query_epsilon": per_eps, "per_query_delta": per_delta,
+             "total_epsilon": r["epsilon"], "total_delta": r["delta"], "rule": r["rule"]}
+            for r in budget_rows(per_eps, per_delta, c.queries, c.delta_prime) if r["method"] == "best"]
+
+
+def run_demo(config: DemoConfig | None = None, *, solver: str = "highs") -> DemoResult:
+    """Run the teachers demo in both teacher settings (see the module docstring)."""
+    c = config or DemoConfig()
+    params = _check_config(c)
+    rng = np.random.default_rng(c.seed)
+    data = _load(c, rng)
+    votes, acc, shard_size = _teacher_votes(c, data, rng)
+    mech, info = _mechanisms(c, params, votes, solver)
+    rows = _accuracy_rows(c, mech, data.y_pool, rng)
+    half = (c.K + 1) // 2
+    teacher_accuracy = {
+        "private_mean": float(np.mean(acc["private"])), "non_private_mean": float(np.mean(acc["public"])),
+        "shared_mean": float(np.mean(acc["shared"])),
+        "private": acc["private"], "non_private": acc["public"], "shared": acc["shared"],
+        **{f"{k}_majority": float(np.mean((votes[v] >= half) == data.y_pool))
+           for k, v in (("private", "private"), ("non_private", "public"), ("shared", "shared"))},
+    }
+    return DemoResult(config=c, rows=rows, privacy=_privacy_rows(c, params), teacher_accuracy=teacher_accuracy,
+                      sigma=info["sigma"], gamma_opt=tuple(float(g) for g in info["gamma_opt"]),
+                      pool_size=int(data.y_pool.size), shard_size=shard_size, sigma_paper=info["sigma_paper"],
+                      cap=(c.epsilon, c.teacher_delta))

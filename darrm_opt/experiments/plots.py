@@ -23,7 +23,10 @@ STYLES = {
     "sub": dict(label="γ_Sub (subsampling)", color="tab:blue", marker="s"),
     "dsub": dict(label="γ_DSub (double subsampling)", color="tab:green", marker="^"),
     "const": dict(label="γ_const (randomized response)", color="tab:gray", marker="x"),
-    "gnmax": dict(label="GNMax", color="tab:purple", marker="d"),
+    "const_opt": dict(label="γ_const_opt (best certified constant)", color="tab:brown", marker="+"),
+    "gnmax": dict(label="GNMax (exact one-bit σ)", color="tab:purple", marker="d"),
+    "gnmax_paper": dict(label="GNMax (paper's RDP σ)", color="tab:pink", marker="v"),
+    "majority": dict(label="plain majority (free under the cap)", color="black", marker="."),
 }
 FORMATS = (".png", ".svg")
 DPI = 100

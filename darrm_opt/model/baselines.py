@@ -12,8 +12,17 @@
   2m − 1 draws. It is mε-DP.
 - γ_const (Lemma A.1, eq. 16): randomized response with constant probability
       p_const = (e^{mε} − 1 + 2δ) / (2(e^{τε} − e^{mε} + (1 + e^{mε})λ)/(e^{τε} + 1) + e^{mε} − 1),
-  clipped to [0, 1], with (τ, λ) = (K, 0) by simple composition (the paper's Figure 2 setting) or from
-  general composition (App. D.1.1, Thm 2.3 with δ′).
+  clipped to [0, 1], where the plain majority of the K teachers is (τε, λ)-DP. Simple composition (Thm 2.2)
+  gives (τ, λ) = (K, 1 − (1 − Δ)^K); the paper's Figure 2 setting writes λ = 0, which is right only for
+  Δ = 0 (for Δ > 0 it overstates p_const and the table fails certification). General composition
+  (App. D.1.1, Thm 2.3 with δ′) gives the other (τ, λ).
+  Eq. 16 follows from the corner ((A+λ)/(1+A), (1−λ)/(1+A)), A = e^{τε}, of the (τε, λ)-DP region, the
+  worst pair for Pr[out = 1] ≤ e^{mε} Pr′[out = 1] + δ when τ ≥ m.
+- γ_const_opt (the best certified constant): for γ ≡ c the privacy cost of Lemma 3.4 is
+  f(p, p′; c) = c · f(p, p′; 1), so the largest certified constant is
+      c* = min(1, (e^{mε} − 1 + 2δ) / max_{p, p′} f(p, p′; γ ≡ 1)),
+  the maximum taken by the exhaustive corner sweep (:func:`darrm_opt.release.table_file.baseline_tables`
+  computes it and certifies the result). K = 11, m = 3, ε = 0.1, Δ = 10⁻⁵: c* = 0.87202.
 
 All values are computed in exact rational arithmetic where the formula is rational.
 """
@@ -78,9 +87,10 @@ def const_probability(params: Params, tau: float, lam: float) -> float:
 
 
 def const_parameters(params: Params, composition: str = "simple", delta_prime: float = 0.1):
-    """(τ, λ) for γ_const: (K, 0) by simple composition, or by Thm 2.3 with δ′ (App. D.1.1)."""
+    """(τ, λ) for γ_const: (K, 1 − (1 − Δ)^K) by simple composition (Thm 2.2), or by Thm 2.3 with δ′
+    (App. D.1.1). The paper's simple setting takes λ = 0, exact only for Δ = 0."""
     if composition == "simple":
-        return float(params.K), 0.0
+        return float(params.K), compose_delta(params.teacher_delta, params.K)
     if composition == "general":
         tau = general_epsilon(params.epsilon, params.K, delta_prime) / params.epsilon
         lam = 1 - (1 - compose_delta(params.teacher_delta, params.K)) * (1 - delta_prime)
@@ -92,3 +102,17 @@ def gamma_const(params: Params, composition: str = "simple", delta_prime: float 
     """Constant γ ≡ p_const (Lemma A.1)."""
     tau, lam = const_parameters(params, composition, delta_prime)
     return np.full(params.K + 1, const_probability(params, tau, lam))
+
+
+def const_opt_value(bound: float, max_cost_of_ones: float) -> float:
+    """c* = min(1, bound / max f(γ ≡ 1)) (module docstring): f is linear in γ, so γ ≡ c costs c·f(γ ≡ 1)."""
+    if not (math.isfinite(bound) and bound > 0):
+        raise InvalidParameter("bound", "must be a finite number > 0", bound)
+    if max_cost_of_ones <= bound:
+        return 1.0
+    return bound / max_cost_of_ones
+
+
+def gamma_const_opt(params: Params, max_cost_of_ones: float) -> np.ndarray:
+    """γ ≡ c* for the swept maximum privacy cost of γ ≡ 1 (see :func:`const_opt_value`)."""
+    return np.full(params.K + 1, const_opt_value(params.bound, max_cost_of_ones))

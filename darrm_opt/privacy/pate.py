@@ -28,6 +28,20 @@ Summary of the formulas
   ``β_σ(q̃) = min{eq. 2, λ/σ²}`` (App. A, after Prop. 10), eq. 2 only where its conditions hold
   (q̃ < 1, μ₁ ≥ λ, μ₂ > 1, the q̃ condition above, and q̃ e^{ε₂} < 1 so that A > 0).
 * Thm. 5: (λ, ε)-RDP ⇒ (ε + log(1/δ)/(λ−1), δ)-DP.
+
+Calibrating one GNMax answer to a target (ε, δ) (:data:`GNMAX_METHODS`, loosest first)
+------------------------------------------------------------------------------------
+* ``rdp``: Prop. 8 + Thm. 5, the DaRRM paper's App. D.2.1 (σ = 21.46 at (0.2676, 3·10⁻⁴)).
+* ``rdp-improved``: Prop. 8 + the improved conversion ε = ε_RDP + log(1 − 1/λ) − (log δ + log λ)/(λ − 1)
+  (Canonne, Kamath & Steinke 2020, Prop. 12; ``dp_accounting.rdp.compute_epsilon``): σ = 14.63.
+* ``analytic-gaussian``: the exact (ε, δ) of the Gaussian mechanism with L2 sensitivity √2 (Balle & Wang
+  2018, Thm. 8; ``dp_accounting.get_sigma_gaussian``): σ = 12.90.
+* ``exact-one-bit``: with two classes GNMax releases one bit, 1{L + N₁ > K − L + N₂}; it is DaRRM with
+  γ_GNMax(l) = erf(|2l − K|/(2σ)), and in the PATE setting (one record moves L by one) its exact
+  (ε, δ) is the maximum over neighbouring pairs (l, l ± 1) and outputs of Pr[o | l] − e^ε Pr[o | l′]
+  (:mod:`darrm_opt.model.neighbours`): σ = 7.68 at K = 11. Every σ is verified in 40-digit arithmetic.
+
+The RDP order grid (:data:`DEFAULT_ORDERS`) runs to 500: at m = 1 the optimum order is λ = 232.
 """
 
 from __future__ import annotations
@@ -62,10 +76,17 @@ __all__ = [
     "best_epsilon",
     "calibrate_gnmax_sigma",
     "DEFAULT_ORDERS",
+    "GNMAX_METHODS",
+    "gnmax_gamma",
+    "calibrate_gnmax",
+    "calibrate_gnmax_rdp_improved",
+    "calibrate_gnmax_analytic",
+    "calibrate_gnmax_one_bit",
 ]
 
-#: The order grid of DaRRM App. D.2.1 (steps of 0.5), starting just above 1.
-DEFAULT_ORDERS = np.arange(1.5, 200.5, 0.5)
+#: The order grid of DaRRM App. D.2.1 (steps of 0.5), starting just above 1, extended to 500 (the paper
+#: stops at 200; at (0.0892, 1e-4) the optimum is at λ = 232).
+DEFAULT_ORDERS = np.arange(1.5, 500.5, 0.5)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -460,8 +481,9 @@ class GnmaxCalibration:
     """Smallest GNMax σ meeting a target (ε, δ), the order certifying it, and the ε actually achieved."""
 
     sigma: float
-    order: float
+    order: float | None
     epsilon: float
+    method: str = "rdp"  #: one of :data:`GNMAX_METHODS`; ``order`` is None for the non-RDP methods
 
 
 def calibrate_gnmax_sigma(
@@ -517,3 +539,119 @@ def calibrate_gnmax_sigma(
     while achieved(sigma) > eps:
         sigma = math.nextafter(sigma, math.inf)
     return GnmaxCalibration(sigma=sigma, order=order, epsilon=achieved(sigma))
+
+
+# --------------------------------------------------------------------------------------------------
+# tighter calibrations of one GNMax answer (module docstring)
+# --------------------------------------------------------------------------------------------------
+
+#: Calibration methods, loosest first; ``rdp`` is the DaRRM paper's.
+GNMAX_METHODS = ("rdp", "rdp-improved", "analytic-gaussian", "exact-one-bit")
+
+
+def gnmax_gamma(K: int, sigma: float) -> np.ndarray:
+    """Two-class GNMax as a DaRRM noise function: γ_GNMax(l) = 2Φ(|2l − K|/(√2σ)) − 1 = erf(|2l − K|/(2σ)).
+
+    GNMax outputs class 1 iff N₁ − N₂ > K − 2L with N₁ − N₂ ~ N(0, 2σ²), so it outputs the majority with
+    probability Φ(|2l − K|/(√2σ)) = ½ + ½ γ(l), DaRRM's probability (Alg. 1).
+    """
+    sigma = _positive("sigma", sigma)
+    l = np.arange(int(K) + 1, dtype=np.float64)
+    return special.erf(np.abs(2.0 * l - K) / (2.0 * sigma))
+
+
+def _smallest_sigma(ok: Callable[[float], bool], start: float) -> float:
+    """The smallest σ (to relative 1e-13) with ``ok(σ)``, for a monotone ``ok`` (False below, True above)."""
+    hi = start
+    while not ok(hi):
+        hi *= 2.0
+        if hi > 1e12:
+            raise InvalidParameter("target_epsilon", "no GNMax noise level meets this (ε, δ)", start)
+    lo = hi / 2.0
+    while ok(lo) and lo > 1e-12:
+        hi, lo = lo, lo / 2.0
+    while hi - lo > 1e-13 * hi:
+        mid = 0.5 * (lo + hi)
+        lo, hi = (lo, mid) if ok(mid) else (mid, hi)
+    return hi
+
+
+def calibrate_gnmax_rdp_improved(target_epsilon: float, target_delta: float,
+                                 orders: object = DEFAULT_ORDERS) -> GnmaxCalibration:
+    """Smallest σ with one GNMax answer (λ/σ²-RDP, Prop. 8) (ε, δ)-DP by the improved conversion
+    ε = min_λ λ/σ² + log(1 − 1/λ) − (log δ + log λ)/(λ − 1) (``dp_accounting.rdp.compute_epsilon``)."""
+    from dp_accounting.rdp import compute_epsilon
+
+    eps = _positive("target_epsilon", target_epsilon)
+    delta = _delta(target_delta)
+    lam = np.atleast_1d(_orders(orders, "orders")).ravel()
+
+    def achieved(s: float) -> tuple[float, float]:
+        e, order = compute_epsilon(lam, lam / s**2, delta)
+        return float(e), float(order)
+
+    sigma = _smallest_sigma(lambda s: achieved(s)[0] <= eps, 1.0)
+    e, order = achieved(sigma)
+    return GnmaxCalibration(sigma=sigma, order=order, epsilon=e, method="rdp-improved")
+
+
+def calibrate_gnmax_analytic(target_epsilon: float, target_delta: float) -> GnmaxCalibration:
+    """Smallest σ with one GNMax answer (ε, δ)-DP as a Gaussian mechanism of L2 sensitivity √2 (changing
+    one vote moves two counts by one), by the analytic Gaussian mechanism (Balle & Wang 2018, Thm. 8):
+    δ(ε) = Φ(Δ/(2σ) − εσ/Δ) − e^ε Φ(−Δ/(2σ) − εσ/Δ), Δ = √2 (``dp_accounting.get_sigma_gaussian``).
+    σ is nudged up until dp_accounting's exact ε at σ is within the target."""
+    from dp_accounting import get_epsilon_gaussian, get_sigma_gaussian
+
+    eps = _positive("target_epsilon", target_epsilon)
+    delta = _delta(target_delta)
+    sigma = math.sqrt(2.0) * float(get_sigma_gaussian(eps, delta))
+    while float(get_epsilon_gaussian(sigma / math.sqrt(2.0), delta)) > eps:
+        sigma *= 1.0 + 1e-12
+    return GnmaxCalibration(sigma=sigma, order=None, epsilon=float(get_epsilon_gaussian(sigma / math.sqrt(2.0),
+                                                                                          delta)),
+                            method="analytic-gaussian")
+
+
+def _one_bit_exact_ok(K: int, sigma: float, epsilon: float, delta: float) -> bool:
+    """Every pair (l, l ± 1) and output of the released bit meets (ε, δ), in 40-digit arithmetic:
+    Pr[1 | l] = Φ((2l − K)/(√2σ)) = ½ erfc(−(2l − K)/(2σ))."""
+    import mpmath
+
+    with mpmath.workdps(40):
+        s, E, d = mpmath.mpf(sigma), mpmath.exp(mpmath.mpf(epsilon)), mpmath.mpf(delta)
+        p1 = [mpmath.erfc(-(2 * l - K) / (2 * s)) / 2 for l in range(K + 1)]
+        for l in range(K + 1):
+            for lp in (l - 1, l + 1):
+                if 0 <= lp <= K and (p1[l] > E * p1[lp] + d or 1 - p1[l] > E * (1 - p1[lp]) + d):
+                    return False
+    return True
+
+
+def calibrate_gnmax_one_bit(target_epsilon: float, target_delta: float, K: int) -> GnmaxCalibration:
+    """Smallest σ with the one bit that two-class GNMax releases (ε, δ)-DP for K non-private teachers on
+    disjoint shards (neighbours: L → L ± 1), exactly: the float search uses
+    :func:`darrm_opt.model.neighbours.pate_delta` of :func:`gnmax_gamma`, and σ is then raised until every
+    pair and output passes in 40-digit arithmetic. Works for δ = 0 too (L is bounded)."""
+    from darrm_opt.model.neighbours import PateParams, pate_delta
+
+    p = PateParams(K=K, epsilon=target_epsilon, delta=target_delta)
+    sigma = _smallest_sigma(lambda s: pate_delta(gnmax_gamma(p.K, s), p.epsilon) <= p.delta, 1.0)
+    while not _one_bit_exact_ok(p.K, sigma, p.epsilon, p.delta):
+        sigma *= 1.0 + 1e-12
+    return GnmaxCalibration(sigma=sigma, order=None, epsilon=p.epsilon, method="exact-one-bit")
+
+
+def calibrate_gnmax(target_epsilon: float, target_delta: float, method: str = "exact-one-bit",
+                    K: int | None = None) -> GnmaxCalibration:
+    """One GNMax answer calibrated to (ε, δ) by ``method`` (:data:`GNMAX_METHODS`; ``exact-one-bit`` needs K)."""
+    if method == "rdp":
+        return calibrate_gnmax_sigma(target_epsilon, target_delta, 1)
+    if method == "rdp-improved":
+        return calibrate_gnmax_rdp_improved(target_epsilon, target_delta)
+    if method == "analytic-gaussian":
+        return calibrate_gnmax_analytic(target_epsilon, target_delta)
+    if method == "exact-one-bit":
+        if K is None:
+            raise InvalidParameter("K", "the exact one-bit calibration needs the number of teachers")
+        return calibrate_gnmax_one_bit(target_epsilon, target_delta, K)
+    raise InvalidParameter("method", f"must be one of {', '.join(GNMAX_METHODS)}", method)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,7 +19,7 @@ import numpy as np
 
 from darrm_opt.certify.certificate import Certificate, certify
 from darrm_opt.errors import CertificationFailed, InvalidParameter, TableFileError
-from darrm_opt.model.baselines import gamma_const, gamma_dsub, gamma_sub
+from darrm_opt.model.baselines import gamma_const, gamma_const_opt, gamma_dsub, gamma_sub
 from darrm_opt.model.params import Params
 
 
@@ -51,21 +52,63 @@ def certify_or_shrink(params: Params, gamma, *, name: str = "gamma", max_tries: 
     return CertifiedTable(name, tuple(float(x) for x in g), cert, factor)
 
 
-def baseline_tables(params: Params, *, const: str = "simple", delta_prime: float = 0.1, **kwargs):
-    """Certified γ_Sub, γ_DSub, γ_const where defined for ``params`` (None where undefined).
+@dataclass(frozen=True)
+class Unavailable:
+    """A baseline that is undefined for these parameters or failed certification, and why. Falsy, so
+    ``if base.get(name):`` skips it like a missing table."""
 
-    γ_Sub needs an integer m and is (mε, 1 − (1 − Δ)^m)-DP, so it is offered when δ is at least that;
-    γ_DSub needs pure DP (Δ = δ = 0) and an integer m. Every returned table is certified.
+    name: str
+    reason: str
+
+    def __bool__(self) -> bool:
+        return False
+
+
+#: The baselines of :func:`baseline_tables`, in display order.
+BASELINE_NAMES = ("sub", "dsub", "const", "const_opt")
+
+
+def _sub_table(params: Params, **kwargs) -> CertifiedTable | Unavailable:
+    if not params.m_is_integer:
+        return Unavailable("sub", f"γ_Sub needs an integer m (m = {params.m:g})")
+    return certify_or_shrink(params, gamma_sub(params.K, params.m), name="γ_Sub", **kwargs)
+
+
+def _dsub_table(params: Params, **kwargs) -> CertifiedTable | Unavailable:
+    if not params.m_is_integer:
+        return Unavailable("dsub", f"γ_DSub needs an integer m (m = {params.m:g})")
+    if not (params.pure and params.delta == 0):
+        return Unavailable("dsub", "γ_DSub is defined for pure DP only (Δ = δ = 0)")
+    return certify_or_shrink(params, gamma_dsub(params.K, params.m), name="γ_DSub", **kwargs)
+
+
+def _const_opt_table(params: Params, **kwargs) -> CertifiedTable | Unavailable:
+    """γ ≡ c* with c* = bound / max f(γ ≡ 1) from one certified sweep of γ ≡ 1, then certified itself."""
+    ones = certify(params, np.ones(params.K + 1), **kwargs)
+    return certify_or_shrink(params, gamma_const_opt(params, ones.max_privacy_cost), name="γ_const_opt",
+                             **kwargs)
+
+
+def baseline_tables(params: Params, *, const: str = "simple", delta_prime: float = 0.1,
+                    **kwargs) -> dict[str, CertifiedTable | Unavailable]:
+    """Certified γ_Sub, γ_DSub, γ_const (eq. 16) and γ_const_opt (the best certified constant) for ``params``.
+
+    γ_Sub needs an integer m; γ_DSub pure DP (Δ = δ = 0) and an integer m. A baseline that is undefined,
+    invalid for these parameters or fails certification is an :class:`Unavailable` with the reason (never
+    an exception: a baseline must not sink the main result). Every returned table is certified.
     """
-    out: dict[str, CertifiedTable | None] = {"sub": None, "dsub": None, "const": None}
-    if params.m_is_integer:
+    makers: dict[str, Callable[..., CertifiedTable | Unavailable]] = {
+        "sub": _sub_table,
+        "dsub": _dsub_table,
+        "const": lambda p, **kw: certify_or_shrink(p, gamma_const(p, const, delta_prime), name="γ_const", **kw),
+        "const_opt": _const_opt_table,
+    }
+    out: dict[str, CertifiedTable | Unavailable] = {}
+    for name, make in makers.items():
         try:
-            out["sub"] = certify_or_shrink(params, gamma_sub(params.K, params.m), name="γ_Sub", **kwargs)
-        except CertificationFailed:
-            out["sub"] = None
-        if params.pure and params.delta == 0:
-            out["dsub"] = certify_or_shrink(params, gamma_dsub(params.K, params.m), name="γ_DSub", **kwargs)
-    out["const"] = certify_or_shrink(params, gamma_const(params, const, delta_prime), name="γ_const", **kwargs)
+            out[name] = make(params, **kwargs)
+        except (CertificationFailed, InvalidParameter) as exc:
+            out[name] = Unavailable(name, str(exc))
     return out
 
 

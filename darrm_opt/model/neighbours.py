@@ -1,0 +1,146 @@
+"""Who the teachers are, and what one record can change: the three teacher settings.
+
+DaRRM's guarantee (Lemma 3.4) is for K (ε, Δ)-DP mechanisms that all see the *same* data (``shared``, the
+paper's setting). When the teachers are trained on *disjoint* shards, one record reaches one teacher:
+
+- ``disjoint-private``: each teacher is (ε, Δ)-DP on its own shard. By parallel composition, releasing all
+  K teachers (hence any number of answers computed from them, the plain majority included) is (ε, Δ)-DP in
+  total. The teachers' own (ε, Δ) caps the total cost; the plain majority (γ ≡ 1) is free of further cost.
+- ``disjoint-nonprivate`` (the PATE setting): the teachers are not private, but a neighbouring dataset
+  changes one teacher's vote, so the vote count L moves by at most one: l → l ± 1. DaRRM_γ outputs 1
+  with probability P₁(l) = ½ + ½ h_l, h_l = s_l γ(l) (s_l = −1 below K/2, +1 above), and it is (ε, δ)-DP
+  iff for every neighbouring pair (l, l′), |l − l′| = 1, and each output
+
+      output 1:   h_l − e^ε h_{l′} ≤ e^ε − 1 + 2δ,
+      output 0:  −h_l + e^ε h_{l′} ≤ e^ε − 1 + 2δ
+
+  (Pr[o | l] ≤ e^ε Pr[o | l′] + δ, with Pr[0 | l] = ½ − ½ h_l), 4K linear constraints in all. The
+  smallest δ for which a given γ is (ε, δ)-DP is therefore δ(ε) = max(0, max_rows cost − (e^ε − 1)) / 2.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from darrm_opt.errors import InvalidParameter
+from darrm_opt.model.params import Prior, finite_number
+
+#: The teacher settings, the paper's first.
+TEACHER_SETTINGS = ("shared", "disjoint-private", "disjoint-nonprivate")
+
+#: What each setting means for the guarantee (shown by ``solve`` and ``compare`` and returned by the library).
+SETTING_NOTES = {
+    "shared": "teachers all see the same data, each (ε, Δ)-DP: DaRRM's (mε, δ) guarantee per answer "
+              "(Lemma 3.4), answers compose",
+    "disjoint-private": "teachers on disjoint shards, each (ε, Δ)-DP: by parallel composition releasing every "
+                        "teacher, hence any number of answers (the plain majority included), is (ε, Δ)-DP in "
+                        "total; the teachers' (ε, Δ) caps the total and the plain majority γ ≡ 1 is free",
+    "disjoint-nonprivate": "non-private teachers on disjoint shards (PATE): one record moves the vote count by "
+                           "at most one (l → l ± 1); γ is optimised for a per-answer (ε, δ) given directly",
+}
+
+
+def parse_teachers(value: object) -> str:
+    """A teacher setting name from :data:`TEACHER_SETTINGS`."""
+    text = getattr(value, "value", value)
+    if text not in TEACHER_SETTINGS:
+        raise InvalidParameter("teachers", f"must be one of {', '.join(TEACHER_SETTINGS)}", value)
+    return str(text)
+
+
+@dataclass(frozen=True)
+class SettingNote:
+    """The teacher setting of a result and what it implies; ``cap`` is the total (ε, Δ) where one applies."""
+
+    teachers: str
+    note: str
+    cap: tuple[float, float] | None = None
+
+    def to_dict(self) -> dict:
+        cap = None if self.cap is None else {"epsilon": self.cap[0], "delta": self.cap[1]}
+        return {"teachers": self.teachers, "note": self.note, "total_cap": cap}
+
+
+def setting_note(teachers: str, epsilon: float | None = None, teacher_delta: float | None = None) -> SettingNote:
+    """The :class:`SettingNote` of ``teachers``; ``disjoint-private`` carries the cap (ε, Δ)."""
+    teachers = parse_teachers(teachers)
+    cap = None
+    if teachers == "disjoint-private":
+        if epsilon is None or teacher_delta is None:
+            raise InvalidParameter("teachers", "disjoint-private needs the teachers' epsilon and teacher_delta")
+        cap = (float(epsilon), float(teacher_delta))
+    return SettingNote(teachers, SETTING_NOTES[teachers], cap)
+
+
+@dataclass(frozen=True)
+class PateParams:
+    """One PATE-setting problem: K non-private teachers on disjoint shards, target (ε, δ)-DP per answer.
+
+    Rules: K odd ≥ 1; 0 < ε ≤ 700; 0 ≤ δ < 1.
+    """
+
+    K: int
+    epsilon: float
+    delta: float = 0.0
+    prior: Prior = field(default_factory=Prior)
+
+    def __post_init__(self) -> None:
+        K = self.K
+        if isinstance(K, bool) or not isinstance(K, (int, np.integer)) or K < 1 or K % 2 == 0:
+            raise InvalidParameter("K", "must be an odd integer >= 1", K)
+        eps = finite_number("target_epsilon", self.epsilon)
+        if not 0 < eps <= 700:
+            raise InvalidParameter("target_epsilon", "must satisfy 0 < target_epsilon <= 700", self.epsilon)
+        delta = finite_number("delta", self.delta)
+        if not 0.0 <= delta < 1.0:
+            raise InvalidParameter("delta", "must satisfy 0 <= delta < 1", self.delta)
+        object.__setattr__(self, "K", int(K))
+        object.__setattr__(self, "epsilon", eps)
+        object.__setattr__(self, "delta", delta)
+        object.__setattr__(self, "prior", Prior.parse(self.prior))
+
+    @property
+    def bound(self) -> float:
+        """e^ε − 1 + 2δ (float64), the right-hand side of every pair constraint."""
+        return math.expm1(self.epsilon) + 2.0 * self.delta
+
+    def canonical(self) -> dict:
+        return {"K": self.K, "teachers": "disjoint-nonprivate", "epsilon": self.epsilon, "delta": self.delta,
+                "prior": self.prior.spec}
+
+
+def signs(K: int) -> np.ndarray:
+    """s_l = −1 for l ≤ (K − 1)/2, +1 for l ≥ (K + 1)/2."""
+    return np.where(np.arange(K + 1) >= (K + 1) // 2, 1.0, -1.0)
+
+
+def pair_rows(K: int, E: float) -> tuple[np.ndarray, list[tuple[int, int, int]]]:
+    """The 4K constraint rows over γ(0..K) (module docstring) and their labels (l, l′, output)."""
+    s = signs(K)
+    rows, labels = [], []
+    for l in range(K + 1):
+        for lp in (l - 1, l + 1):
+            if not 0 <= lp <= K:
+                continue
+            for out, sign in ((1, 1.0), (0, -1.0)):
+                row = np.zeros(K + 1)
+                row[l] += sign * s[l]
+                row[lp] -= sign * E * s[lp]
+                rows.append(row)
+                labels.append((l, lp, out))
+    return np.array(rows), labels
+
+
+def pair_costs(gamma, epsilon: float) -> np.ndarray:
+    """Every row's cost (:func:`pair_rows` order) for γ at per-answer ε, in float64."""
+    g = np.asarray(gamma, dtype=np.float64)
+    A, _ = pair_rows(g.size - 1, math.exp(epsilon))
+    return A @ g
+
+
+def pate_delta(gamma, epsilon: float) -> float:
+    """The smallest δ with DaRRM_γ (ε, δ)-DP in the PATE setting: max(0, max cost − (e^ε − 1)) / 2 (float)."""
+    return max(0.0, (float(pair_costs(gamma, epsilon).max()) - math.expm1(epsilon)) / 2.0)

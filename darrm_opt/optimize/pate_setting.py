@@ -1,0 +1,104 @@
+"""γ_opt for non-private teachers on disjoint shards (the PATE setting), as a small linear program.
+
+    minimise   −Σ_j w_j g_j                                   (the exact objective, App. C.1)
+    subject to ± (s_l γ(l) − e^ε s_{l′} γ(l′)) ≤ e^ε − 1 + 2δ  for every pair |l − l′| = 1 and output
+               0 ≤ g_j ≤ 1,  γ = mirror(g)  (γ(l) = γ(K − l))
+
+(:mod:`darrm_opt.model.neighbours`; 4K rows over (K + 1)/2 free values). The constraints and objective are
+invariant under l → K − l with the output flipped, so averaging any solution with its mirror image gives
+a symmetric one that is as good: the symmetric restriction loses nothing. The LP is solved against a
+bound tightened by τ = 1e-8·max(bound, 1); if the float check still finds a row above bound − τ/2 the
+table is scaled by (bound − τ/2)/max cost (every row is linear in γ). The returned γ carries a
+:class:`~darrm_opt.certify.pairs.PairCertificate` (every pair, exact re-check near the bound), and
+:func:`solve_pate` raises :class:`~darrm_opt.errors.CertificationFailed` rather than return an uncertified
+table.
+
+GNMax with two classes is itself such a γ (γ_GNMax(l) = erf(|2l − K|/(2σ))), so at the same (ε, δ) the
+optimum's error is at most that of GNMax calibrated exactly (:func:`darrm_opt.privacy.pate.calibrate_gnmax_one_bit`).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+import solvers
+from darrm_opt.certify.pairs import PairCertificate, certify_pairs
+from darrm_opt.errors import CertificationFailed
+from darrm_opt.model.neighbours import SETTING_NOTES, PateParams, pair_rows
+from darrm_opt.model.objective import expected_error, objective_weights
+from darrm_opt.optimize.optimizer import TIGHTEN_REL, _backend, _solve_lp, mirror
+from solvers import LP
+
+
+@dataclass(frozen=True)
+class PateSolution:
+    """A certified γ(0..K) for the PATE setting and its expected error under ``params.prior``."""
+
+    params: PateParams
+    gamma: tuple[float, ...]
+    certificate: PairCertificate
+    solver: str
+    expected_error: float
+    seconds: float
+    note: str = SETTING_NOTES["disjoint-nonprivate"]
+
+    def to_dict(self) -> dict:
+        return {**self.params.canonical(), "solver": self.solver, "gamma": list(self.gamma),
+                "certificate": self.certificate.to_dict(), "expected_error": self.expected_error,
+                "note": self.note, "seconds": self.seconds}
+
+
+def mirror_matrix(K: int) -> np.ndarray:
+    """M with γ = M g: column j holds γ((K+1)/2 + j) and its mirror γ((K−1)/2 − j)."""
+    half = (K + 1) // 2
+    M = np.zeros((K + 1, half))
+    for j in range(half):
+        M[half + j, j] = 1.0
+        M[half - 1 - j, j] = 1.0
+    return M
+
+
+def pate_lp(params: PateParams) -> LP:
+    """The LP of the module docstring over the free values g, against the tightened bound."""
+    K = params.K
+    A, _ = pair_rows(K, math.exp(params.epsilon))
+    Ag = A @ mirror_matrix(K)
+    rhs = params.bound - TIGHTEN_REL * max(params.bound, 1.0)
+    half = (K + 1) // 2
+    return LP(-objective_weights(K, params.prior), Ag, np.full(Ag.shape[0], rhs), np.zeros(half), np.ones(half))
+
+
+def solve_pate(params: PateParams, *, solver: str = solvers.DEFAULT_BACKEND) -> PateSolution:
+    """The certified optimal γ for the PATE setting (module docstring)."""
+    t0 = time.perf_counter()
+    backend = _backend(solver)
+    res = _solve_lp(backend, pate_lp(params), "full")
+    g = mirror(np.clip(np.asarray(res.x, dtype=np.float64), 0.0, 1.0), params.K)
+    cert = certify_pairs(params, g)
+    target = params.bound - 0.5 * TIGHTEN_REL * max(params.bound, 1.0)
+    if cert.max_privacy_cost > target:
+        g = g * (target / cert.max_privacy_cost)
+        cert = certify_pairs(params, g)
+    if not cert.certified:
+        raise CertificationFailed(f"the PATE-setting γ is not (ε, δ)-DP: {cert.reason}", cert)
+    return PateSolution(params, tuple(float(x) for x in g), cert, backend.name, expected_error(g, params.prior),
+                        time.perf_counter() - t0)
+
+
+def certified_pair_decimals(params: PateParams, gamma, decimals: int = 6) -> tuple[list[str], PairCertificate]:
+    """γ printed with ``decimals`` decimals, rounded down, and the certificate *of the printed values*;
+    if rounding down broke a row (a γ(l′) with s_{l′} = s_l enters with a minus sign), the table is scaled
+    down by one unit of the last decimal until the printed values certify."""
+    g = np.asarray(gamma, dtype=np.float64)
+    scale = 10.0**decimals
+    for _ in range(20):
+        shown = np.floor(g * scale) / scale
+        cert = certify_pairs(params, shown)
+        if cert.certified:
+            return [f"{x:.{decimals}f}" for x in shown], cert
+        g = g * (1.0 - 10.0**-decimals)
+    raise CertificationFailed(f"could not print a certified table with {decimals} decimals", cert)
