@@ -6,18 +6,19 @@ per invalid vote, ~1.7 kB each: 10⁵ invalid rows took 35 s and 1.9 GB). So:
 
 - bodies up to :data:`SMALL_BODY` bytes are validated by pydantic (the error names field and row; the
   vote lists stop at their first error, ``fail_fast``);
-- larger bodies are read by byte-level numpy: the ``votes`` array is located (``"votes":`` then up to the
-  first ``]`` followed by ``]``); its rows are counted first (more than ``max_rows`` → 422 at once); its
-  bytes minus JSON whitespace must be n copies of the pattern ``[d,d,…,d],`` (d ∈ {0, 1}, one length),
-  checked block by block; the rest of the body, with ``[]`` in place of the array, must carry at most
-  :data:`REST_LIMIT` non-whitespace bytes and validate as the request model with ``votes == []``.
+- larger bodies are read by byte-level numpy: the ``votes`` key must come within the first
+  :data:`REST_LIMIT` bytes; the array after it is compacted (JSON whitespace dropped) block by block up to
+  its end (the first ``]`` followed, after whitespace, by ``]``), its rows counted on the way (more than
+  ``max_rows`` → 422 at once); the compact bytes must be n copies of the pattern ``[d,d,…,d],``
+  (d ∈ {0, 1}, one length), checked block by block; the rest of the body, with ``[]`` in place of the
+  array, must be at most :data:`REST_LIMIT` bytes and validate as the request model with ``votes == []``.
 
 A body is accepted only through pydantic or through both checks of the numpy path, so the array was the
 top-level ``votes`` value and nothing else is wrong or extra. A large body in another layout (an escaped
 key, ``-0``) is refused with a message saying which layout is read. Memory beyond the body: one compact
 copy of the array, one byte per vote and one block of temporaries. Callers run :func:`parse` on a worker
-thread: no single step holds the GIL for long (the longest, a regex scan or ``translate``, is tens of ms at
-the 16 MiB default limit). Votes are never logged.
+thread, and every step over the whole body is numpy work on blocks of :data:`BLOCK_BYTES`, so the event
+loop's thread gets the GIL back within milliseconds. Votes are never logged.
 """
 
 from __future__ import annotations
@@ -30,15 +31,16 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .schemas import Id, PlainText
 
-_HEAD = re.compile(rb'"votes"\s*:\s*\[')
+_HEAD = re.compile(rb'"votes"\s{0,1024}:\s{0,1024}\[')
 #: bodies up to this size are validated by pydantic; larger ones only by the numpy path
 SMALL_BODY = 16 * 1024
-#: non-whitespace bytes allowed outside the votes array in a large body (ids, key, punctuation: < 1.6 kB)
-REST_LIMIT = 8 * 1024
+#: bytes allowed outside the votes array in a large body (ids, key, punctuation, indentation: < 2 kB)
+REST_LIMIT = 16 * 1024
 #: rows checked per numpy block (bounds the temporaries)
 BLOCK_BYTES = 1 << 20
-_END = re.compile(rb"\]\s*\]")
-_WHITESPACE = b" \t\n\r"
+_IS_SPACE = np.zeros(256, dtype=bool)
+_IS_SPACE[list(b" \t\n\r")] = True
+_OPEN, _CLOSE = ord("["), ord("]")
 LAYOUT = ('a body over 16 KiB is read only in the plain layout: a top-level "votes" key followed by '
           'an array of rows of 0/1 numbers ([[0,1,...],...]; JSON whitespace allowed)')
 
@@ -92,36 +94,65 @@ def _first_bad_row(rows: np.ndarray, pattern: np.ndarray, mask: np.ndarray) -> i
     return None
 
 
-def _votes(compact: bytes | bytearray) -> np.ndarray:
+def _votes(compact: np.ndarray) -> np.ndarray:
     """The (rows, k) uint8 votes of ``compact`` = the array's inside without whitespace, plus ','.
 
     n rows of k votes are exactly n copies of the (2k + 2)-byte pattern ``[d,d,…,d],``, so the grammar is a
     comparison of an (n, 2k + 2) byte matrix with that pattern. Whitespace removal cannot turn invalid JSON
     into a match: it could only join two digits, and the pattern never has two digits side by side."""
-    close = compact.find(b"]")
-    if close < 2 or close % 2 or compact[0:1] != b"[":
+    closes = np.flatnonzero(compact[: min(compact.size, 1 << 16)] == _CLOSE)
+    close = int(closes[0]) if closes.size else -1
+    if close < 2 or close % 2 or compact[0] != _OPEN:
         raise _invalid("votes", 0, msg="each row must be a non-empty list of votes, each 0 or 1")
     k = close // 2
     width = close + 2
-    whole = len(compact) // width
-    rows = np.frombuffer(compact, dtype=np.uint8, count=whole * width).reshape(whole, width)
+    whole = compact.size // width
+    rows = compact[: whole * width].reshape(whole, width)
     pattern = np.frombuffer(b"[" + b",".join([b"0"] * k) + b"],", dtype=np.uint8)
     mask = np.full(width, 0xFF, dtype=np.uint8)
     mask[1 : 2 * k : 2] = 0xFE  # digit columns: '0' or '1'
     bad = _first_bad_row(rows, pattern, mask)
-    if bad is None and len(compact) % width:
+    if bad is None and compact.size % width:
         bad = whole
     if bad is not None:
         raise _invalid("votes", bad, msg=f"must be a list of {k} votes (the length of row 0), each 0 or 1")
     return rows[:, 1 : 2 * k : 2] & 1
 
 
+def _compact_array(data: np.ndarray, start: int, max_rows: int) -> tuple[int, np.ndarray]:
+    """(end, compact) for the array opening at ``data[start]``: ``end`` just after its closing ``]`` (the
+    first ``]`` whose previous non-whitespace byte is ``]``), ``compact`` its inside without whitespace
+    plus ``,``. Block by block; refuses more than ``max_rows`` rows as soon as it has seen them."""
+    out = np.empty(data.size - start, dtype=np.uint8)  # pages are touched only as far as written
+    n = opened = 0
+    prev_close = False
+    for lo in range(start + 1, data.size, BLOCK_BYTES):
+        keep = ~_IS_SPACE[data[lo : lo + BLOCK_BYTES]]
+        c = data[lo : lo + BLOCK_BYTES][keep]
+        closes = c == _CLOSE
+        pair = closes.copy()
+        pair[1:] &= closes[:-1]
+        if c.size:
+            pair[0] &= prev_close
+            prev_close = bool(closes[-1])
+        hit = int(np.argmax(pair)) if pair.any() else -1
+        opened += int(np.count_nonzero(c[: hit if hit >= 0 else c.size] == _OPEN))
+        if opened > max_rows:
+            raise _invalid("votes", msg=f"at most {max_rows} rows per request (DARRM_MAX_ROWS)")
+        if hit >= 0:
+            out[n : n + hit] = c[:hit]
+            out[n + hit] = ord(",")
+            return lo + int(np.flatnonzero(keep)[hit]) + 1, out[: n + hit + 1]
+        out[n : n + c.size] = c
+        n += c.size
+    raise _invalid("votes", msg=f"must be a non-empty array of rows; {LAYOUT}")
+
+
 def _rest(body: bytes | bytearray, start: int, end: int) -> _Rest:
-    rest = body[:start] + b"[]" + body[end:]
-    if len(rest) - sum(rest.count(c) for c in (b" ", b"\t", b"\n", b"\r")) > REST_LIMIT:
+    if start + len(body) - end > REST_LIMIT:
         raise _invalid(msg=f"the fields other than votes take at most {REST_LIMIT} bytes; {LAYOUT}")
     try:
-        return _Rest.model_validate_json(rest)
+        return _Rest.model_validate_json(body[:start] + b"[]" + body[end:])
     except ValidationError as exc:
         errors = [e for e in exc.errors() if tuple(e.get("loc", ())) != ("votes",)]
         if not errors:
@@ -132,22 +163,13 @@ def _rest(body: bytes | bytearray, start: int, end: int) -> _Rest:
 
 def parse_large(body: bytes | bytearray, max_rows: int) -> tuple[_Rest, np.ndarray]:
     """The numpy path (module docstring); raises :class:`InvalidBody` naming the field (and row)."""
-    head = _HEAD.search(body)
+    head = _HEAD.search(body, 0, REST_LIMIT)
     if head is None:
-        raise _invalid("votes", msg=f"missing; {LAYOUT}")
+        raise _invalid("votes", msg=f"missing in the first {REST_LIMIT} bytes; {LAYOUT}")
     start = head.end() - 1
-    end_match = _END.search(body, start)
-    if end_match is None:
-        raise _invalid("votes", msg=f"must be a non-empty array of rows; {LAYOUT}")
-    end = end_match.end()
-    n_rows = body.count(b"[", start + 1, end)
-    if n_rows > max_rows:
-        raise _invalid("votes", msg=f"at most {max_rows} rows per request (DARRM_MAX_ROWS); got about {n_rows}")
-    compact = bytearray(body[start + 1 : end - 1]).translate(None, _WHITESPACE)
-    compact += b","  # in place: no second copy
-    votes = _votes(compact)
-    del compact
-    return _rest(body, start, end), votes
+    end, compact = _compact_array(np.frombuffer(body, dtype=np.uint8), start, max_rows)
+    rest = _rest(body, start, end)
+    return rest, _votes(compact)
 
 
 def parse_fast(body: bytes | bytearray) -> tuple[_Rest, np.ndarray] | None:
