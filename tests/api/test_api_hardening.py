@@ -224,3 +224,25 @@ def test_docs_load_every_asset_from_this_server(server, page):
             assert url.startswith("/"), url
             got = c.get(url)
             assert got.status_code == 200 and len(got.content) > 100, url
+
+
+@pytest.fixture(scope="module")
+def pg_server(pg_database, tmp_path_factory) -> Iterator[Server]:
+    """The same rules on PostgreSQL (the digest column comes from migration 7c1e5a9d2b40)."""
+    s = Server(tmp_path_factory.mktemp("hardened-pg"), pg_database, name="hardened-pg").start()
+    yield s
+    s.stop()
+
+
+@pytest.mark.postgres
+def test_key_reuse_on_postgres(pg_server):
+    with pg_server.client() as c:
+        table = make_table(c, K=3, m=2)
+        ledger = make_ledger(c, 50.0, 1e-3)
+        body = {"table_id": table["id"], "ledger_id": ledger["id"], "votes": [[1, 0, 1]] * 3,
+                "idempotency_key": "pg-key"}
+        assert c.post("/v1/aggregate", json=body).status_code == 200
+        r = c.post("/v1/aggregate", json={**body, "votes": [[0, 0, 1]] * 3})
+        assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "idempotency_key"]
+        assert c.post("/v1/aggregate", json=body).json()["replayed"] is True
+        assert c.get(f"/v1/ledgers/{ledger['id']}").json()["answers"] == 3
