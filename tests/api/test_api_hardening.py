@@ -120,11 +120,22 @@ def test_oversize_bodies_get_413_with_the_limit_named(server, path, limit, setti
         assert setting in r2.json()["detail"]
 
 
-def test_bodies_under_the_limit_still_work(server):
+def test_bodies_under_the_limit_still_work(server, setup):
     with server.client() as c:
         r = c.post("/v1/ledgers", content=b" " * 1000 + b'{"name":"ok","epsilon_budget":1,"delta_budget":0}',
                    headers={"content-type": "application/json"})
-    assert r.status_code == 201, r.text
+        assert r.status_code == 201, r.text
+        ledger = _ledger(server, eps=1e6, delta=0.9)
+        body = (b'{"table_id":"' + setup["table"]["id"].encode() + b'","ledger_id":"' + ledger["id"].encode()
+                + b'","votes":[' + b",".join([b"[1,1,1,0,0]"] * 5000) + b"]}")
+
+        def chunks():  # chunked transfer (no Content-Length), under the limit
+            for i in range(0, len(body), 7000):
+                yield body[i : i + 7000]
+
+        r = c.post("/v1/aggregate", content=chunks(), headers={"content-type": "application/json"})
+    assert r.status_code == 200, r.text
+    assert len(r.json()["answers"]) == 5000
 
 
 # --- item 3: an idempotency key reused for another request ------------------------------------------------
