@@ -38,8 +38,7 @@ SMALL_BODY = 16 * 1024
 REST_LIMIT = 16 * 1024
 #: rows checked per numpy block (bounds the temporaries)
 BLOCK_BYTES = 1 << 20
-_IS_SPACE = np.zeros(256, dtype=bool)
-_IS_SPACE[list(b" \t\n\r")] = True
+_SPACES = tuple(b" \t\n\r")  # JSON whitespace, exactly (a control character is not dropped: invalid)
 _OPEN, _CLOSE = ord("["), ord("]")
 LAYOUT = ('a body over 16 KiB is read only in the plain layout: a top-level "votes" key followed by '
           'an array of rows of 0/1 numbers ([[0,1,...],...]; JSON whitespace allowed)')
@@ -127,8 +126,11 @@ def _compact_array(data: np.ndarray, start: int, max_rows: int) -> tuple[int, np
     n = opened = 0
     prev_close = False
     for lo in range(start + 1, data.size, BLOCK_BYTES):
-        keep = ~_IS_SPACE[data[lo : lo + BLOCK_BYTES]]
-        c = data[lo : lo + BLOCK_BYTES][keep]
+        block = data[lo : lo + BLOCK_BYTES]
+        keep = block != _SPACES[0]  # ufunc compares: vectorised, and numpy releases the GIL in them
+        for sp in _SPACES[1:]:
+            keep &= block != sp
+        c = block[keep]
         closes = c == _CLOSE
         pair = closes.copy()
         pair[1:] &= closes[:-1]

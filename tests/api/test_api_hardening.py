@@ -58,6 +58,8 @@ def _state(server: Server, ledger_id: str) -> dict:
     (b"[2,2,2,2,2]", ["body", "votes", 0]),
     (b'["1","0","1","0","1"]', ["body", "votes"]),  # counted rows over the limit... or the first bad row
     (b"[true,false,true,false,true]", ["body", "votes", 0]),
+    (b"[0,\x001,0,1,0]", ["body", "votes", 0]),  # a control character is not whitespace: never dropped
+    (b"[0,-0,1,0,1]", ["body", "votes", 0]),
 ])
 def test_bulk_invalid_votes_are_a_422_naming_votes(server, setup, row, loc):
     ledger = _ledger(server)
