@@ -2,6 +2,7 @@
 
     python benchmarks/abuse_load.py            # starts its own server (SQLite, default settings)
     python benchmarks/abuse_load.py --quick    # the smaller sizes only
+    python benchmarks/abuse_load.py --max-body-mib 64   # the server's DARRM_MAX_BODY_BYTES (default 16)
 
 Starts ``uvicorn --factory api.main:create_app`` (one worker, access log off, a temporary SQLite file,
 default limits: DARRM_MAX_BODY_BYTES = 16 MiB, DARRM_MAX_ROWS = 100 000), creates a K = 11 table and a
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import multiprocessing as mp
 import os
 import signal
 import socket
@@ -43,10 +45,11 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _start(workdir: Path) -> tuple[subprocess.Popen, str]:
+def _start(workdir: Path, max_body: int) -> tuple[subprocess.Popen, str]:
     port = _free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("DARRM_")}
     env.update({"DARRM_DATABASE_URL": f"sqlite:///{workdir / 'bench.db'}", "DARRM_API_KEYS": KEY,
+                "DARRM_MAX_BODY_BYTES": str(max_body),
                 "PYTHONPATH": str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")})
     proc = subprocess.Popen([sys.executable, "-m", "uvicorn", "api.main:create_app", "--factory", "--host",
                              "127.0.0.1", "--port", str(port), "--log-level", "warning", "--no-access-log"],
@@ -62,40 +65,36 @@ def _start(workdir: Path) -> tuple[subprocess.Popen, str]:
     raise RuntimeError("the server did not start")
 
 
-class Sampler(threading.Thread):
-    """Polls /healthz (latency) and the server's RSS until stopped."""
+def _sample(url: str, pid: int, ready, stop, out) -> None:  # noqa: ANN001 - multiprocessing primitives
+    """In its own process (so the client's upload never competes for its GIL): poll /healthz every 10 ms
+    and the server's RSS every 5 ms until ``stop``; put (latencies, peak RSS) on ``out``."""
+    proc = psutil.Process(pid)
+    peak = [proc.memory_info().rss]
+    latencies: list[float] = []
 
-    def __init__(self, url: str, proc: psutil.Process) -> None:
-        super().__init__(daemon=True)
-        self.url, self.proc = url, proc
-        self.stop_flag = threading.Event()
-        self.ready = threading.Event()  # set after a first (warm-up) /healthz, which is not counted
-        self.latencies: list[float] = []
-        self.peak_rss = proc.memory_info().rss
-
-    def _rss(self) -> None:
-        while not self.stop_flag.is_set():
-            self.peak_rss = max(self.peak_rss, self.proc.memory_info().rss)
+    def rss() -> None:
+        while not stop.is_set():
+            peak[0] = max(peak[0], proc.memory_info().rss)
             time.sleep(0.005)
 
-    def run(self) -> None:
-        rss = threading.Thread(target=self._rss, daemon=True)
-        rss.start()
-        with httpx.Client(base_url=self.url, timeout=30) as c:
+    t = threading.Thread(target=rss, daemon=True)
+    t.start()
+    with httpx.Client(base_url=url, timeout=30) as c:
+        c.get("/healthz")  # warm-up, not counted
+        ready.set()
+        while not stop.is_set():
+            t0 = time.perf_counter()
             c.get("/healthz")
-            self.ready.set()
-            while not self.stop_flag.is_set():
-                t0 = time.perf_counter()
-                c.get("/healthz")
-                self.latencies.append(time.perf_counter() - t0)
-                time.sleep(0.01)
-        rss.join()
+            latencies.append(time.perf_counter() - t0)
+            time.sleep(0.01)
+    t.join()
+    out.put((latencies, peak[0]))
 
 
-def _bodies(table_id: str, ledger_id: str, quick: bool) -> list[tuple[str, Callable[[], bytes]]]:
+def _bodies(table_id: str, ledger_id: str, quick: bool, max_body: int) -> list[tuple[str, Callable[[], bytes]]]:
     head = f'{{"table_id":"{table_id}","ledger_id":"{ledger_id}","votes":['.encode()
     row, bad = b"[0,1,1,0,1,0,1,1,0,0,1]", b"[2,2,2,2,2,2,2,2,2,2,2]"
-    limit = 16 * MiB - 1024
+    limit = max_body - 1024
 
     def rows(r: bytes, n: int) -> Callable[[], bytes]:
         return lambda: head + b",".join([r] * n) + b"]}"
@@ -115,16 +114,52 @@ def _bodies(table_id: str, ledger_id: str, quick: bool) -> list[tuple[str, Calla
          + row + b"]}"),
         ("nested arrays up to the limit", lambda: head + b"[" * (limit // 2 - 200) + b"]" * (limit // 2 - 200)
          + b"]}"),
-        ("over the limit (17 MiB)", lambda: head + b" " * (17 * MiB) + row + b"]}"),
+        ("over the limit (+1 MiB)", lambda: head + b" " * (max_body + MiB) + row + b"]}"),
     ]
+
+
+def in_process(bodies: list[tuple[str, Callable[[], bytes]]], max_rows: int = 100_000) -> None:
+    """The parser alone: each body parsed on a worker thread (as the server does) while this thread sleeps
+    1 ms at a time; its worst oversleep is how long the parser kept the GIL (the event loop's stall)."""
+    from api import votes
+
+    print(f"\n{'in-process api.votes.parse':38s} {'MB':>6s} {'result':>6s} {'wall s':>7s} {'CPU s':>6s} "
+          f"{'main-thread stall p50 ms':>24s} {'max ms':>7s}")
+    for name, make in bodies:
+        body = bytearray(make())
+        outcome: list[str] = []
+
+        def work(body: bytearray = body, outcome: list[str] = outcome) -> None:
+            try:
+                votes.parse(body, max_rows)
+                outcome.append("ok")
+            except (votes.InvalidBody, ValueError):
+                outcome.append("422")
+
+        t = threading.Thread(target=work)
+        stalls: list[float] = []
+        c0, t0 = time.process_time(), time.perf_counter()
+        t.start()
+        while t.is_alive():
+            s0 = time.perf_counter()
+            time.sleep(0.001)
+            stalls.append(time.perf_counter() - s0 - 0.001)
+        wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+        t.join()
+        stalls = stalls or [0.0]
+        print(f"{name:38s} {len(body) / 1e6:6.2f} {outcome[0]:>6s} {wall:7.3f} {cpu:6.3f} "
+              f"{1e3 * statistics.median(stalls):24.2f} {1e3 * max(stalls):7.2f}", flush=True)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--max-body-mib", type=int, default=16, help="the server's DARRM_MAX_BODY_BYTES in MiB")
     args = ap.parse_args()
+    max_body = args.max_body_mib * MiB
+    ctx = mp.get_context("spawn")
     with tempfile.TemporaryDirectory() as tmp:
-        proc, url = _start(Path(tmp))
+        proc, url = _start(Path(tmp), max_body)
         try:
             ps = psutil.Process(proc.pid)
             auth = {"Authorization": f"Bearer {KEY}"}
@@ -134,24 +169,26 @@ def main() -> None:
                                                      "delta_budget": 0.5}).json()
                 print(f"{'body':38s} {'MB':>6s} {'status':>6s} {'wall s':>7s} {'srv CPU s':>9s} "
                       f"{'+RSS MB':>8s} {'healthz p50 ms':>14s} {'max ms':>7s}")
-                for name, make in _bodies(table["id"], ledger["id"], args.quick):
+                for name, make in _bodies(table["id"], ledger["id"], args.quick, max_body):
                     body = make()
                     time.sleep(0.3)  # let the previous request's memory settle
                     base_rss = ps.memory_info().rss
                     cpu0 = sum(ps.cpu_times()[:2])
-                    sampler = Sampler(url, ps)
+                    ready, stop, out = ctx.Event(), ctx.Event(), ctx.Queue()
+                    sampler = ctx.Process(target=_sample, args=(url, proc.pid, ready, stop, out))
                     sampler.start()
-                    sampler.ready.wait(30)
+                    ready.wait(60)
                     t0 = time.perf_counter()
                     r = c.post("/v1/aggregate", content=body, headers={"content-type": "application/json"})
                     wall = time.perf_counter() - t0
                     time.sleep(0.03)  # at least one /healthz after the response
-                    sampler.stop_flag.set()
+                    stop.set()
+                    latencies, peak_rss = out.get(timeout=60)
                     sampler.join()
                     cpu = sum(ps.cpu_times()[:2]) - cpu0
-                    lat = sampler.latencies or [float("nan")]
+                    lat = latencies or [float("nan")]
                     print(f"{name:38s} {len(body) / 1e6:6.2f} {r.status_code:6d} {wall:7.3f} {cpu:9.3f} "
-                          f"{(sampler.peak_rss - base_rss) / 1e6:8.1f} {1e3 * statistics.median(lat):14.1f} "
+                          f"{(peak_rss - base_rss) / 1e6:8.1f} {1e3 * statistics.median(lat):14.1f} "
                           f"{1e3 * max(lat):7.1f}", flush=True)
                     del body
         finally:
@@ -159,6 +196,7 @@ def main() -> None:
                 os.killpg(proc.pid, signal.SIGTERM)
             proc.wait(15)
     print("(client and server on one shared 2-core machine; srv CPU = the server's user+system seconds)")
+    in_process([b for b in _bodies("t" * 32, "l" * 32, args.quick, max_body) if "over the limit" not in b[0]])
 
 
 if __name__ == "__main__":
