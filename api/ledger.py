@@ -393,8 +393,8 @@ class DebitWriter:
             return DebitResult(
                 "key_conflict",
                 detail=(f"idempotency_key {d.idempotency_key!r} was already used on this ledger for a "
-                        f"different request ({stored.rows} row(s) of table {stored.table_id}, other votes); "
-                        "use a new key for new votes. Nothing was spent and no answer was released"),
+                        f"different request (it had {stored.rows} row(s) of table {stored.table_id}); a new "
+                        "request needs a new key. Nothing was spent and no answer was released"),
             )
         return DebitResult(
             "replayed", answers=decode_answers(stored.answers), epsilon_spent=stored.epsilon_spent,
