@@ -24,6 +24,7 @@ PostgreSQL's default ``synchronous_commit=on`` gives the same.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import math
 import queue
@@ -60,6 +61,20 @@ def decode_answers(text: str) -> np.ndarray:
     return np.frombuffer(text.encode("ascii"), dtype=np.uint8) - ord("0")
 
 
+def request_digest(table_id: str, ledger_id: str, votes: np.ndarray | Sequence[Sequence[int]]) -> str:
+    """SHA-256 (hex) of an aggregate request: table, ledger and the votes (shape and every vote).
+
+    Stored with an idempotency key; a later request with the key is replayed only if its digest is equal.
+    One-way, so the votes cannot be read back from it (low-entropy votes could be guessed by brute force,
+    as from the answers stored beside it; only a key's owner can query it)."""
+    arr = np.ascontiguousarray(np.asarray(votes, dtype=np.uint8))
+    h = hashlib.sha256()
+    h.update(f"darrm-aggregate-v1\0{table_id}\0{ledger_id}\0{arr.shape[0]}x{arr.shape[-1] if arr.ndim == 2 else 0}\0"
+             .encode())
+    h.update(arr.tobytes())
+    return h.hexdigest()
+
+
 @dataclass
 class Debit:
     ledger_id: str
@@ -68,6 +83,7 @@ class Debit:
     delta0: float
     answers: np.ndarray
     idempotency_key: str | None = None
+    request_digest: str | None = None  #: see :func:`request_digest`; stored with the key
     future: Future = field(default_factory=Future)
 
     @property
@@ -115,6 +131,7 @@ class _LedgerState:
             "epsilon_spent": spend.epsilon, "delta_spent": spend.delta, "composition": spend.method,
             "idempotency_key": d.idempotency_key,
             "answers": encode_answers(d.answers) if d.idempotency_key is not None else None,
+            "request_digest": d.request_digest if d.idempotency_key is not None else None,
             "created_at": utcnow(),
         }
 
@@ -376,11 +393,19 @@ class DebitWriter:
 
     @staticmethod
     def _replay(stored: Any, d: Debit, state: _LedgerState) -> DebitResult:
-        if stored.table_id != d.table_id or stored.rows != d.rows or stored.answers is None:
+        """The stored answers when ``d`` repeats the request its key was first used for; else a conflict.
+
+        Same request = same digest of (table, ledger, votes); rows stored before digests were kept are
+        compared by table and row count only."""
+        digest = getattr(stored, "request_digest", None)
+        same = (digest == d.request_digest if digest is not None and d.request_digest is not None
+                else stored.table_id == d.table_id and stored.rows == d.rows)
+        if not same or stored.answers is None:
             return DebitResult(
                 "key_conflict",
-                detail=(f"idempotency_key {d.idempotency_key!r} was used on this ledger for a different "
-                        f"request ({stored.rows} row(s) of table {stored.table_id})"),
+                detail=(f"idempotency_key {d.idempotency_key!r} was already used on this ledger for a "
+                        f"different request (it had {stored.rows} row(s) of table {stored.table_id}); a new "
+                        "request needs a new key. Nothing was spent and no answer was released"),
             )
         return DebitResult(
             "replayed", answers=decode_answers(stored.answers), epsilon_spent=stored.epsilon_spent,

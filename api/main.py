@@ -15,11 +15,13 @@ from fastapi.concurrency import run_in_threadpool
 
 from darrm_opt.release.aggregator import RandomBytes, system_random
 
+from . import docs
 from .auth import BearerKeyMiddleware
 from .db import Database, migrate
 from .deps import Services
 from .errors import install as install_errors
 from .ledger import DebitWriter, LedgerStore
+from .middleware import BodyLimitMiddleware, install_log_redaction
 from .routers import aggregate, health, ledgers, tables
 from .settings import Settings
 from .table_service import TableService
@@ -63,9 +65,15 @@ def create_app(settings: Settings | None = None, *, random_bytes: RandomBytes = 
         version="0.1.0",
         description=DESCRIPTION,
         lifespan=lifespan,
+        docs_url=None,  # served by api.docs from local assets (air-gapped)
+        redoc_url=None,
     )
-    app.add_middleware(BearerKeyMiddleware, keys=list(settings.api_keys))
+    install_log_redaction()
+    app.add_middleware(BodyLimitMiddleware, aggregate_limit=settings.max_body_bytes,
+                       default_limit=settings.max_request_bytes)
+    app.add_middleware(BearerKeyMiddleware, keys=list(settings.api_keys))  # outermost: 401 before all else
     install_errors(app)
+    docs.install(app)
     for module in (health, tables, ledgers, aggregate):
         app.include_router(module.router)
     return app

@@ -5,7 +5,7 @@
 - ``ledgers``: budgets and the current spend (answers, ε, δ, the composition method used);
 - ``ledger_usage``: answers per (ledger, table), with the table's per-answer cost (ε₀ = mε, δ₀ = δ);
 - ``spends``: one row per paid request, committed with the debit; the answers are kept only when the
-  request carried an ``idempotency_key``. Votes are never stored.
+  request carried an ``idempotency_key``, with a digest of the request. Votes are never stored.
 """
 
 from __future__ import annotations
@@ -110,4 +110,6 @@ class SpendRecord(Base):
     composition: Mapped[str] = mapped_column(String(32))
     idempotency_key: Mapped[str | None] = mapped_column(String(200), nullable=True)
     answers: Mapped[str | None] = mapped_column(Text, nullable=True)
+    #: SHA-256 of (table, ledger, votes) of the request that first used idempotency_key (see api.ledger)
+    request_digest: Mapped[str | None] = mapped_column(String(64), nullable=True)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)

@@ -45,7 +45,7 @@ class BudgetExceededOut(BaseModel):
 class TableRequest(BaseModel):
     """Parameters of a DaRRM problem: K teachers, each (ε, Δ)-DP; the answer is (mε, δ)-DP."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)  # "1", true: not numbers
 
     K: int = Field(..., ge=1, description="number of teachers (odd)")
     m: float = Field(..., ge=1, allow_inf_nan=False, description="privacy allowance, 1 <= m <= K")
@@ -100,7 +100,7 @@ class JobOut(BaseModel):
 
 
 class LedgerRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)  # "1", true: not numbers
 
     name: PlainText = Field(..., min_length=1, max_length=200)
     epsilon_budget: float = Field(..., gt=0, allow_inf_nan=False)

@@ -9,6 +9,9 @@
                          multisets is solved inline (200) if it finishes within the timeout, else 202 + job
 ``DARRM_MAX_MULTISETS``  larger problems are refused (422 naming K)
 ``DARRM_MAX_ROWS``       vote rows per aggregate request
+``DARRM_MAX_BODY_BYTES`` body limit of ``POST /v1/aggregate`` (16 MiB: 100 000 rows of K = 41 votes
+                         take 8.4 MB); larger bodies get 413 before they are read
+``DARRM_MAX_REQUEST_BYTES``  body limit of every other endpoint (64 KiB)
 """
 
 from __future__ import annotations
@@ -34,7 +37,8 @@ class Settings(BaseSettings):
     job_stale_s: float = Field(120.0, gt=0)
     # aggregation and the ledger
     max_rows: int = Field(100_000, ge=1)
-    max_body_bytes: int = Field(64 * 1024 * 1024, ge=1024)
+    max_body_bytes: int = Field(16 * 1024 * 1024, ge=1024)
+    max_request_bytes: int = Field(64 * 1024, ge=1024)
     debit_batch: int = Field(512, ge=1)
     debit_timeout_s: float = Field(60.0, gt=0)
     migrate_on_start: bool = True

@@ -17,6 +17,9 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
+#: an "optimal" point whose objective exceeds the dual bound by more than this (relative above 1) is refused
+GAP_TOL = 1e-7
+
 
 class Status(str, enum.Enum):
     OPTIMAL = "optimal"
@@ -113,6 +116,65 @@ class StatelessSession:
 
     def solve(self) -> LPResult:
         return self.backend.solve(LP(self.c, self.A, self.b, self.lb, self.ub), feasibility_tol=self.tol)
+
+
+def row_scales(A: np.ndarray) -> np.ndarray:
+    """Powers of two ``s_r`` with ``max_j |A_rj| · s_r`` in [0.5, 1) (1 for an all-zero row).
+
+    Dividing a row and its right-hand side by a power of two is exact in binary floating point, so the
+    scaled LP has exactly the same feasible set. It matters for LPs whose rows span many magnitudes (DaRRM
+    rows at large mε hold entries from 1e-33 to 2e14 with a right-hand side e^{mε}): a solver's absolute
+    feasibility tolerance (1e-9) is meaningless on a row of size 1e14, and CBC's own geometric scaling of
+    such rows returns a feasible but far-from-optimal point as "optimal"."""
+    A = np.asarray(A, dtype=np.float64)
+    peak = np.abs(A).max(axis=1) if A.shape[1] else np.zeros(A.shape[0])
+    _, exp = np.frexp(np.where(peak > 0, peak, 0.5))  # 0.5 = 0.5 · 2^0: scale 1
+    return np.ldexp(1.0, -exp)
+
+
+def dual_bound(lp: LP, y: np.ndarray) -> float:
+    """A lower bound on the LP's optimum from any row multipliers ``y`` (negative entries are clipped).
+
+    Weak duality: for y ≥ 0 and every feasible x, c·x ≥ c·x + yᵀ(A x − b) ≥ −yᵀb + Σ_j min_{l_j≤x_j≤u_j}
+    (c + Aᵀy)_j x_j. Exact for the optimal duals; valid (maybe loose, maybe −inf) for any others."""
+    y = np.maximum(np.asarray(y, dtype=np.float64).reshape(-1), 0.0)
+    if y.size != lp.n_rows:
+        return -np.inf
+    red = lp.c + lp.A_ub.T @ y if lp.n_rows else lp.c.copy()
+    low = np.where(red >= 0, lp.lb, lp.ub)
+    with np.errstate(invalid="ignore", over="ignore"):
+        terms = np.where(red == 0, 0.0, red * low)
+    return float(-y @ lp.b_ub + terms.sum())
+
+
+def check_solution(lp: LP, x: np.ndarray, duals: np.ndarray | None, *, feasibility_tol: float,
+                   gap_tol: float = GAP_TOL) -> str:
+    """'' when ``x`` is feasible within ``feasibility_tol`` (rows of ``lp`` as given, bounds) and provably
+    optimal within ``gap_tol`` (absolute, relative above 1) by :func:`dual_bound` with the solver's duals,
+    tried with both sign conventions; otherwise the reason. Backends call it on the row-scaled LP, so no
+    solver's "optimal" is taken on trust."""
+    x = np.asarray(x, dtype=np.float64)
+    if x.shape != lp.c.shape or not np.all(np.isfinite(x)):
+        return "the solution vector is malformed"
+    slack = max(float((lp.A_ub @ x - lp.b_ub).max(initial=0.0)), float((lp.lb - x).max(initial=0.0)),
+                float((x - lp.ub).max(initial=0.0)))
+    if slack > 10 * feasibility_tol:
+        return f"the solution violates a constraint by {slack:.3g}"
+    obj = float(lp.c @ x)
+    if duals is None:
+        return "no dual values to prove optimality"
+    d = np.asarray(duals, dtype=np.float64)
+    bound = max(dual_bound(lp, d), dual_bound(lp, -d))
+    gap = obj - bound
+    if not gap <= gap_tol * max(1.0, abs(obj)):
+        return f"the solution is not provably optimal (objective {obj:.12g}, dual bound {bound:.12g})"
+    return ""
+
+
+def scaled(lp: LP) -> LP:
+    """The same LP with every row divided by its power-of-two :func:`row_scales` (exactly equivalent)."""
+    s = row_scales(lp.A_ub)
+    return LP(lp.c, lp.A_ub * s[:, None], lp.b_ub * s, lp.lb, lp.ub)
 
 
 @runtime_checkable

@@ -1,5 +1,11 @@
 """CBC backend through PuLP.
 
+Rows are scaled by powers of two first (exact; see :func:`solvers.base.row_scales`) and every "optimal"
+answer is checked against CBC's own duals (:func:`solvers.base.check_solution`): on DaRRM rows at large mε
+CBC's default geometric scaling returned the feasible γ ≡ 0 as optimal (K = 7, m = 3, ε = 3: error 0.429
+instead of 2·10⁻⁵). A refused answer is re-solved with CBC's scaling off, then by primal simplex; if those fail too,
+the result is an error, never a poor table.
+
 The CBC binary comes from ``cbcbox`` (``pip install 'pulp[cbc]'``, PuLP's recommended way) and is driven
 by ``COIN_CMD``; PuLP's own bundled binary (``PULP_CBC_CMD``, deprecated in PuLP 3.3) is the fallback.
 """
@@ -12,7 +18,7 @@ import warnings
 
 import numpy as np
 
-from .base import LP, LPResult, SolverUnavailableError, StatelessSession, Status
+from .base import LP, LPResult, SolverUnavailableError, StatelessSession, Status, check_solution, scaled
 
 name = "cbc"
 
@@ -51,10 +57,15 @@ def available() -> bool:
     return True
 
 
-def solve(lp: LP, *, feasibility_tol: float = 1e-9) -> LPResult:
-    pulp = _import()
-    start = time.perf_counter()
-    solver = _command(pulp, [f"primalTolerance {max(feasibility_tol, 1e-10):g}"])
+#: option sets tried in order until one gives a checked optimum
+ATTEMPTS: tuple[tuple[str, ...], ...] = ((), ("scaling off",), ("primalSimplex",))
+#: CBC's solution file (what PuLP reads back) carries about 8 significant digits, so a vertex it found
+#: exactly reads back up to ~4e-8 (relative) off; the check allows that much. The optimizer tightens the
+#: bound and certifies (and scales into the bound) after every solve, so this never reaches a table.
+READ_TOL = 1e-7
+
+
+def _build(pulp, lp: LP):
     prob = pulp.LpProblem("lp", pulp.LpMinimize)
     xs = [
         prob.add_variable(f"x{i}", float(lp.lb[i]) if np.isfinite(lp.lb[i]) else None,
@@ -62,22 +73,46 @@ def solve(lp: LP, *, feasibility_tol: float = 1e-9) -> LPResult:
         for i in range(lp.n_vars)
     ]
     prob += pulp.LpAffineExpression([(xs[i], float(lp.c[i])) for i in range(lp.n_vars)])
+    cons = []
     for r in range(lp.n_rows):
         row = lp.A_ub[r]
         nz = np.flatnonzero(row)
         expr = pulp.LpAffineExpression([(xs[i], float(row[i])) for i in nz])
-        prob += pulp.LpConstraint(expr, pulp.LpConstraintLE, rhs=float(lp.b_ub[r]), name=f"r{r}")
-    prob.solve(solver)
-    seconds = time.perf_counter() - start
+        con = pulp.LpConstraint(expr, pulp.LpConstraintLE, rhs=float(lp.b_ub[r]), name=f"r{r}")
+        prob += con
+        cons.append(prob.constraints[f"r{r}"])
+    return prob, xs, cons
+
+
+def _attempt(pulp, lp: LP, options: tuple[str, ...], tol: float) -> tuple[str, np.ndarray | None, str]:
+    """(PuLP status, x, reason it is not a checked optimum or '') of one CBC run."""
+    prob, xs, cons = _build(pulp, lp)
+    prob.solve(_command(pulp, [f"primalTolerance {max(tol, 1e-10):g}", *options]))
     status = pulp.LpStatus[prob.status]
-    if status == "Optimal":
-        x = np.array([v.varValue if v.varValue is not None else 0.0 for v in xs], dtype=np.float64)
-        return LPResult(Status.OPTIMAL, x, float(lp.c @ x), name, seconds)
-    if status == "Infeasible":
-        return LPResult(Status.INFEASIBLE, None, None, name, seconds, "CBC: infeasible")
-    if status == "Unbounded":
-        return LPResult(Status.UNBOUNDED, None, None, name, seconds, "CBC: unbounded")
-    return LPResult(Status.ERROR, None, None, name, seconds, f"CBC: {status}")
+    if status != "Optimal":
+        return status, None, f"CBC: {status}"
+    x = np.array([v.varValue if v.varValue is not None else 0.0 for v in xs], dtype=np.float64)
+    duals = np.array([c.pi if c.pi is not None else np.nan for c in cons], dtype=np.float64)
+    reason = check_solution(lp, x, duals if np.all(np.isfinite(duals)) else None,
+                            feasibility_tol=max(tol, READ_TOL), gap_tol=10 * READ_TOL)
+    return status, x, reason and f"CBC{' (' + ', '.join(options) + ')' if options else ''}: {reason}"
+
+
+def solve(lp: LP, *, feasibility_tol: float = 1e-9) -> LPResult:
+    pulp = _import()
+    start = time.perf_counter()
+    lp = scaled(lp)
+    reason = ""
+    for options in ATTEMPTS:
+        status, x, reason = _attempt(pulp, lp, options, feasibility_tol)
+        seconds = time.perf_counter() - start
+        if status == "Infeasible":
+            return LPResult(Status.INFEASIBLE, None, None, name, seconds, "CBC: infeasible")
+        if status == "Unbounded":
+            return LPResult(Status.UNBOUNDED, None, None, name, seconds, "CBC: unbounded")
+        if x is not None and not reason:
+            return LPResult(Status.OPTIMAL, x, float(lp.c @ x), name, seconds)
+    return LPResult(Status.ERROR, None, None, name, time.perf_counter() - start, reason)
 
 
 def session(c, lb, ub, *, feasibility_tol: float = 1e-9) -> StatelessSession:

@@ -1,4 +1,7 @@
-"""Gurobi backend (``gurobipy``; the pip wheel carries a size-limited licence)."""
+"""Gurobi backend (``gurobipy``; the pip wheel carries a size-limited licence).
+
+Rows are scaled by powers of two (exact) before the model is built, and an "optimal" answer is accepted
+only when :func:`solvers.base.check_solution` proves it with Gurobi's duals (``Pi``)."""
 
 from __future__ import annotations
 
@@ -13,6 +16,8 @@ from .base import (
     SolverUnavailableError,
     StatelessSession,
     Status,
+    check_solution,
+    scaled,
 )
 
 name = "gurobi"
@@ -44,6 +49,7 @@ def solve(lp: LP, *, feasibility_tol: float = 1e-9) -> LPResult:
     gp = _import()
     GRB = gp.GRB
     start = time.perf_counter()
+    lp = scaled(lp)
     try:
         with gp.Env(empty=True) as env:
             env.setParam("OutputFlag", 0)
@@ -52,14 +58,17 @@ def solve(lp: LP, *, feasibility_tol: float = 1e-9) -> LPResult:
                 model.Params.FeasibilityTol = max(feasibility_tol, 1e-9)
                 model.Params.OptimalityTol = max(feasibility_tol, 1e-9)
                 x = model.addMVar(lp.n_vars, lb=lp.lb, ub=lp.ub)
-                if lp.n_rows:
-                    model.addMConstr(lp.A_ub, x, "<", lp.b_ub)
+                rows = model.addMConstr(lp.A_ub, x, "<", lp.b_ub) if lp.n_rows else None
                 model.setObjective(lp.c @ x, GRB.MINIMIZE)
                 model.optimize()
                 status = model.Status
                 seconds = time.perf_counter() - start
                 if status == GRB.OPTIMAL:
                     xv = np.array(x.X, dtype=np.float64)
+                    duals = np.array(rows.Pi, dtype=np.float64) if rows is not None else np.zeros(0)
+                    reason = check_solution(lp, xv, duals, feasibility_tol=max(feasibility_tol, 1e-9))
+                    if reason:
+                        return LPResult(Status.ERROR, None, None, name, seconds, f"Gurobi: {reason}")
                     return LPResult(Status.OPTIMAL, xv, float(lp.c @ xv), name, seconds)
                 if status == GRB.INFEASIBLE:
                     return LPResult(Status.INFEASIBLE, None, None, name, seconds, "Gurobi: infeasible")

@@ -6,7 +6,7 @@ import time
 
 import numpy as np
 
-from .base import LP, LPResult, SolverUnavailableError, Status
+from .base import LP, LPResult, SolverUnavailableError, Status, check_solution, row_scales, scaled
 
 name = "highs"
 
@@ -35,8 +35,8 @@ def _new(highspy, feasibility_tol: float):
     return h
 
 
-#: Retried in order when a solve ends without a verdict (seen: dual simplex at tolerance 1e-9 on LPs whose
-#: rows span 1e-25..1e-1, pure DP with K = 301); each starts cold and the defaults are restored after.
+#: Retried in order when a solve ends without a proven verdict (seen: dual simplex at tolerance 1e-9 on LPs
+#: whose rows span 1e-25..1e-1, pure DP with K = 301); each starts cold and the defaults are restored after.
 FALLBACKS = ({"simplex_strategy": 4}, {"solver": "ipm"}, {"simplex_scale_strategy": 0})
 
 
@@ -45,14 +45,28 @@ def _option(h, key: str):
     return value[1] if isinstance(value, tuple) else value  # (status, value) in some highspy versions
 
 
-def _run(highspy, h) -> None:
-    """Run; if HiGHS ends without optimal/infeasible/unbounded, retry cold with each of FALLBACKS."""
-    h.run()
+def _verdict(highspy, h, lp: LP, tol: float) -> str:
+    """'' when HiGHS's answer is final: infeasible/unbounded, or optimal and checked by
+    :func:`solvers.base.check_solution` (feasible, and optimal by its own duals); else why not."""
     S = highspy.HighsModelStatus
-    decided = (S.kOptimal, S.kInfeasible, S.kUnbounded, S.kUnboundedOrInfeasible)
+    status = h.getModelStatus()
+    if status in (S.kInfeasible, S.kUnbounded, S.kUnboundedOrInfeasible):
+        return ""
+    if status != S.kOptimal:
+        return f"HiGHS: {h.modelStatusToString(status)}"
+    sol = h.getSolution()
+    duals = np.asarray(sol.row_dual, dtype=np.float64) if sol.dual_valid else None
+    return check_solution(lp, np.asarray(sol.col_value, dtype=np.float64), duals, feasibility_tol=tol)
+
+
+def _run(highspy, h, lp: LP, tol: float) -> str:
+    """Run; unless the answer is final (see :func:`_verdict`), retry cold with each of FALLBACKS. Returns
+    '' or the last reason the answer is not final."""
+    h.run()
+    reason = _verdict(highspy, h, lp, tol)
     for opts in FALLBACKS:
-        if h.getModelStatus() in decided:
-            return
+        if not reason:
+            return ""
         defaults = {k: _option(h, k) for k in opts}
         h.clearSolver()
         for k, v in opts.items():
@@ -60,20 +74,23 @@ def _run(highspy, h) -> None:
         h.run()
         for k, v in defaults.items():
             h.setOptionValue(k, v)
+        reason = _verdict(highspy, h, lp, tol)
+    return reason
 
 
-def _result(highspy, h, c: np.ndarray, start: float) -> LPResult:
+def _result(highspy, h, c: np.ndarray, start: float, reason: str) -> LPResult:
     status = h.getModelStatus()
     seconds = time.perf_counter() - start
     S = highspy.HighsModelStatus
+    if reason:
+        return LPResult(Status.ERROR, None, None, name, seconds, reason if reason.startswith("HiGHS")
+                        else f"HiGHS: {reason}")
     if status == S.kOptimal:
         x = np.array(h.getSolution().col_value, dtype=np.float64)
         return LPResult(Status.OPTIMAL, x, float(c @ x), name, seconds)
     if status == S.kInfeasible:
         return LPResult(Status.INFEASIBLE, None, None, name, seconds, "HiGHS: infeasible")
-    if status in (S.kUnbounded, S.kUnboundedOrInfeasible):
-        return LPResult(Status.UNBOUNDED, None, None, name, seconds, f"HiGHS: {h.modelStatusToString(status)}")
-    return LPResult(Status.ERROR, None, None, name, seconds, f"HiGHS: {h.modelStatusToString(status)}")
+    return LPResult(Status.UNBOUNDED, None, None, name, seconds, f"HiGHS: {h.modelStatusToString(status)}")
 
 
 class Session:
@@ -88,28 +105,42 @@ class Session:
         self.h.addVars(n, np.broadcast_to(np.asarray(lb, dtype=np.float64), n).copy(),
                        np.broadcast_to(np.asarray(ub, dtype=np.float64), n).copy())
         self.h.changeColsCost(n, np.arange(n, dtype=np.int32), self.c)
-        self.n_rows = 0
+        self.lb = np.broadcast_to(np.asarray(lb, dtype=np.float64), n).copy()
+        self.ub = np.broadcast_to(np.asarray(ub, dtype=np.float64), n).copy()
+        self.tol = feasibility_tol
+        self.A = np.zeros((0, n))  # the rows as HiGHS holds them: scaled by powers of two (exact)
+        self.b = np.zeros(0)
 
     def add_rows(self, A: np.ndarray, b: np.ndarray) -> None:
         A = np.ascontiguousarray(A, dtype=np.float64).reshape(-1, self.c.size)
         r, n = A.shape
         if r == 0:
             return
-        self.h.addRows(r, np.full(r, -self._hs.kHighsInf), np.asarray(b, dtype=np.float64).reshape(-1),
+        s = row_scales(A)
+        A = A * s[:, None]
+        b = np.asarray(b, dtype=np.float64).reshape(-1) * s
+        self.h.addRows(r, np.full(r, -self._hs.kHighsInf), b,
                        r * n, np.arange(0, r * n, n, dtype=np.int32), np.tile(np.arange(n, dtype=np.int32), r),
                        A.ravel())
-        self.n_rows += r
+        self.A = np.concatenate([self.A, A])
+        self.b = np.concatenate([self.b, b])
+
+    @property
+    def n_rows(self) -> int:
+        return int(self.b.size)
 
     def remove_rows(self, idx: np.ndarray) -> None:
         idx = np.unique(np.asarray(idx, dtype=np.int32))
         if idx.size:
             self.h.deleteRows(int(idx.size), idx)
-            self.n_rows -= int(idx.size)
+            keep = np.ones(self.b.size, dtype=bool)
+            keep[idx] = False
+            self.A, self.b = self.A[keep], self.b[keep]
 
     def solve(self) -> LPResult:
         start = time.perf_counter()
-        _run(self._hs, self.h)
-        return _result(self._hs, self.h, self.c, start)
+        reason = _run(self._hs, self.h, LP(self.c, self.A, self.b, self.lb, self.ub), self.tol)
+        return _result(self._hs, self.h, self.c, start, reason)
 
 
 def session(c, lb, ub, *, feasibility_tol: float = 1e-9) -> Session:
@@ -119,6 +150,7 @@ def session(c, lb, ub, *, feasibility_tol: float = 1e-9) -> Session:
 def solve(lp: LP, *, feasibility_tol: float = 1e-9) -> LPResult:
     highspy = _import()
     start = time.perf_counter()
+    lp = scaled(lp)
     h = _new(highspy, feasibility_tol)
     model = highspy.HighsLp()
     n, r = lp.n_vars, lp.n_rows
@@ -136,5 +168,5 @@ def solve(lp: LP, *, feasibility_tol: float = 1e-9) -> LPResult:
     model.a_matrix_.index_ = np.tile(np.arange(r, dtype=np.int32), n)
     model.a_matrix_.value_ = A.reshape(-1, order="F")
     h.passModel(model)
-    _run(highspy, h)
-    return _result(highspy, h, lp.c, start)
+    reason = _run(highspy, h, lp, feasibility_tol)
+    return _result(highspy, h, lp.c, start, reason)

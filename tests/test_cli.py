@@ -95,10 +95,11 @@ def test_bad_table_files(tmp_path):
     f.write_text("{not json")
     r = run("verify", str(f))
     assert r.exit_code == 2 and "not valid JSON" in r.output
-    f.write_text(json.dumps({"K": 5, "m": 2, "gamma": [1, 1]}))
+    privacy = {"epsilon": 0.1, "teacher_delta": 1e-5, "delta": 2e-5}
+    f.write_text(json.dumps({"K": 5, "m": 2, **privacy, "gamma": [1, 1]}))
     r = run("verify", str(f))
     assert r.exit_code == 2 and "gamma" in r.output
-    f.write_text(json.dumps({"K": 5, "m": 2, "gamma": [1, 1, 1, 1, 1, 2]}))
+    f.write_text(json.dumps({"K": 5, "m": 2, **privacy, "gamma": [1, 1, 1, 1, 1, 2]}))
     r = run("verify", str(f))
     assert r.exit_code == 2 and "[0, 1]" in r.output
 

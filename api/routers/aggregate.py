@@ -15,7 +15,7 @@ from pydantic import ValidationError
 from .. import votes as votes_io
 from ..deps import services
 from ..errors import invalid, validation_detail
-from ..ledger import Debit
+from ..ledger import Debit, request_digest
 from ..schemas import AggregateOut, BudgetExceededOut, ErrorOut, HTTPValidationErrorOut
 
 log = logging.getLogger("darrm.api.aggregate")
@@ -33,6 +33,22 @@ def _request_schema() -> dict:
     return schema
 
 
+async def _read_body(request: Request) -> bytearray:
+    """The body into one buffer, preallocated from Content-Length (not a list of chunks joined at the end,
+    which holds the body twice). :class:`api.middleware.BodyLimitMiddleware` has bounded its size."""
+    declared = request.headers.get("content-length")
+    buf = bytearray(int(declared)) if declared is not None and declared.isdigit() else bytearray()
+    n = 0
+    async for chunk in request.stream():
+        if n + len(chunk) <= len(buf):
+            buf[n : n + len(chunk)] = chunk
+        else:
+            buf[n:] = chunk
+        n += len(chunk)
+    del buf[n:]
+    return buf
+
+
 @router.post(
     "/aggregate",
     response_model=AggregateOut,
@@ -44,29 +60,32 @@ def _request_schema() -> dict:
     responses={
         401: {"model": ErrorOut, "description": "missing or invalid API key"},
         404: {"model": ErrorOut, "description": "unknown table_id or ledger_id"},
-        409: {"model": BudgetExceededOut | ErrorOut,
-              "description": "the batch would exceed the ledger's budget (nothing released), or the "
-                             "idempotency_key was used for a different request"},
-        413: {"model": ErrorOut, "description": "body too large"},
-        422: {"model": HTTPValidationErrorOut, "description": "invalid body (the field is named)"},
+        409: {"model": BudgetExceededOut,
+              "description": "the batch would exceed the ledger's budget (nothing released)"},
+        413: {"model": ErrorOut, "description": "body over DARRM_MAX_BODY_BYTES"},
+        422: {"model": HTTPValidationErrorOut,
+              "description": "invalid body (the field is named), or the idempotency_key was already used "
+                             "for a different request (nothing spent, nothing released)"},
         503: {"model": ErrorOut, "description": "the ledger database is unavailable; nothing was released"},
     },
 )
 async def aggregate(request: Request) -> Response:
     """Answers, one per row, in order: for each row DaRRM outputs its majority with probability γ(L),
     L = Σ votes, otherwise a fair coin. The answers are returned only after the ledger's debit for them is
-    committed. A repeated ``idempotency_key`` (per ledger) returns the stored answers and spends nothing."""
+    committed. A repeated ``idempotency_key`` (per ledger) with the same table and votes returns the stored
+    answers and spends nothing; with a different request it is a 422 naming ``idempotency_key``."""
     s = services(request)
-    declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > s.settings.max_body_bytes:
-        return JSONResponse(status_code=413, content={"detail": "body too large"})
-    body = await request.body()
-    if len(body) > s.settings.max_body_bytes:
-        return JSONResponse(status_code=413, content={"detail": "body too large"})
+    body = await _read_body(request)
     try:
-        table_id, ledger_id, key, votes = votes_io.parse(body)
+        if len(body) > votes_io.SMALL_BODY:  # numpy path: off the event loop
+            table_id, ledger_id, key, votes = await run_in_threadpool(votes_io.parse, body, s.settings.max_rows)
+        else:
+            table_id, ledger_id, key, votes = votes_io.parse(body, s.settings.max_rows)
     except ValidationError as exc:
         return JSONResponse(status_code=422, content={"detail": validation_detail(exc.errors(), ("body",))})
+    except votes_io.InvalidBody as exc:
+        return JSONResponse(status_code=422, content={"detail": exc.detail})
+    del body
 
     table = s.tables.cached(table_id) or await run_in_threadpool(s.tables.get, table_id)
     if table is None:
@@ -84,8 +103,12 @@ async def aggregate(request: Request) -> Response:
         answers = await run_in_threadpool(table.aggregator, votes)
     else:
         answers = table.aggregator(votes)
+    digest = None
+    if key is not None:
+        digest = (await run_in_threadpool(request_digest, table.id, ledger_id, votes) if n_rows > THREAD_ROWS
+                  else request_digest(table.id, ledger_id, votes))
     del votes
-    debit = Debit(ledger_id, table.id, table.epsilon0, table.delta0, answers, key)
+    debit = Debit(ledger_id, table.id, table.epsilon0, table.delta0, answers, key, digest)
     try:
         future = s.writer.submit(debit)
         result = await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(future)), s.settings.debit_timeout_s)
@@ -110,4 +133,4 @@ async def aggregate(request: Request) -> Response:
         })
     if result.status == "no_ledger":
         return JSONResponse(status_code=404, content={"detail": result.detail})
-    return JSONResponse(status_code=409, content={"detail": result.detail})  # key_conflict
+    return invalid("body", "idempotency_key", message=result.detail, type_="idempotency_key_reused")

@@ -41,8 +41,46 @@ def verify(
         else:
             write_output(certificate_line(cert), None)
         if not cert.certified:
-            err_console.print(
-                f"[bold red]violation:[/] multiset {cert.worst_multiset} of corners {cert.corners} "
-                f"has privacy cost {cert.max_privacy_cost:.12g} > bound {cert.bound:.12g}"
-            )
+            note = tight_note(params, gamma, cert)
+            if note:
+                err_console.print(f"[bold red]not certified:[/] {note}", soft_wrap=True)
+            else:
+                err_console.print(
+                    f"[bold red]violation:[/] multiset {cert.worst_multiset} of corners {cert.corners} "
+                    f"has privacy cost {cert.max_privacy_cost:.12g} > bound {cert.bound:.12g}"
+                )
             raise typer.Exit(1)
+
+
+#: a worst cost within this relative distance of the bound in 40-digit arithmetic is "equal to 40 digits"
+TIGHT_REL = 1e-30
+SHRINK = 1e-12
+
+
+def tight_note(params, gamma, cert) -> str | None:  # noqa: ANN001
+    """A plain explanation when the rejected table meets the bound with equality (to 40 digits) at its worst
+    multiset, as exactly tight tables do (γ_DSub; γ ≡ 1 at K = 3, m = 2): equality cannot be proven in
+    floating point, so the table is not accepted; says whether γ·(1 − 1e-12) certifies (checked here)."""
+    import mpmath
+    import numpy as np
+
+    from darrm_opt.certify.certificate import certify
+    from darrm_opt.certify.exact import MP_DIGITS, exact_bound_mp, exact_cost_mp
+
+    g = np.asarray(gamma, dtype=np.float64)
+    with mpmath.workdps(MP_DIGITS):
+        bound = exact_bound_mp(params)
+        gap = exact_cost_mp(params, g, cert.worst_multiset) - bound
+        tight = abs(gap) <= TIGHT_REL * max(mpmath.mpf(1), abs(bound))
+    if not tight:
+        return None
+    shrunk = certify(params, g * (1.0 - SHRINK))
+    if shrunk.certified:
+        fix = (f"the table scaled by (1 - {SHRINK:g}) certifies "
+               f"(bound - max cost = {shrunk.bound - shrunk.max_privacy_cost:.3g})")
+    else:
+        fix = f"scaling it by (1 - {SHRINK:g}) does not certify either"
+    return (f"the table meets the bound with equality to {MP_DIGITS} digits at multiset {cert.worst_multiset} "
+            f"(cost - bound = {mpmath.nstr(gap, 3)} in {MP_DIGITS}-digit arithmetic, bound {cert.bound:.12g}); "
+            "exact equality cannot be proven in floating point, so the verifier does not accept it; "
+            f"{fix}.")

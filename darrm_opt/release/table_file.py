@@ -135,28 +135,65 @@ def certified_decimals(params: Params, gamma, decimals: int = 6, **kwargs) -> tu
 # ---------------------------------------------------------------------------------------------------------
 # Table files (the JSON view of `darrm-opt solve`, or a user's own table)
 
-def load_table(path: str | Path) -> tuple[Params, np.ndarray]:
-    """Read a γ table JSON file: an object with K, m, epsilon, teacher_delta, delta?, prior? and gamma."""
-    p = Path(path)
+#: every field a table file must give: no privacy parameter is ever filled in by a default
+TABLE_FIELDS = ("K", "m", "epsilon", "teacher_delta", "delta", "gamma")
+#: integer literals longer than this cannot be a table value (a float64 holds ~17 significant digits)
+MAX_INT_DIGITS = 40
+
+
+def _parse_int(text: str) -> int:
+    digits = len(text.lstrip("-"))
+    if digits > MAX_INT_DIGITS:
+        raise TableFileError(f"an integer literal of {digits} digits (at most {MAX_INT_DIGITS}); "
+                             "table values must be ordinary numbers")
+    return int(text)
+
+
+def _parse_constant(name: str) -> float:
+    raise TableFileError(f"the constant {name}, which JSON does not allow (values must be finite numbers)")
+
+
+def _read_json(p: Path) -> object:
+    """The file's JSON value; TableFileError (one line, naming the problem) for anything unreadable."""
     try:
-        text = p.read_text()
+        raw = p.read_bytes()
     except OSError as exc:
-        raise TableFileError(f"cannot read table file {str(path)!r}: {exc.strerror or exc}") from None
+        raise TableFileError(f"cannot read table file {str(p)!r}: {exc.strerror or exc}") from None
     try:
-        data = json.loads(text)
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise TableFileError(f"table file {str(p)!r} is not UTF-8 text: byte 0x{raw[exc.start]:02x} at offset "
+                             f"{exc.start} cannot be decoded") from None
+    try:
+        return json.loads(text, parse_int=_parse_int, parse_constant=_parse_constant)
     except json.JSONDecodeError as exc:
-        raise TableFileError(f"table file {str(path)!r} is not valid JSON: {exc.msg} at line {exc.lineno}") from None
+        raise TableFileError(f"table file {str(p)!r} is not valid JSON: {exc.msg} at line {exc.lineno}") from None
+    except TableFileError as exc:
+        raise TableFileError(f"table file {str(p)!r} holds {exc}") from None
+    except RecursionError:
+        raise TableFileError(f"table file {str(p)!r} nests arrays or objects too deeply") from None
+
+
+def load_table(path: str | Path) -> tuple[Params, np.ndarray]:
+    """Read a γ table JSON file: an object with K, m, epsilon, teacher_delta, delta, gamma (prior optional).
+
+    Every field but ``prior`` is required (null counts as missing): a table is certified for the privacy
+    parameters it states, never for assumed ones. Unreadable files (not UTF-8, not JSON, NaN, integer
+    literals too long for a float) raise :class:`TableFileError` with one line naming the problem."""
+    p = Path(path)
+    data = _read_json(p)
     if not isinstance(data, dict):
         raise TableFileError(f"table file {str(path)!r} must hold a JSON object")
-    missing = [k for k in ("K", "m", "gamma") if k not in data]
+    missing = [k for k in TABLE_FIELDS if data.get(k) is None]
     if missing:
-        raise TableFileError(f"table file {str(path)!r} lacks field(s): {', '.join(missing)}")
+        raise TableFileError(f"table file {str(path)!r} lacks field(s) {', '.join(missing)}: every privacy "
+                             "parameter must be stated (no defaults are assumed)")
     params = Params(
         K=data["K"],
         m=data["m"],
-        epsilon=data.get("epsilon", 0.1),
-        teacher_delta=data.get("teacher_delta", 1e-5),
-        delta=data.get("delta"),
+        epsilon=data["epsilon"],
+        teacher_delta=data["teacher_delta"],
+        delta=data["delta"],
         prior=data.get("prior") or "paper",
     )
     gamma = data["gamma"]

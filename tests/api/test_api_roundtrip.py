@@ -107,9 +107,9 @@ def test_idempotency_key_replays_and_spends_nothing_twice(client):
     assert replay.json()["answers"] == first.json()["answers"]
     assert replay.json()["epsilon_spent"] == first.json()["epsilon_spent"]
     assert client.get(f"/v1/ledgers/{ledger['id']}").json()["answers"] == 7
-    # the same key with a different request is a conflict, not a replay
+    # the same key with a different request is refused (422 naming the key), not a replay
     other = client.post("/v1/aggregate", json={**body, "votes": [[1, 0, 1, 0, 1]] * 3})
-    assert other.status_code == 409 and "idempotency_key" in other.json()["detail"]
+    assert other.status_code == 422 and other.json()["detail"][0]["loc"] == ["body", "idempotency_key"]
     # keys are per ledger
     ledger2 = make_ledger(client, 50.0, 1e-3)
     fresh = client.post("/v1/aggregate", json={**body, "ledger_id": ledger2["id"]})

@@ -1,0 +1,94 @@
+"""Request hygiene shared by every endpoint: a body-size limit and access logs without query strings.
+
+:class:`BodyLimitMiddleware` answers 413 before the application reads anything when the declared
+``Content-Length`` is over the path's limit, and stops a body sent without one (chunked) as soon as the
+bytes received pass it (the application sees an HTTP 413 error, rendered by :mod:`api.errors`). The limit
+is ``DARRM_MAX_BODY_BYTES`` on ``POST /v1/aggregate`` (vote batches) and ``DARRM_MAX_REQUEST_BYTES`` on
+every other path (small JSON parameter objects).
+
+:class:`RedactQueryFilter` rewrites uvicorn's access-log records so that the query string of a ``/v1``
+call is never written (a key or id sent as ``?api_key=...`` would otherwise land in the log verbatim).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
+
+from starlette.exceptions import HTTPException
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+
+AGGREGATE_PATH = "/v1/aggregate"
+REDACTED = "[redacted]"
+
+
+def too_large_message(limit: int, setting: str) -> str:
+    return f"request body too large: at most {limit} bytes on this endpoint ({setting})"
+
+
+class BodyLimitMiddleware:
+    """413 for bodies over the limit of their path (see the module docstring)."""
+
+    def __init__(self, app: Callable[..., Awaitable[None]], *, aggregate_limit: int, default_limit: int) -> None:
+        self.app = app
+        self.aggregate_limit = aggregate_limit
+        self.default_limit = default_limit
+
+    def _limit(self, path: str) -> tuple[int, str]:
+        if path.rstrip("/") == AGGREGATE_PATH:
+            return self.aggregate_limit, "DARRM_MAX_BODY_BYTES"
+        return self.default_limit, "DARRM_MAX_REQUEST_BYTES"
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        limit, setting = self._limit(scope["path"])
+        message = too_large_message(limit, setting)
+        declared = next((v for k, v in scope["headers"] if k == b"content-length"), None)
+        if declared is not None and (not declared.strip().isdigit() or int(declared) > limit):
+            body = json.dumps({"detail": message if declared.strip().isdigit()
+                               else "invalid Content-Length header"}).encode()
+            status = 413 if declared.strip().isdigit() else 400
+            await send({"type": "http.response.start", "status": status, "headers": [
+                (b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+                (b"connection", b"close")]})
+            await send({"type": "http.response.body", "body": body})
+            return
+        received = 0
+
+        async def limited() -> Message:
+            nonlocal received
+            msg = await receive()
+            if msg["type"] == "http.request":
+                received += len(msg.get("body", b""))
+                if received > limit:
+                    raise HTTPException(status_code=413, detail=message)
+            return msg
+
+        await self.app(scope, limited, send)
+
+
+class RedactQueryFilter(logging.Filter):
+    """Drops the query string of ``/v1`` paths from uvicorn access-log records (args[2] is the path)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args
+        if isinstance(args, tuple) and len(args) >= 3 and isinstance(args[2], str):
+            path, sep, _query = args[2].partition("?")
+            if sep and (path + "/").startswith("/v1/"):
+                record.args = (*args[:2], f"{path}?{REDACTED}", *args[3:])
+        return True
+
+
+def install_log_redaction(logger_name: str = "uvicorn.access") -> None:
+    """Add :class:`RedactQueryFilter` to the access logger once per process."""
+    logger = logging.getLogger(logger_name)
+    if not any(isinstance(f, RedactQueryFilter) for f in logger.filters):
+        logger.addFilter(RedactQueryFilter())

@@ -1,0 +1,261 @@
+"""Issue 11, items 1–6, through a real server on loopback: hostile bodies, size limits, idempotency keys
+reused for other votes, loose types, secrets in the access log, air-gapped docs.
+
+Functional outcomes only (status codes, the field named, budget spent, answers released); the timings
+and memory of the abuse are shown by ``benchmarks/abuse_load.py``.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Iterator
+
+import httpx
+import pytest
+from svc_helpers import AUTH, Server, make_ledger, make_table
+
+BODY_LIMIT = 2 * 1024 * 1024
+REQUEST_LIMIT = 16 * 1024
+MAX_ROWS = 30_000
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory) -> Iterator[Server]:
+    """Its own server: access log on (info level), a 2 MiB aggregate limit, a 16 KiB limit elsewhere."""
+    d = tmp_path_factory.mktemp("hardened")
+    s = Server(d, f"sqlite:///{d / 'darrm.db'}", name="hardened", env={
+        "DARRM_MAX_BODY_BYTES": str(BODY_LIMIT),
+        "DARRM_MAX_REQUEST_BYTES": str(REQUEST_LIMIT),
+        "DARRM_MAX_ROWS": str(MAX_ROWS),
+        "DARRM_INLINE_MAX_MULTISETS": "1000",
+    })
+    s.argv = None
+    s.start()
+    yield s
+    s.stop()
+
+
+@pytest.fixture(scope="module")
+def setup(server) -> dict:
+    with server.client() as c:
+        table = make_table(c, K=5, m=2)
+    return {"table": table}
+
+
+def _ledger(server: Server, eps: float = 50.0, delta: float = 1e-3) -> dict:
+    with server.client() as c:
+        return make_ledger(c, eps, delta, name="hard-" + uuid.uuid4().hex[:6])
+
+
+def _state(server: Server, ledger_id: str) -> dict:
+    with server.client() as c:
+        return c.get(f"/v1/ledgers/{ledger_id}").json()
+
+
+# --- item 1: invalid votes in bulk are refused at once, without a generic parse ---------------------------
+@pytest.mark.parametrize("row, loc", [
+    (b"[2,2,2,2,2]", ["body", "votes", 0]),
+    (b'["1","0","1","0","1"]', ["body", "votes"]),  # counted rows over the limit... or the first bad row
+    (b"[true,false,true,false,true]", ["body", "votes", 0]),
+    (b"[0,\x001,0,1,0]", ["body", "votes", 0]),  # a control character is not whitespace: never dropped
+    (b"[0,-0,1,0,1]", ["body", "votes", 0]),
+])
+def test_bulk_invalid_votes_are_a_422_naming_votes(server, setup, row, loc):
+    ledger = _ledger(server)
+    rows = 25_000
+    body = (b'{"table_id":"' + setup["table"]["id"].encode() + b'","ledger_id":"' + ledger["id"].encode()
+            + b'","votes":[' + b",".join([row] * rows) + b"]}")
+    with server.client() as c:
+        r = c.post("/v1/aggregate", content=body, headers={"content-type": "application/json"})
+        assert c.get("/healthz").status_code == 200
+    assert r.status_code == 422, r.text
+    assert r.json()["detail"][0]["loc"][:2] == ["body", "votes"]
+    assert "answers" not in r.json()
+    assert _state(server, ledger["id"])["answers"] == 0
+
+
+def test_too_many_rows_are_refused_before_parsing(server, setup):
+    ledger = _ledger(server)
+    body = (b'{"table_id":"' + setup["table"]["id"].encode() + b'","ledger_id":"' + ledger["id"].encode()
+            + b'","votes":[' + b",".join([b"[0,1,0,1,0]"] * (MAX_ROWS + 1)) + b"]}")
+    with server.client() as c:
+        r = c.post("/v1/aggregate", content=body, headers={"content-type": "application/json"})
+    assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "votes"]
+    assert str(MAX_ROWS) in r.json()["detail"][0]["msg"]
+    assert _state(server, ledger["id"])["answers"] == 0
+
+
+def test_a_large_valid_batch_is_answered_and_paid(server, setup):
+    ledger = _ledger(server, eps=1e6, delta=0.9)
+    rows = 20_000
+    body = (b'{"table_id":"' + setup["table"]["id"].encode() + b'", "ledger_id": "' + ledger["id"].encode()
+            + b'", "votes": [\n' + b",\n".join([b"[0, 1, 1, 0, 1]"] * rows) + b"\n]}")
+    with server.client() as c:
+        r = c.post("/v1/aggregate", content=body, headers={"content-type": "application/json"})
+    assert r.status_code == 200, r.text
+    assert len(r.json()["answers"]) == rows and set(r.json()["answers"]) <= {0, 1}
+    assert _state(server, ledger["id"])["answers"] == rows
+
+
+# --- item 2: a body-size limit on every endpoint ----------------------------------------------------------
+@pytest.mark.parametrize("path, limit, setting", [
+    ("/v1/ledgers", REQUEST_LIMIT, "DARRM_MAX_REQUEST_BYTES"),
+    ("/v1/tables", REQUEST_LIMIT, "DARRM_MAX_REQUEST_BYTES"),
+    ("/v1/aggregate", BODY_LIMIT, "DARRM_MAX_BODY_BYTES"),
+])
+def test_oversize_bodies_get_413_with_the_limit_named(server, path, limit, setting):
+    doc = b'{"name":"x","epsilon_budget":1,"delta_budget":0}'
+    body = b" " * limit + doc  # whitespace, then valid JSON: was 201
+    with server.client() as c:
+        r = c.post(path, content=body, headers={"content-type": "application/json"})
+        assert r.status_code == 413, r.text
+        assert setting in r.json()["detail"] and str(limit) in r.json()["detail"]
+
+        def chunks():  # no Content-Length: chunked transfer, stopped while streaming
+            for _ in range(limit // 4096 + 2):
+                yield b" " * 4096
+            yield doc
+
+        r2 = c.post(path, content=chunks(), headers={"content-type": "application/json"})
+        assert r2.status_code == 413, r2.text
+        assert setting in r2.json()["detail"]
+
+
+def test_bodies_under_the_limit_still_work(server, setup):
+    with server.client() as c:
+        r = c.post("/v1/ledgers", content=b" " * 1000 + b'{"name":"ok","epsilon_budget":1,"delta_budget":0}',
+                   headers={"content-type": "application/json"})
+        assert r.status_code == 201, r.text
+        ledger = _ledger(server, eps=1e6, delta=0.9)
+        body = (b'{"table_id":"' + setup["table"]["id"].encode() + b'","ledger_id":"' + ledger["id"].encode()
+                + b'","votes":[' + b",".join([b"[1,1,1,0,0]"] * 5000) + b"]}")
+
+        def chunks():  # chunked transfer (no Content-Length), under the limit
+            for i in range(0, len(body), 7000):
+                yield body[i : i + 7000]
+
+        r = c.post("/v1/aggregate", content=chunks(), headers={"content-type": "application/json"})
+    assert r.status_code == 200, r.text
+    assert len(r.json()["answers"]) == 5000
+
+
+# --- item 3: an idempotency key reused for another request ------------------------------------------------
+def test_key_reused_with_other_votes_is_422_spends_nothing_releases_nothing(server, setup):
+    ledger = _ledger(server)
+    body = {"table_id": setup["table"]["id"], "ledger_id": ledger["id"], "votes": [[1, 0, 1, 0, 1]] * 4,
+            "idempotency_key": "k-1"}
+    with server.client() as c:
+        first = c.post("/v1/aggregate", json=body)
+        assert first.status_code == 200
+        spent = _state(server, ledger["id"])
+        other = c.post("/v1/aggregate", json={**body, "votes": [[0, 0, 0, 1, 1]] * 4})  # same shape
+        assert other.status_code == 422, other.text
+        assert other.json()["detail"][0]["loc"] == ["body", "idempotency_key"]
+        assert "answers" not in other.text
+        big = {**body, "votes": [[0, 1, 0, 1, 0]] * 1000}  # a large body takes the numpy path
+        assert c.post("/v1/aggregate", json=big).status_code == 422
+        replay = c.post("/v1/aggregate", json=body)
+        assert replay.status_code == 200 and replay.json()["replayed"] is True
+        assert replay.json()["answers"] == first.json()["answers"]
+    after = _state(server, ledger["id"])
+    assert after["answers"] == spent["answers"] == 4
+    assert after["epsilon_spent"] == spent["epsilon_spent"]
+
+
+def test_key_reused_with_another_table_is_422(server, setup):
+    ledger = _ledger(server)
+    with server.client() as c:
+        t3 = make_table(c, K=3, m=2)
+        ok = c.post("/v1/aggregate", json={"table_id": t3["id"], "ledger_id": ledger["id"], "votes": [[1, 0, 1]],
+                                           "idempotency_key": "same"})
+        assert ok.status_code == 200
+        r = c.post("/v1/aggregate", json={"table_id": setup["table"]["id"], "ledger_id": ledger["id"],
+                                          "votes": [[1, 0, 1, 0, 1]], "idempotency_key": "same"})
+    assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "idempotency_key"]
+    assert _state(server, ledger["id"])["answers"] == 1
+
+
+# --- item 4: strict types ----------------------------------------------------------------------------------
+@pytest.mark.parametrize("path, doc, field", [
+    ("/v1/ledgers", {"name": "a", "epsilon_budget": "1", "delta_budget": 0}, "epsilon_budget"),
+    ("/v1/ledgers", {"name": "a", "epsilon_budget": True, "delta_budget": 0}, "epsilon_budget"),
+    ("/v1/ledgers", {"name": "a", "epsilon_budget": 1, "delta_budget": False}, "delta_budget"),
+    ("/v1/ledgers", {"name": 5, "epsilon_budget": 1, "delta_budget": 0}, "name"),
+    ("/v1/tables", {"K": True, "m": 1}, "K"),
+    ("/v1/tables", {"K": 3, "m": "2"}, "m"),
+    ("/v1/tables", {"K": 3.0, "m": 2}, "K"),
+    ("/v1/tables", {"K": 3, "m": 2, "epsilon": "0.1"}, "epsilon"),
+    ("/v1/tables", {"K": 3, "m": 2, "teacher_delta": False}, "teacher_delta"),
+])
+def test_loose_types_are_refused(server, path, doc, field):
+    with server.client() as c:
+        r = c.post(path, json=doc)
+    assert r.status_code == 422, r.text
+    assert field in r.json()["detail"][0]["loc"]
+
+
+def test_aggregate_ids_must_be_strings(server, setup):
+    with server.client() as c:
+        r = c.post("/v1/aggregate", json={"table_id": setup["table"]["id"], "ledger_id": 7, "votes": [[1] * 5]})
+    assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "ledger_id"]
+
+
+# --- item 5: query strings never reach the access log -------------------------------------------------------
+def test_access_log_never_holds_v1_query_strings(tmp_path):
+    secret = "sk-" + uuid.uuid4().hex
+    s = Server(tmp_path, f"sqlite:///{tmp_path / 'log.db'}", name="logged")
+    s.argv = ["python", "-m", "uvicorn", "api.main:create_app", "--factory", "--host", "127.0.0.1",
+              "--port", str(s.port), "--log-level", "info"]
+    import sys
+
+    s.argv[0] = sys.executable
+    s.start()
+    try:
+        with httpx.Client(base_url=s.url, timeout=30) as c:
+            assert c.get(f"/v1/ledgers/abc?api_key={secret}").status_code == 401
+            assert c.get(f"/v1/tables?api_key={secret}&K=3", headers=AUTH).status_code == 200
+            assert c.get(f"/v1/ledgers/abc?token={secret}", headers=AUTH).status_code == 404
+            assert c.get(f"/healthz?probe={secret[:6]}").status_code == 200
+    finally:
+        s.stop()
+    log = s.log_path.read_text(errors="replace")
+    assert secret not in log
+    assert "/v1/tables?[redacted]" in log and "/v1/ledgers/abc?[redacted]" in log  # the access log is on
+
+
+# --- item 6: the docs work air-gapped ------------------------------------------------------------------------
+@pytest.mark.parametrize("page", ["/docs", "/redoc"])
+def test_docs_load_every_asset_from_this_server(server, page):
+    with httpx.Client(base_url=server.url, timeout=30) as c:
+        r = c.get(page)
+        assert r.status_code == 200 and "text/html" in r.headers["content-type"]
+        assert "//" not in re.sub(r"<!--.*?-->", "", r.text).replace("'/openapi.json'", "")  # no remote URL
+        assets = re.findall(r'(?:src|href)="([^"]+)"', r.text) + re.findall(r"url: '([^']+)'", r.text)
+        assert any(a.endswith(".js") for a in assets), assets
+        for url in assets:
+            assert url.startswith("/"), url
+            got = c.get(url)
+            assert got.status_code == 200 and len(got.content) > 100, url
+
+
+@pytest.fixture(scope="module")
+def pg_server(pg_database, tmp_path_factory) -> Iterator[Server]:
+    """The same rules on PostgreSQL (the digest column comes from migration 7c1e5a9d2b40)."""
+    s = Server(tmp_path_factory.mktemp("hardened-pg"), pg_database, name="hardened-pg").start()
+    yield s
+    s.stop()
+
+
+@pytest.mark.postgres
+def test_key_reuse_on_postgres(pg_server):
+    with pg_server.client() as c:
+        table = make_table(c, K=3, m=2)
+        ledger = make_ledger(c, 50.0, 1e-3)
+        body = {"table_id": table["id"], "ledger_id": ledger["id"], "votes": [[1, 0, 1]] * 3,
+                "idempotency_key": "pg-key"}
+        assert c.post("/v1/aggregate", json=body).status_code == 200
+        r = c.post("/v1/aggregate", json={**body, "votes": [[0, 0, 1]] * 3})
+        assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "idempotency_key"]
+        assert c.post("/v1/aggregate", json=body).json()["replayed"] is True
+        assert c.get(f"/v1/ledgers/{ledger['id']}").json()["answers"] == 3

@@ -1,0 +1,79 @@
+"""Issue 11, item 8: every backend returns the optimum or a clear error, never a silently poor table.
+
+Through the CLI (``python -m darrm_opt solve`` as a subprocess): the cases the audit found (CBC's γ ≡ 0 at
+K = 7, m = 3, ε = 3; CBC's 0.334 at K = 13, m = 1.5; HiGHS "Unknown"/"Unbounded" at large mε) now give the
+same expected error on every available backend (within 1e-6), and every table is certified. The
+optimality check itself is tested on a feasible but non-optimal point.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import solvers
+from solvers.base import LP, check_solution, dual_bound, row_scales
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _solve(*args: str) -> dict:
+    env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    r = subprocess.run([sys.executable, "-m", "darrm_opt", "solve", *args, "--format", "json", "--no-baselines",
+                        "-q"], capture_output=True, text=True, timeout=300, cwd=ROOT, env=env)
+    assert r.returncode == 0, r.stderr[-2000:]
+    return json.loads(r.stdout)
+
+
+CASES = [
+    ("--K", "7", "--m", "3", "--epsilon", "3"),
+    ("--K", "13", "--m", "1.5"),
+    ("--K", "11", "--m", "11", "--epsilon", "3"),
+    ("--K", "11", "--m", "11", "--epsilon", "3", "--teacher-delta", "1e-9"),
+    ("--K", "13", "--m", "7", "--epsilon", "3"),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: " ".join(c))
+def test_backends_agree_on_the_optimum(case):
+    errors = {}
+    for b in solvers.available_backends():
+        out = _solve(*case, "--solver", b)
+        assert out["certificate"]["certified"] is True
+        errors[b] = out["expected_error"]["opt"]
+    assert "highs" in errors
+    best = min(errors.values())
+    assert all(e - best <= 1e-6 for e in errors.values()), errors
+
+
+def test_cbc_no_longer_returns_gamma_zero():
+    if "cbc" not in solvers.available_backends():
+        pytest.skip("CBC is not installed")
+    out = _solve("--K", "7", "--m", "3", "--epsilon", "3", "--solver", "cbc")
+    assert out["expected_error"]["opt"] < 1e-4  # was 0.4294 (γ ≡ 0); HiGHS 1.64e-5
+    assert min(out["gamma"]) > 0.999
+
+
+def test_check_solution_refuses_a_feasible_but_poor_point():
+    """The check a backend applies to every 'optimal' answer: feasible γ ≡ 0 is refused with its reason."""
+    A = np.array([[1.0, 1e-18], [3e-20, 2.0]])
+    lp = LP(np.array([-1.0, -1.0]), A, np.array([1.0, 1.0]), 0.0, 1.0)
+    opt_x, opt_y = np.array([1.0, 0.5]), np.array([1.0, 0.5])  # y ≥ 0 multipliers of the rows
+    assert dual_bound(lp, opt_y) == pytest.approx(-1.5, abs=1e-12)
+    assert check_solution(lp, opt_x, -opt_y, feasibility_tol=1e-9) == ""  # either sign convention
+    assert "not provably optimal" in check_solution(lp, np.zeros(2), -opt_y, feasibility_tol=1e-9)
+    assert "violates" in check_solution(lp, np.array([1.0, 0.6]), -opt_y, feasibility_tol=1e-9)
+
+
+def test_row_scales_are_exact_powers_of_two():
+    A = np.array([[2.1e14, 1e-33], [0.0, 0.0], [-3.0, 0.5]])
+    s = row_scales(A)
+    assert np.all(np.frexp(s)[0] == 0.5)  # powers of two: dividing by them is exact
+    peak = np.abs(A * s[:, None]).max(axis=1)
+    assert np.all((peak[[0, 2]] >= 0.5) & (peak[[0, 2]] < 1.0)) and s[1] == 1.0

@@ -1,0 +1,96 @@
+"""Issue 11, item 7: ``darrm-opt verify`` on hostile and unusual table files, through the CLI as a subprocess.
+
+Unreadable files (a 400-digit integer inside γ, non-UTF-8 bytes, NaN, deep nesting) and missing privacy
+parameters exit 2 with one line naming the problem, never a traceback; exactly tight tables (γ_DSub,
+γ ≡ 1 at K = 3, m = 2) are still refused (exit 1) with a plain explanation, and the shrink it proposes
+really certifies.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from darrm_opt.model.baselines import gamma_dsub
+
+ROOT = Path(__file__).resolve().parents[1]
+PURE = {"epsilon": 0.1, "teacher_delta": 0.0, "delta": 0.0}
+
+
+def verify(path: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+           "COLUMNS": "400"}
+    return subprocess.run([sys.executable, "-m", "darrm_opt", "verify", str(path)], capture_output=True,
+                          text=True, timeout=120, cwd=ROOT, env=env)
+
+
+def _one_error_line(r: subprocess.CompletedProcess, *needles: str) -> None:
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    assert "Traceback" not in r.stderr + r.stdout
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error:"), r.stderr
+    for n in needles:
+        assert n in lines[0], lines[0]
+
+
+@pytest.mark.parametrize("name, raw, needles", [
+    ("int400", b'{"K": 3, "m": 2, "epsilon": 0.1, "teacher_delta": 0, "delta": 0, "gamma": [1, '
+     + b"9" * 400 + b", 1, 1]}", ("400 digits",)),
+    ("int5000", b'{"K": ' + b"7" * 5000 + b', "m": 2, "epsilon": 0.1, "teacher_delta": 0, "delta": 0, '
+     b'"gamma": [1, 1, 1, 1]}', ("5000 digits",)),
+    ("latin1", b'{"K": 3, "m": 2, "prior": "caf\xe9", "epsilon": 0.1, "teacher_delta": 0, "delta": 0, '
+     b'"gamma": [1, 1, 1, 1]}', ("not UTF-8", "0xe9")),
+    ("nan", b'{"K": 3, "m": 2, "epsilon": 0.1, "teacher_delta": 0, "delta": 0, "gamma": [NaN, 1, 1, 1]}',
+     ("NaN",)),
+    ("deep", b'{"K": 3, "gamma": ' + b"[" * 100_000 + b"]" * 100_000 + b"}", ("too deeply",)),
+])
+def test_unreadable_files_exit_2_with_one_line(tmp_path, name, raw, needles):
+    f = tmp_path / f"{name}.json"
+    f.write_bytes(raw)
+    _one_error_line(verify(f), str(f.name), *needles)
+
+
+@pytest.mark.parametrize("dropped", [("epsilon",), ("teacher_delta",), ("delta",), ("epsilon", "delta")])
+def test_missing_privacy_parameters_are_named_never_defaulted(tmp_path, dropped):
+    doc = {"K": 3, "m": 2, **PURE, "gamma": [0.5] * 4}  # certifies when the fields are present
+    f = tmp_path / "t.json"
+    f.write_text(json.dumps(doc))
+    assert verify(f).returncode == 0
+    for k in dropped:
+        doc.pop(k)
+    f.write_text(json.dumps(doc))
+    _one_error_line(verify(f), "lacks field(s) " + ", ".join(dropped))
+    doc.update({k: None for k in dropped})  # null is missing too
+    f.write_text(json.dumps(doc))
+    _one_error_line(verify(f), *dropped)
+
+
+@pytest.mark.parametrize("K, m, gamma", [
+    (3, 2, [1.0] * 4),  # m >= (K + 1) / 2: γ ≡ 1 meets e^{mε} − 1 exactly
+    (11, 3, [float(x) for x in gamma_dsub(11, 3)]),
+])
+def test_exactly_tight_tables_are_explained_and_still_refused(tmp_path, K, m, gamma):
+    f = tmp_path / "tight.json"
+    f.write_text(json.dumps({"K": K, "m": m, **PURE, "gamma": gamma}))
+    r = verify(f)
+    assert r.returncode == 1, (r.stdout, r.stderr)
+    assert "Traceback" not in r.stderr
+    assert "equality to 40 digits" in r.stderr and "cannot be proven" in r.stderr
+    assert "(1 - 1e-12) certifies" in r.stderr
+    shrunk = tmp_path / "shrunk.json"
+    shrunk.write_text(json.dumps({"K": K, "m": m, **PURE, "gamma": list(np.asarray(gamma) * (1 - 1e-12))}))
+    ok = verify(shrunk)
+    assert ok.returncode == 0 and "CERTIFIED" in ok.stdout
+
+
+def test_a_plain_violation_gets_no_tightness_note(tmp_path):
+    f = tmp_path / "bad.json"
+    f.write_text(json.dumps({"K": 5, "m": 2, **PURE, "gamma": [1.0] * 6}))  # majority: far over the bound
+    r = verify(f)
+    assert r.returncode == 1 and "violation:" in r.stderr and "equality" not in r.stderr
