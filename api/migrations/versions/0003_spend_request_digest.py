@@ -15,7 +15,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "7c1e5a9d2b40"
-down_revision = "0001"
+down_revision = "0002_ledger_teacher_cap"
 branch_labels = None
 depends_on = None
 
