@@ -1,0 +1,105 @@
+"""γ_opt for multi-class DaRRM in PATE's setting (disjoint non-private teachers), as one LP.
+
+    maximise   Σ_g w_g γ(g)                              (exact expected accuracy, model.multiclass)
+    subject to the rows of every neighbouring pair type   ((MC-2) linearised, model.multiclass.pair_rows)
+               0 ≤ γ(g) ≤ 1 (γ(g) = 0 for gaps no histogram has)
+
+The LP has K + 1 variables and O(K + C) pair types (a few rows each), so it is solved in full through the
+``solvers`` layer against δ tightened by τ = 1e-9·max(δ, 1e-3); the table is then certified over every
+type (certify.multiclass). A table the certificate rejects (solver tolerance) is scaled down: (MC-2)'s
+left side is convex in γ and 0 at γ = 0, so scaling by λ ≤ 1 multiplies it by at most λ.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+import solvers
+from darrm_opt.certify.multiclass import MulticlassCertificate, certify_multiclass
+from darrm_opt.errors import CertificationFailed, SolverFailed, SolverLimitExceeded, SolverUnavailable
+from darrm_opt.model.multiclass import (
+    MulticlassParams,
+    accuracy_weights,
+    pair_rows,
+    pair_types,
+    reachable_gaps,
+)
+from solvers import LP, ModelTooLargeError, SolverUnavailableError, Status
+
+TIGHTEN_REL = 1e-9
+
+
+@dataclass(frozen=True)
+class MulticlassSolution:
+    params: MulticlassParams
+    gamma: tuple[float, ...]
+    reachable: tuple[bool, ...]
+    certificate: MulticlassCertificate
+    expected_accuracy: float
+    solver: str
+    pair_types: int
+    rows: int
+    seconds: float
+    lp_seconds: float
+
+    def to_dict(self) -> dict:
+        return {
+            **self.params.canonical(),
+            "solver": self.solver,
+            "gamma": list(self.gamma),
+            "reachable_gaps": [g for g, r in enumerate(self.reachable) if r],
+            "certificate": self.certificate.to_dict(),
+            "expected_accuracy": self.expected_accuracy,
+            "pair_types": self.pair_types,
+            "lp_rows": self.rows,
+            "seconds": self.seconds,
+        }
+
+
+def build_lp(params: MulticlassParams, delta_lp: float) -> tuple[LP, int]:
+    """The LP (minimise −w·γ) with every pair type's rows at δ = ``delta_lp``; returns it and the type count."""
+    K, C = params.K, params.C
+    E = math.exp(params.epsilon)
+    types = pair_types(K, C)
+    parts = [pair_rows(pt, C, E, delta_lp, K) for pt in types]
+    A = np.concatenate([p[0] for p in parts]) if parts else np.zeros((0, K + 1))
+    b = np.concatenate([p[1] for p in parts]) if parts else np.zeros(0)
+    w = accuracy_weights(K, C, params.prior)
+    ub = reachable_gaps(K, C).astype(np.float64)
+    return LP(-w, A, b, 0.0, ub), len(types)
+
+
+def solve_multiclass(params: MulticlassParams, *, solver: str = solvers.DEFAULT_BACKEND) -> MulticlassSolution:
+    """The certified optimal multi-class γ for ``params``; raises CertificationFailed rather than return
+    an uncertified table."""
+    t0 = time.perf_counter()
+    try:
+        backend = solvers.get_backend(solver)
+    except SolverUnavailableError as exc:
+        raise SolverUnavailable(str(exc)) from None
+    tau = TIGHTEN_REL * max(params.delta, 1e-3)
+    lp, n_types = build_lp(params, params.delta - tau)
+    try:
+        res = backend.solve(lp, feasibility_tol=1e-9)
+    except ModelTooLargeError as exc:
+        raise SolverLimitExceeded(f"{exc}; use --solver highs") from None
+    if res.status is not Status.OPTIMAL or res.x is None:
+        raise SolverFailed(f"LP solver {backend.name} returned {res.status.value}: {res.message}")
+    gamma = np.clip(res.x, 0.0, lp.ub)
+    cert = certify_multiclass(params, gamma)
+    if not cert.certified and cert.max_hockey_stick > 0:
+        scale = math.nextafter((params.delta - tau) / cert.max_hockey_stick, 0.0) if params.delta > 0 else 0.0
+        gamma = gamma * min(scale, 1.0)
+        cert = certify_multiclass(params, gamma)
+    if not cert.certified:
+        raise CertificationFailed(f"multi-class γ could not be certified: {cert.reason}", cert)
+    w = accuracy_weights(params.K, params.C, params.prior)
+    return MulticlassSolution(
+        params=params, gamma=tuple(float(x) for x in gamma),
+        reachable=tuple(bool(x) for x in lp.ub > 0), certificate=cert,
+        expected_accuracy=1.0 / params.C + float(w @ gamma), solver=backend.name, pair_types=n_types,
+        rows=lp.n_rows, seconds=time.perf_counter() - t0, lp_seconds=res.seconds)
