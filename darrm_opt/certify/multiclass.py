@@ -119,3 +119,17 @@ def certify_multiclass(params: MulticlassParams, gamma) -> MulticlassCertificate
         certified=certified, max_hockey_stick=max_hs, delta=params.delta, types_checked=2 * len(types),
         worst_type=[int(x) for x in (worst or ())], error_bound=eta, exact_checked=exact_n,
         seconds=time.perf_counter() - t0, reason=reason)
+
+
+def round_down_certified(params: MulticlassParams, gamma, decimals: int) -> tuple[list[float], MulticlassCertificate]:
+    """``gamma`` written with ``decimals`` decimals, safely: scaled by λ = 1 − 4(1 + e^ε)·10^{−d}/ρ first
+    (ρ = δ + (e^ε − 1)/C, the smallest right-hand side of the linearised rows, so every row gains a margin
+    (1 − λ)ρ, more than the ≤ 2(1 + e^ε)·10^{−d} that rounding each value down can add), then rounded down
+    and certified. The certificate is of the written values."""
+    g = validate_table(gamma, params.K)
+    E = math.exp(params.epsilon)
+    rho = params.delta + (E - 1.0) / params.C
+    lam = max(0.0, 1.0 - 4.0 * (1.0 + E) * 10.0**-decimals / rho)
+    q = 10.0**decimals
+    shown = [math.floor(float(x) * lam * q) / q for x in g]
+    return shown, certify_multiclass(params, shown)

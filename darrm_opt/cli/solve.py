@@ -17,7 +17,7 @@ BASELINES = (("sub", "γ_Sub"), ("dsub", "γ_DSub"), ("const", "γ_const"))
 
 def solve(
     K: int = typer.Option(..., "--K", "-K", help="number of teachers (odd)"),
-    m: float = typer.Option(..., "--m", help="privacy allowance, 1 <= m <= K"),
+    m: Optional[float] = typer.Option(None, "--m", help="privacy allowance, 1 <= m <= K (private teachers)"),
     epsilon: float = typer.Option(0.1, "--epsilon", help="each teacher's ε"),
     teacher_delta: float = typer.Option(1e-5, "--teacher-delta", help="each teacher's Δ"),
     delta: Optional[float] = typer.Option(None, "--delta", help="target δ (default 1 − (1 − Δ)^m)"),
@@ -29,13 +29,26 @@ def solve(
     quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress on stderr"),
     baselines: bool = typer.Option(True, "--baselines/--no-baselines", help="also compute the baselines"),
     dask_scheduler: Optional[str] = typer.Option(None, "--dask-scheduler", help="run sweeps on this Dask scheduler"),
+    classes: Optional[int] = typer.Option(None, "--classes", help="number of classes C (multi-class, PATE setting)"),
+    teachers: Optional[str] = typer.Option(None, "--teachers", help="disjoint-nonprivate: PATE's teachers"),
+    target_epsilon: Optional[float] = typer.Option(None, "--target-epsilon", help="per-answer ε (PATE setting)"),
 ) -> None:
     """Compute the certified optimal γ and compare it with the baselines."""
+    if classes is not None:
+        from darrm_opt.cli.solve_multiclass import solve_multiclass_command
+
+        with handle_errors():
+            return solve_multiclass_command(K=K, classes=classes, teachers=teachers, target_epsilon=target_epsilon,
+                                            delta=delta, prior=prior, solver=solver, fmt=fmt, out=out,
+                                            baselines=baselines)
+    from darrm_opt.errors import InvalidParameter
     from darrm_opt.model.params import Params
     from darrm_opt.optimize.optimizer import solve as solve_gamma
     from darrm_opt.release.table_file import baseline_tables
 
     with handle_errors():
+        if m is None:
+            raise InvalidParameter("m", "is required (the privacy allowance, 1 <= m <= K)")
         t0 = time.perf_counter()
         params = Params(K=K, m=m, epsilon=epsilon, teacher_delta=teacher_delta, delta=delta, prior=prior)
         executor = dask_executor(dask_scheduler)

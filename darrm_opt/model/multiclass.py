@@ -132,8 +132,8 @@ class MulticlassParams:
             if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or not lo <= v <= hi:
                 raise InvalidParameter(name, f"must be an integer in [{lo}, {hi}]", v)
         eps = finite_number("target-epsilon", self.epsilon)
-        if eps <= 0:
-            raise InvalidParameter("target-epsilon", "must be > 0", self.epsilon)
+        if not 0 < eps <= 700:
+            raise InvalidParameter("target-epsilon", "must satisfy 0 < epsilon <= 700", self.epsilon)
         d = finite_number("delta", self.delta)
         if not 0 <= d < 1:
             raise InvalidParameter("delta", "must satisfy 0 <= delta < 1", self.delta)
