@@ -86,9 +86,9 @@ def gnmax_accuracy(K: int, C: int, sigma: float, prior: MulticlassPrior) -> floa
     Y, R = prior.count_pmfs(K, C)
     z, wz = hermegauss(GH_NODES)
     wz = wz / math.sqrt(2 * math.pi)
-    from darrm_opt.model.multiclass import _capped_powers
+    from darrm_opt.model.multiclass import normaliser
 
-    Zn = float(np.convolve(Y, _capped_powers(R, C - 1, K)[K + 1, C - 1])[K])
+    Zn = normaliser(Y, R, K, C)
     total = 0.0
     for a in range(K + 1):
         if Y[a] == 0.0:

@@ -46,8 +46,10 @@ from darrm_opt.model.params import finite_number
 MC_PRIOR_KINDS = ("paper", "iid-uniform", "dirichlet")
 #: Largest number of classes accepted (the pair types grow with C; PATE's tasks use ≤ 100).
 MAX_CLASSES = 1000
-#: Largest number of teachers accepted (the prior weights cost O(K² C) memory-light convolutions).
+#: Largest number of teachers accepted.
 MAX_TEACHERS = 2000
+#: Largest K³·C accepted (about a minute for the prior weights).
+MAX_WORK = 1e11
 
 
 # ------------------------------------------------------------------------------------------------------
@@ -131,6 +133,9 @@ class MulticlassParams:
             v = self.K if name == "K" else self.C
             if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or not lo <= v <= hi:
                 raise InvalidParameter(name, f"must be an integer in [{lo}, {hi}]", v)
+        if self.K**3 * self.C > MAX_WORK:
+            raise InvalidParameter("classes", f"K^3 * classes must be <= {MAX_WORK:.0e} (the exact prior weights "
+                                   "cost O(K^3 C))", f"K={self.K}, classes={self.C}")
         eps = finite_number("target-epsilon", self.epsilon)
         if not 0 < eps <= 700:
             raise InvalidParameter("target-epsilon", "must satisfy 0 < epsilon <= 700", self.epsilon)
@@ -385,23 +390,35 @@ def type_hockey_sticks(types: list[PairType], gamma: np.ndarray, C: int, E: floa
 # ------------------------------------------------------------------------------------------------------
 # The objective: exact expected accuracy under a prior
 # ------------------------------------------------------------------------------------------------------
-def _capped_powers(P: np.ndarray, jmax: int, K: int, first: np.ndarray | None = None) -> np.ndarray:
-    """Rows 0..K+1 indexed by cap b + 1 (b = −1..K); each holds (first_{≤b}) * (P_{≤b})^{*j} for
-    j = 0..jmax, truncated to 0..K. Shape (K + 2, jmax + 1, K + 1)."""
-    out = np.zeros((K + 2, jmax + 1, K + 1))
-    for b in range(-1, K + 1):
-        Pb = P[: b + 1] if b >= 0 else np.zeros(0)
-        cur = np.zeros(K + 1)
-        if first is None:
-            cur[0] = 1.0
-        else:
-            cur[: b + 1] = first[: b + 1]
-        for j in range(jmax + 1):
-            out[b + 1, j] = cur
-            cur = np.convolve(cur, Pb)[: K + 1] if Pb.size else np.zeros(K + 1)
-            if cur.size < K + 1:
-                cur = np.pad(cur, (0, K + 1 - cur.size))
-    return out
+class CappedPowers:
+    """Iterates j = 0, 1, …: the arrays (first_{≤b}) * (P_{≤b})^{*j} truncated to 0..K, one row per cap
+    b = −1..K (row b + 1). Memory O(K²) whatever the number of powers."""
+
+    def __init__(self, P: np.ndarray, K: int, first: np.ndarray | None = None) -> None:
+        self.P, self.K = P, K
+        self.cur = np.zeros((K + 2, K + 1))
+        for b in range(-1, K + 1):
+            if first is None:
+                self.cur[b + 1, 0] = 1.0
+            else:
+                self.cur[b + 1, : b + 1] = first[: b + 1]
+        self.j = 0
+
+    def step(self) -> None:
+        """Convolve every row once more with its capped P (j → j + 1)."""
+        K = self.K
+        self.cur[0] = 0.0
+        for b in range(0, K + 1):
+            self.cur[b + 1] = np.convolve(self.cur[b + 1], self.P[: b + 1])[: K + 1]
+        self.j += 1
+
+
+def normaliser(Y: np.ndarray, R: np.ndarray, K: int, C: int) -> float:
+    """Z = [Y * R^{*(C−1)}](K), the probability of Σ h = K under the independent count weights."""
+    acc = Y[: K + 1].copy()
+    for _ in range(C - 1):
+        acc = np.convolve(acc, R[: K + 1])[: K + 1]
+    return float(acc[K])
 
 
 @dataclass(frozen=True)
@@ -424,23 +441,30 @@ def gap_law(K: int, C: int, prior: MulticlassPrior) -> GapLaw:
       Pr[tie t, y ∈ T]  = C(C−1, t−1) Σ_a Y(a) R(a)^{t−1} G_{C−t}(a−1, K−ta) / Z,
       Pr[tie t, y ∉ T]  = C(C−1, t) Σ_a R(a)^t H_{C−1−t}(a−1, K−ta) / Z."""
     Y, R = prior.count_pmfs(K, C)
-    G = _capped_powers(R, C - 1, K)
-    H = _capped_powers(R, C - 1, K, first=Y)
-    Z = float(np.convolve(Y, G[K + 1, C - 1])[K])
+    Z = normaliser(Y, R, K, C)
     top_true, top_wrong = np.zeros(K + 1), np.zeros(K + 1)
-    a = np.arange(K + 1)
-    for g in range(1, K + 1):
-        ok = a - g >= 0
-        aa = a[ok]
-        top_true[g] = float(Y[aa] @ (G[aa - g + 1, C - 1, K - aa] - G[aa - g, C - 1, K - aa]))
-        top_wrong[g] = (C - 1) * float(R[aa] @ (H[aa - g + 1, C - 2, K - aa] - H[aa - g, C - 2, K - aa]))
     tie_true, tie_wrong = np.zeros(C + 1), np.zeros(C + 1)
-    for t in range(2, C + 1):
-        aa = np.arange(1, K // t + 1)
-        tie_true[t] = math.comb(C - 1, t - 1) * float(
-            (Y[aa] * R[aa] ** (t - 1)) @ G[aa, C - t, K - t * aa])
-        if t <= C - 1:
-            tie_wrong[t] = math.comb(C - 1, t) * float((R[aa] ** t) @ H[aa, C - 1 - t, K - t * aa])
+    a = np.arange(K + 1)
+    G, H = CappedPowers(R, K), CappedPowers(R, K, first=Y)
+    for j in range(C):
+        t = C - j  # G_j serves ties of t = C − j classes with y; H_j ties of t = C − 1 − j without y
+        if 2 <= t <= C:
+            aa = np.arange(1, K // t + 1)
+            tie_true[t] = math.comb(C - 1, t - 1) * float((Y[aa] * R[aa] ** (t - 1)) @ G.cur[aa, K - t * aa])
+        if 2 <= t - 1:
+            aa = np.arange(1, K // (t - 1) + 1)
+            tie_wrong[t - 1] = math.comb(C - 1, t - 1) * float((R[aa] ** (t - 1)) @ H.cur[aa, K - (t - 1) * aa])
+        if j == C - 2:
+            for g in range(1, K + 1):
+                aa = a[a >= g]
+                top_wrong[g] = (C - 1) * float(R[aa] @ (H.cur[aa - g + 1, K - aa] - H.cur[aa - g, K - aa]))
+        if j == C - 1:
+            for g in range(1, K + 1):
+                aa = a[a >= g]
+                top_true[g] = float(Y[aa] @ (G.cur[aa - g + 1, K - aa] - G.cur[aa - g, K - aa]))
+        if j < C - 1:
+            G.step()
+            H.step()
     return GapLaw(top_true / Z, top_wrong / Z, tie_true / Z, tie_wrong / Z)
 
 
