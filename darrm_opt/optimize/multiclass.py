@@ -70,7 +70,7 @@ def build_lp(params: MulticlassParams, delta_lp: float) -> tuple[LP, int]:
     b = np.concatenate([p[1] for p in parts]) if parts else np.zeros(0)
     w = accuracy_weights(K, C, params.prior)
     ub = reachable_gaps(K, C).astype(np.float64)
-    return LP(-w, A, b, 0.0, ub), len(types)
+    return LP(-w, A, b, np.zeros(K + 1), ub), len(types)
 
 
 def solve_multiclass(params: MulticlassParams, *, solver: str = solvers.DEFAULT_BACKEND) -> MulticlassSolution:
