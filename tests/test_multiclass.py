@@ -35,7 +35,7 @@ from darrm_opt.model.multiclass import (
     top_structure,
     type_hockey_sticks,
 )
-from darrm_opt.optimize.multiclass import solve_multiclass
+from darrm_opt.optimize.multiclass import scale_into_bound, solve_multiclass
 from darrm_opt.privacy.pate import gnmax_output_probabilities
 
 SMALL = [(K, C) for K in range(1, 8) for C in range(2, 5)]
@@ -155,6 +155,23 @@ def test_certificate_decides_at_float_resolution_exactly():
     accepted = certify_multiclass(MulticlassParams(7, 3, 0.5, above), gamma)
     assert not rejected.certified and rejected.exact_checked > 0
     assert accepted.certified and accepted.exact_checked > 0
+
+
+@pytest.mark.parametrize("delta", [0.0, 1e-3])
+def test_scaling_absorbs_a_violation(delta):
+    """A table certified at δ = 0.05 violates a smaller δ; scaled by ρ/(ρ + excess) it is certified."""
+    loose = solve_multiclass(MulticlassParams(9, 4, 0.7, 0.05))
+    strict = MulticlassParams(9, 4, 0.7, delta)
+    cert = certify_multiclass(strict, loose.gamma)
+    assert not cert.certified and cert.max_hockey_stick > delta
+    assert certify_multiclass(strict, scale_into_bound(strict, np.array(loose.gamma), cert.max_hockey_stick)).certified
+
+
+def test_pure_dp_table_is_useful():
+    """δ = 0: the LP is tightened by less than its smallest right-hand side, so γ is far from 0."""
+    sol = solve_multiclass(MulticlassParams(60, 5, 0.5, 0.0))
+    assert sol.certificate.certified and sol.certificate.max_hockey_stick == 0.0
+    assert sol.expected_accuracy > 0.95
 
 
 def test_exp_lower_is_a_lower_bound():

@@ -5,9 +5,10 @@
                0 ≤ γ(g) ≤ 1 (γ(g) = 0 for gaps no histogram has)
 
 The LP has K + 1 variables and O(K + C) pair types (a few rows each), so it is solved in full through the
-``solvers`` layer against δ tightened by τ = 1e-9·max(δ, 1e-3); the table is then certified over every
-type (certify.multiclass). A table the certificate rejects (solver tolerance) is scaled down: (MC-2)'s
-left side is convex in γ and 0 at γ = 0, so scaling by λ ≤ 1 multiplies it by at most λ.
+``solvers`` layer against δ tightened by τ = min(1e-9, ρ/2), where ρ = δ + (e^ε − 1)/C is the smallest
+right-hand side of a linearised row; the table is then certified over every type (certify.multiclass).
+A table the certificate rejects by an excess x (solver tolerance) is scaled by ρ/(ρ + x): each row is
+linear in γ with right-hand side ≥ ρ, so scaling turns a violation x into a margin.
 """
 
 from __future__ import annotations
@@ -30,7 +31,8 @@ from darrm_opt.model.multiclass import (
 )
 from solvers import LP, ModelTooLargeError, SolverUnavailableError, Status
 
-TIGHTEN_REL = 1e-9
+#: The LP's rows are tightened by this much (or half the smallest right-hand side ρ, if less).
+TIGHTEN_ABS = 1e-9
 
 
 @dataclass(frozen=True)
@@ -73,6 +75,16 @@ def build_lp(params: MulticlassParams, delta_lp: float) -> tuple[LP, int]:
     return LP(-w, A, b, np.zeros(K + 1), ub), len(types)
 
 
+def scale_into_bound(params: MulticlassParams, gamma: np.ndarray, divergence: float) -> np.ndarray:
+    """γ·ρ/(ρ + x)·(1 − 1e-9) for a table whose largest divergence exceeds δ by x = divergence − δ.
+
+    Every linearised row is r·γ ≤ b with b ≥ ρ = δ + (e^ε − 1)/C (model.multiclass.pair_rows), and the
+    divergence minus δ is the largest r·γ − b; so r·γ ≤ b + x ≤ b(1 + x/ρ), and the scaled table meets b."""
+    rho = params.delta + math.expm1(params.epsilon) / params.C
+    excess = max(0.0, divergence - params.delta)
+    return np.asarray(gamma) * (rho / (rho + excess) * (1 - 1e-9))
+
+
 def solve_multiclass(params: MulticlassParams, *, solver: str = solvers.DEFAULT_BACKEND) -> MulticlassSolution:
     """The certified optimal multi-class γ for ``params``; raises CertificationFailed rather than return
     an uncertified table."""
@@ -81,7 +93,8 @@ def solve_multiclass(params: MulticlassParams, *, solver: str = solvers.DEFAULT_
         backend = solvers.get_backend(solver)
     except SolverUnavailableError as exc:
         raise SolverUnavailable(str(exc)) from None
-    tau = TIGHTEN_REL * max(params.delta, 1e-3)
+    rho = params.delta + math.expm1(params.epsilon) / params.C  # the smallest right-hand side of a row
+    tau = min(TIGHTEN_ABS, 0.5 * rho)
     lp, n_types = build_lp(params, params.delta - tau)
     try:
         res = backend.solve(lp, feasibility_tol=1e-9)
@@ -91,9 +104,8 @@ def solve_multiclass(params: MulticlassParams, *, solver: str = solvers.DEFAULT_
         raise SolverFailed(f"LP solver {backend.name} returned {res.status.value}: {res.message}")
     gamma = np.clip(res.x, 0.0, lp.ub)
     cert = certify_multiclass(params, gamma)
-    if not cert.certified and cert.max_hockey_stick > 0:
-        scale = math.nextafter((params.delta - tau) / cert.max_hockey_stick, 0.0) if params.delta > 0 else 0.0
-        gamma = gamma * min(scale, 1.0)
+    if not cert.certified and cert.max_hockey_stick > params.delta:
+        gamma = scale_into_bound(params, gamma, cert.max_hockey_stick)
         cert = certify_multiclass(params, gamma)
     if not cert.certified:
         raise CertificationFailed(f"multi-class γ could not be certified: {cert.reason}", cert)
