@@ -15,7 +15,9 @@ from darrm_opt.certify.multiclass import certify_multiclass, exact_hockey_stick,
 from darrm_opt.cli import app
 from darrm_opt.errors import InvalidParameter
 from darrm_opt.experiments.multiclass_compare import (
+    best_confident_gnmax,
     calibrate_gaussian_sigma,
+    confident_terms,
     gaussian_delta_mp,
     gnmax_accuracy,
     rdp_sigma,
@@ -36,7 +38,7 @@ from darrm_opt.model.multiclass import (
     type_hockey_sticks,
 )
 from darrm_opt.optimize.multiclass import scale_into_bound, solve_multiclass
-from darrm_opt.privacy.pate import gnmax_output_probabilities
+from darrm_opt.privacy.pate import gnmax_output_probabilities, prob_answered
 
 SMALL = [(K, C) for K in range(1, 8) for C in range(2, 5)]
 
@@ -249,6 +251,25 @@ def test_gnmax_accuracy_equals_per_histogram_quadrature():
     K, C, sigma, prior = 6, 3, 1.7, MulticlassPrior("iid-uniform", 0.3, 0.8)
     brute = sum(brute_prob(h, prior, K, C) * gnmax_output_probabilities(h, sigma)[0] for h in histograms(K, C))
     assert gnmax_accuracy(K, C, sigma, prior) == pytest.approx(brute, abs=1e-10)
+
+
+def test_confident_gnmax_accuracy_equals_per_histogram_quadrature():
+    K, C, s1, s2, T, prior = 6, 3, 2.0, 1.7, 3.2, MulticlassPrior("iid-uniform", 0.3, 0.8)
+    brute = 0.0
+    for h in histograms(K, C):
+        answered = prob_answered(max(h), T, s1)
+        brute += brute_prob(h, prior, K, C) * (answered * gnmax_output_probabilities(h, s2)[0] + (1 - answered) / C)
+    cm, pm = confident_terms(K, C, s2, prior)
+    assert pm.sum() == pytest.approx(1.0, abs=1e-14)
+    assert 1 / C + special.ndtr((np.arange(K + 1) - T) / s1) @ (cm - pm / C) == pytest.approx(brute, abs=1e-10)
+
+
+def test_confident_gnmax_at_equal_budget_is_not_better_than_darrm():
+    params = MulticlassParams(20, 4, 0.5, 1e-5)
+    sigma = calibrate_gaussian_sigma(0.5, 1e-5)
+    conf = best_confident_gnmax(20, 4, sigma, params.prior)
+    assert 1 / conf.sigma1**2 + 2 / conf.sigma2**2 == pytest.approx(2 / sigma**2)
+    assert conf.accuracy <= solve_multiclass(params).expected_accuracy
 
 
 @pytest.mark.parametrize("eps", [0.1, 0.5, 1.0])
