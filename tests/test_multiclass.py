@@ -330,3 +330,19 @@ def test_cli_json(tmp_path):
 def test_cli_bad_input_exit_2(args, needle):
     r = CliRunner().invoke(app, ["solve", "--K", "9", *args])
     assert r.exit_code == 2 and needle in r.output and "Traceback" not in r.output
+
+
+def test_cli_table_view_is_certified_as_printed():
+    r = CliRunner().invoke(app, ["solve", "--K", "15", "--classes", "3", "--target-epsilon", "1", "--delta", "1e-6",
+                                 "--no-baselines"])
+    assert r.exit_code == 0, r.output
+    assert "CERTIFIED" in r.output and "NOT CERTIFIED" not in r.output
+    assert "(unreachable" in r.output  # gap K − 1 = 14
+
+
+def test_pate_scale_target():
+    """K = 250, C = 10 (the issue's target): certified, and at least as accurate as GNMax at ε = 0.1."""
+    params = MulticlassParams(250, 10, 0.1, 1e-5)
+    sol = solve_multiclass(params)
+    assert sol.certificate.certified and sol.certificate.types_checked == 2 * len(pair_types(250, 10))
+    assert sol.expected_accuracy >= gnmax_accuracy(250, 10, calibrate_gaussian_sigma(0.1, 1e-5), params.prior)
