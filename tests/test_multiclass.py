@@ -20,6 +20,7 @@ from darrm_opt.experiments.multiclass_compare import (
     confident_terms,
     gaussian_delta_mp,
     gnmax_accuracy,
+    gnmax_error,
     rdp_sigma,
 )
 from darrm_opt.model.multiclass import (
@@ -28,6 +29,7 @@ from darrm_opt.model.multiclass import (
     accuracy_weights,
     canonical,
     expected_accuracy,
+    expected_error,
     hockey_stick,
     output_distribution,
     pair_rows,
@@ -205,6 +207,14 @@ def test_expected_accuracy_equals_brute_force(K, C, prior):
     assert expected_accuracy(gamma, K, C, prior) == pytest.approx(brute, abs=1e-13)
 
 
+@pytest.mark.parametrize("K,C", [(5, 3), (7, 4), (6, 2)])
+def test_errors_are_one_minus_accuracies(K, C):
+    prior = MulticlassPrior("dirichlet", 2.0, 0.5)
+    gamma = np.random.default_rng(3).random(K + 1)
+    assert expected_error(gamma, K, C, prior) == pytest.approx(1 - expected_accuracy(gamma, K, C, prior), abs=1e-14)
+    assert gnmax_error(K, C, 1.3, prior) == pytest.approx(1 - gnmax_accuracy(K, C, 1.3, prior), abs=1e-12)
+
+
 def test_accuracy_weights_at_extremes():
     # γ ≡ 1 is plurality with random tie-breaking; γ ≡ 0 is a uniform guess
     K, C, prior = 40, 6, MulticlassPrior("iid-uniform", 0.1, 0.5)
@@ -318,6 +328,7 @@ def test_cli_json(tmp_path):
     assert doc["gamma"][19] == 0.0 and 19 not in doc["reachable_gaps"]  # gap K − 1 never occurs
     assert doc["comparison"]["darrm_error"] < doc["comparison"]["gnmax_error"]
     assert doc["expected_accuracy"] == pytest.approx(1 - doc["comparison"]["darrm_error"])
+    assert doc["expected_error"] == doc["comparison"]["darrm_error"]
 
 
 @pytest.mark.parametrize("args,needle", [

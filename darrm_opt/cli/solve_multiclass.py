@@ -45,13 +45,12 @@ def solve_multiclass_command(
 
 def _comparison(params, sol) -> dict:
     """Expected errors (1 − accuracy) of DaRRM and of GNMax calibrated to the same per-answer (ε, δ)."""
-    from darrm_opt.experiments.multiclass_compare import calibrate_gaussian_sigma, gnmax_accuracy, rdp_sigma
+    from darrm_opt.experiments.multiclass_compare import calibrate_gaussian_sigma, gnmax_error, rdp_sigma
 
     sigma = calibrate_gaussian_sigma(params.epsilon, params.delta)
-    gn = gnmax_accuracy(params.K, params.C, sigma, params.prior) if sigma is not None else None
     return {
-        "darrm_error": max(0.0, 1.0 - sol.expected_accuracy),
-        "gnmax_error": None if gn is None else max(0.0, 1.0 - gn),
+        "darrm_error": sol.expected_error,
+        "gnmax_error": gnmax_error(params.K, params.C, sigma, params.prior) if sigma is not None else None,
         "gnmax_sigma": sigma,
         "gnmax_sigma_rdp": rdp_sigma(params.epsilon, params.delta),
         "gnmax_calibration": "exact Gaussian-mechanism curve (Balle & Wang 2018), sensitivity sqrt(2)"

@@ -105,6 +105,26 @@ def gnmax_accuracy(K: int, C: int, sigma: float, prior: MulticlassPrior) -> floa
     return total / Zn
 
 
+def gnmax_error(K: int, C: int, sigma: float, prior: MulticlassPrior) -> float:
+    """GNMax's expected error (C − 1)·Pr[GNMax = a given wrong class], summed without cancellation:
+    condition on that class's count b and noise z; the true class contributes Y(x)Φ((b − x)/σ + z) and the
+    C − 2 others R(x)Φ((b − x)/σ + z)."""
+    Y, R = prior.count_pmfs(K, C)
+    z, wz = hermegauss(GH_NODES)
+    wz = wz / math.sqrt(2 * math.pi)
+    total = 0.0
+    for b in range(K + 1):
+        if R[b] == 0.0:
+            continue
+        n = K - b
+        x = np.arange(n + 1)
+        phi = special.ndtr((b - x)[None, :] / sigma + z[:, None])
+        N = 1 << max(1, int(math.ceil(math.log2((C - 1) * n + 1))))
+        spec = np.fft.rfft(Y[: n + 1] * phi, N, axis=1) * np.fft.rfft(R[: n + 1] * phi, N, axis=1) ** (C - 2)
+        total += R[b] * float(wz @ np.fft.irfft(spec, N, axis=1)[:, n])
+    return (C - 1) * total / normaliser(Y, R, K, C)
+
+
 def _max_law(K: int, C: int, Y: np.ndarray, R: np.ndarray) -> np.ndarray:
     """Pr[max_c h_c = m] · Z for m = 0..K: differences of [Y_{≤m} * R_{≤m}^{*(C−1)}](K)."""
     N = 1 << max(1, int(math.ceil(math.log2(C * K + 1))))

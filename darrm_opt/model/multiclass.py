@@ -481,3 +481,18 @@ def accuracy_weights(K: int, C: int, prior: MulticlassPrior) -> np.ndarray:
 def expected_accuracy(gamma, K: int, C: int, prior: MulticlassPrior) -> float:
     """E[Pr(release = true class)] = 1/C + Σ_g w_g γ(g)."""
     return 1.0 / C + float(accuracy_weights(K, C, prior) @ np.asarray(gamma, dtype=np.float64))
+
+
+def expected_error(gamma, K: int, C: int, prior: MulticlassPrior) -> float:
+    """E[Pr(release ≠ true class)], summed from non-negative terms (no cancellation when it is tiny):
+    1 − P(y) = (1 − γ)(1 − 1/C) + γ(1 − 1{y ∈ T}/t), so
+    E[err] = Σ_g (1 − γ_g)(1 − 1/C) Pr[gap g] + Σ_{g≥1} γ_g Pr[gap g, top ≠ y]
+             + γ_0 Σ_t (Pr[tie t, y ∈ T](1 − 1/t) + Pr[tie t, y ∉ T])."""
+    g = np.asarray(gamma, dtype=np.float64)
+    law = gap_law(K, C, prior)
+    p_gap = law.top_true + law.top_wrong
+    t = np.arange(C + 1)
+    p_gap[0] = float((law.tie_true + law.tie_wrong).sum())
+    wrong = law.top_wrong.copy()
+    wrong[0] = float((law.tie_true[2:] * (1 - 1 / t[2:])).sum() + law.tie_wrong.sum())
+    return float(((1.0 - g) * (1.0 - 1.0 / C) * p_gap).sum() + (g * wrong).sum())

@@ -25,6 +25,7 @@ from darrm_opt.errors import CertificationFailed, SolverFailed, SolverLimitExcee
 from darrm_opt.model.multiclass import (
     MulticlassParams,
     accuracy_weights,
+    expected_error,
     pair_rows,
     pair_types,
     reachable_gaps,
@@ -42,6 +43,7 @@ class MulticlassSolution:
     reachable: tuple[bool, ...]
     certificate: MulticlassCertificate
     expected_accuracy: float
+    expected_error: float
     solver: str
     pair_types: int
     rows: int
@@ -56,6 +58,7 @@ class MulticlassSolution:
             "reachable_gaps": [g for g, r in enumerate(self.reachable) if r],
             "certificate": self.certificate.to_dict(),
             "expected_accuracy": self.expected_accuracy,
+            "expected_error": self.expected_error,
             "pair_types": self.pair_types,
             "lp_rows": self.rows,
             "seconds": self.seconds,
@@ -113,5 +116,6 @@ def solve_multiclass(params: MulticlassParams, *, solver: str = solvers.DEFAULT_
     return MulticlassSolution(
         params=params, gamma=tuple(float(x) for x in gamma),
         reachable=tuple(bool(x) for x in lp.ub > 0), certificate=cert,
-        expected_accuracy=1.0 / params.C + float(w @ gamma), solver=backend.name, pair_types=n_types,
+        expected_accuracy=1.0 / params.C + float(w @ gamma),
+        expected_error=expected_error(gamma, params.K, params.C, params.prior), solver=backend.name, pair_types=n_types,
         rows=lp.n_rows, seconds=time.perf_counter() - t0, lp_seconds=res.seconds)
