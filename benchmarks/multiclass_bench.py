@@ -26,10 +26,10 @@ from darrm_opt.model.multiclass import MulticlassParams, MulticlassPrior
 from darrm_opt.optimize.multiclass import solve_multiclass
 
 
-def _err(e: float | None) -> str:
+def _err(e: float | None, floor: float = 0.0) -> str:
     if e is None:
         return "n/a"
-    return "<1e-15" if e < 1e-15 else f"{e:.3e}"
+    return f"<{floor:.0e}" if floor and e < floor else f"{e:.3e}"
 
 
 def main() -> None:
@@ -56,7 +56,7 @@ def main() -> None:
             rs = rdp_sigma(eps, a.delta)
             conf = None if a.no_confident or sigma is None else best_confident_gnmax(a.K, a.classes, sigma, prior)
             print(f"{prior.spec:<22} {eps:>5g} {_err(sol.expected_error):>10} {_err(gn):>10} "
-                  f"{_err(1.0 - conf.accuracy if conf else None):>10} "
+                  f"{_err(1.0 - conf.accuracy if conf else None, 1e-15):>10} "
                   f"{sigma or float('nan'):>8.4f} {rs or float('nan'):>9.4f} {sol.pair_types:>5} {wall:>7.2f} "
                   f"{cpu:>6.2f} {'yes' if sol.certificate.certified else 'NO'}")
 

@@ -357,3 +357,21 @@ def test_pate_scale_target():
     sol = solve_multiclass(params)
     assert sol.certificate.certified and sol.certificate.types_checked == 2 * len(pair_types(250, 10))
     assert sol.expected_accuracy >= gnmax_accuracy(250, 10, calibrate_gaussian_sigma(0.1, 1e-5), params.prior)
+
+
+def test_tiers_resolve_weights_far_below_the_largest():
+    """Under a concentrated prior most weights are < 1e-8 of the largest; one LP leaves those γ at an
+    arbitrary vertex, the tiered solve maximises them without giving up the large ones."""
+    import solvers
+    from darrm_opt.optimize.multiclass import build_lp, solve_in_tiers
+
+    params = MulticlassParams(120, 10, 1.0, 1e-5)
+    lp, _ = build_lp(params, 1e-5 - 1e-9)
+    w = -lp.c
+    one = np.clip(solvers.get_backend("highs").solve(lp).x, 0, lp.ub)
+    tiered, _ = solve_in_tiers(solvers.get_backend("highs"), lp)
+    big = np.abs(w) >= 1e-8 * np.abs(w).max()
+    small = ~big & (np.abs(w) >= 1e-15 * np.abs(w).max())
+    assert w[big] @ tiered[big] >= w[big] @ one[big] - 1e-12 * np.abs(w).max()
+    assert w[small] @ tiered[small] > w[small] @ one[small]
+    assert (lp.A_ub @ tiered - lp.b_ub).max() <= 1e-9

@@ -465,7 +465,8 @@ def gap_law(K: int, C: int, prior: MulticlassPrior) -> GapLaw:
         if j < C - 1:
             G.step()
             H.step()
-    return GapLaw(top_true / Z, top_wrong / Z, tie_true / Z, tie_wrong / Z)
+    # differences of capped sums carry float noise of either sign where the true value is ~0
+    return GapLaw(*(np.maximum(v, 0.0) / Z for v in (top_true, top_wrong, tie_true, tie_wrong)))
 
 
 def accuracy_weights(K: int, C: int, prior: MulticlassPrior) -> np.ndarray:
