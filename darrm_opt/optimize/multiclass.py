@@ -165,10 +165,9 @@ def solve_multiclass(params: MulticlassParams, *, solver: str = solvers.DEFAULT_
         cert = certify_multiclass(params, gamma)
     if not cert.certified:
         raise CertificationFailed(f"multi-class γ could not be certified: {cert.reason}", cert)
-    w = accuracy_weights(params.K, params.C, params.prior)
+    err = expected_error(gamma, params.K, params.C, params.prior)  # non-negative terms: accurate when tiny
     return MulticlassSolution(
         params=params, gamma=tuple(float(x) for x in gamma),
         reachable=tuple(bool(x) for x in lp.ub > 0), certificate=cert,
-        expected_accuracy=1.0 / params.C + float(w @ gamma),
-        expected_error=expected_error(gamma, params.K, params.C, params.prior), solver=backend.name, pair_types=n_types,
+        expected_accuracy=1.0 - err, expected_error=err, solver=backend.name, pair_types=n_types,
         rows=lp.n_rows, seconds=time.perf_counter() - t0, lp_seconds=lp_seconds)
