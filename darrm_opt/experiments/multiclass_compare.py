@@ -106,7 +106,8 @@ def gnmax_accuracy(K: int, C: int, sigma: float, prior: MulticlassPrior) -> floa
 
 
 def gnmax_error(K: int, C: int, sigma: float, prior: MulticlassPrior) -> float:
-    """GNMax's expected error (C − 1)·Pr[GNMax = a given wrong class], summed without cancellation:
+    """GNMax's expected error (C − 1)·Pr[GNMax = a given wrong class], without the 1 − accuracy
+    cancellation (the FFT powers are precise to ~1e-17 absolute):
     condition on that class's count b and noise z; the true class contributes Y(x)Φ((b − x)/σ + z) and the
     C − 2 others R(x)Φ((b − x)/σ + z)."""
     Y, R = prior.count_pmfs(K, C)

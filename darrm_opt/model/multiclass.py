@@ -485,7 +485,8 @@ def expected_accuracy(gamma, K: int, C: int, prior: MulticlassPrior) -> float:
 
 
 def expected_error(gamma, K: int, C: int, prior: MulticlassPrior) -> float:
-    """E[Pr(release ≠ true class)], summed from non-negative terms (no cancellation when it is tiny):
+    """E[Pr(release ≠ true class)], summed from non-negative terms (no 1 − accuracy cancellation; the gap
+    probabilities themselves are differences of capped sums, precise to ~1e-17 absolute):
     1 − P(y) = (1 − γ)(1 − 1/C) + γ(1 − 1{y ∈ T}/t), so
     E[err] = Σ_g (1 − γ_g)(1 − 1/C) Pr[gap g] + Σ_{g≥1} γ_g Pr[gap g, top ≠ y]
              + γ_0 Σ_t (Pr[tie t, y ∈ T](1 − 1/t) + Pr[tie t, y ∉ T])."""
