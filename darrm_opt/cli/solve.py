@@ -29,15 +29,26 @@ def solve(
     quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress on stderr"),
     baselines: bool = typer.Option(True, "--baselines/--no-baselines", help="also compute the baselines"),
     dask_scheduler: Optional[str] = typer.Option(None, "--dask-scheduler", help="run sweeps on this Dask scheduler"),
-    teachers: Teachers = typer.Option(Teachers.shared, "--teachers",
-                                      help="shared | disjoint-private | disjoint-nonprivate (PATE)"),
+    teachers: Optional[Teachers] = typer.Option(None, "--teachers",
+                                                help="shared (default) | disjoint-private | disjoint-nonprivate"),
     target_epsilon: Optional[float] = typer.Option(None, "--target-epsilon",
                                                    help="per-answer ε (--teachers disjoint-nonprivate only)"),
+    classes: Optional[int] = typer.Option(None, "--classes",
+                                          help="number of classes C (multi-class; --teachers disjoint-nonprivate)"),
 ) -> None:
     """Compute the certified optimal γ and compare it with the baselines."""
+    if classes is not None:
+        from darrm_opt.cli.solve_multiclass import solve_multiclass_command
+
+        with handle_errors():
+            return solve_multiclass_command(K=K, classes=classes, teachers=teachers and teachers.value,
+                                            target_epsilon=target_epsilon, delta=delta, prior=prior,
+                                            solver=solver, fmt=fmt, out=out, baselines=baselines)
     from darrm_opt.model.params import Params
     from darrm_opt.optimize.optimizer import solve as solve_gamma
     from darrm_opt.release.table_file import baseline_tables
+
+    teachers = teachers or Teachers.shared
 
     with handle_errors():
         if _pate_output(K, m, target_epsilon, delta, prior, solver, fmt, out, teachers):
