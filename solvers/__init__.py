@@ -57,4 +57,4 @@ def get_backend(name: str) -> Backend:
         raise SolverUnavailableError(
             f"solver {key!r} is not available here; available: {', '.join(available_backends()) or 'none'}"
         )
-    return module  # type: ignore[return-value]
+    return module

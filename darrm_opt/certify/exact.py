@@ -70,7 +70,8 @@ def recheck(params: Params, gamma: np.ndarray, multisets, two_sided: bool) -> Re
     """Re-evaluate every multiset of ``multisets`` (count vectors) exactly; for a non-symmetric γ both f and
     −f (the output-0 condition) must be ≤ the bound. Returns the largest exact cost and the verdict."""
     bound = exact_bound_mp(params)
-    best_val, worst, certified, reason = None, (), True, ""
+    best_val, certified, reason = None, True, ""
+    worst: tuple[int, ...] = ()
     for cnt in multisets:
         val = exact_cost_mp(params, gamma, cnt)
         for v in ((val, -val) if two_sided else (val,)):

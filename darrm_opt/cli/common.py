@@ -10,7 +10,7 @@ from pathlib import Path
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
 from darrm_opt.errors import DarrmError
 
@@ -36,7 +36,7 @@ class ProgressReporter:
     def __init__(self, quiet: bool) -> None:
         self.quiet = quiet
         self._progress: Progress | None = None
-        self._task = None
+        self._task: TaskID | None = None
 
     def __call__(self, stage: str, **info) -> None:
         if self.quiet:

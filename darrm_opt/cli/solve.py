@@ -51,8 +51,8 @@ def solve(
     teachers = teachers or Teachers.shared
 
     with handle_errors():
-        if _pate_output(K, m, target_epsilon, delta, prior, solver, fmt, out, teachers):
-            return
+        if _pate_output(K, m, target_epsilon, delta, prior, solver, fmt, out, teachers) or m is None:
+            return  # answered in the PATE setting (m is None only there: _pate_output requires it elsewhere)
         t0 = time.perf_counter()
         params = Params(K=K, m=m, epsilon=epsilon, teacher_delta=teacher_delta, delta=delta, prior=prior)
         executor = dask_executor(dask_scheduler)

@@ -10,6 +10,7 @@ import hashlib
 import json
 import math
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from darrm_opt.errors import InvalidParameter
 
@@ -135,6 +136,10 @@ class Params:
     teacher_delta: float = 1e-5
     delta: float | None = None
     prior: Prior = field(default_factory=Prior)
+
+    if TYPE_CHECKING:  # the constructor also takes a prior spec string ("paper", "iid-uniform:A,B")
+        def __init__(self, K: int, m: float, epsilon: float = 0.1, teacher_delta: float = 1e-5,
+                     delta: float | None = None, prior: Prior | str = ...) -> None: ...
 
     def __post_init__(self) -> None:
         K = self.K
