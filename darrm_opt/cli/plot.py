@@ -27,9 +27,12 @@ def plot(
 
     from darrm_opt.errors import InvalidParameter
     from darrm_opt.experiments.compare import error_curves
-    from darrm_opt.experiments.plots import plot_comparison
+    from darrm_opt.extras import require
 
     with handle_errors():
+        require("plots", "darrm-opt plot")
+        from darrm_opt.experiments.plots import plot_comparison
+
         if points < 2:
             raise InvalidParameter("points", "must be >= 2", points)
         rows = comparison_rows(K, m, epsilon, teacher_delta, delta, prior, "prior", solver)
