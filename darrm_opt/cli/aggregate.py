@@ -84,7 +84,7 @@ def aggregate(
             err_console.print(
                 f"ledger {spend['name']!r}: {spend['answers']} answers, spent ε={spend['epsilon_spent']:.6g} of "
                 f"{spend['epsilon_budget']:g}, δ={spend['delta_spent']:.3e} of {spend['delta_budget']:.3e} "
-                f"({spend['composition']} composition)", soft_wrap=True)
+                f"({spend['composition']} composition)", soft_wrap=True, markup=False)
 
 
 def _require_service_extra():
