@@ -20,7 +20,7 @@ from .db import Database, migrate
 from .deps import Services
 from .errors import install as install_errors
 from .ledger import DebitWriter, LedgerStore
-from .routers import aggregate, health, ledgers, tables
+from .routers import aggregate, health, ledgers, tables, ui
 from .settings import Settings
 from .table_service import TableService
 
@@ -66,6 +66,7 @@ def create_app(settings: Settings | None = None, *, random_bytes: RandomBytes = 
     )
     app.add_middleware(BearerKeyMiddleware, keys=list(settings.api_keys))
     install_errors(app)
-    for module in (health, tables, ledgers, aggregate):
+    for module in (health, tables, ledgers, aggregate, ui):
         app.include_router(module.router)
+    app.include_router(ui.page)
     return app

@@ -88,7 +88,8 @@ def installed(tmp_path_factory) -> Path:
                        cwd=ctx, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr
     for rel in ("api/alembic.ini", "api/migrations/env.py", "api/migrations/versions/0001_initial.py",
-                "api/routers/aggregate.py", "darrm_opt/cli/serve.py", "bin/darrm-opt"):
+                "api/routers/aggregate.py", "api/static/ui.html", "api/static/app.js", "darrm_opt/cli/serve.py",
+                "bin/darrm-opt"):
         assert (site / rel).exists(), rel
     return site
 
