@@ -1,4 +1,5 @@
-"""``darrm-opt aggregate`` through the real CLI process, its ledger on a SQLite file, and the Python API."""
+"""``darrm-opt aggregate`` through the real CLI process (answers, the durable debit, the refusal, two processes
+racing for one budget), its argument errors through the same Typer app in process, and the Python API."""
 
 from __future__ import annotations
 
@@ -11,6 +12,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from typer.testing import CliRunner
+
+from darrm_opt.cli import app
 
 ROOT = Path(__file__).resolve().parents[1]
 HEAVY = ("numpy", "scipy", "fastapi", "mpmath", "sqlalchemy", "highspy")
@@ -30,6 +34,11 @@ def table(tmp_path_factory) -> Path:
     r = cli("solve", "--K", "5", "--m", "2", "--format", "json", "--out", "t.json", "-q", cwd=d)
     assert r.returncode == 0, r.stderr
     return d / "t.json"
+
+
+def run(*args: str):
+    """The same CLI in process (argument errors need no fresh interpreter)."""
+    return CliRunner().invoke(app, list(args))
 
 
 def write_votes(path: Path, rows) -> Path:
@@ -89,9 +98,9 @@ def test_ledger_debits_durably_and_refuses_a_batch_that_does_not_fit(table, tmp_
 
 def test_delta_is_named_when_it_binds(table, tmp_path):
     votes = write_votes(tmp_path / "v.csv", [[1, 1, 1, 0, 0]])
-    r = cli("aggregate", "--table", str(table), "--votes", str(votes), "--ledger-db", str(tmp_path / "l.db"),
-            "--ledger", "tight", "--epsilon-budget", "10", "--delta-budget", "1e-5", cwd=tmp_path)
-    assert r.returncode == 1 and "binding limit is delta" in r.stderr and "at most 0 answer" in r.stderr
+    r = run("aggregate", "--table", str(table), "--votes", str(votes), "--ledger-db", str(tmp_path / "l.db"),
+            "--ledger", "tight", "--epsilon-budget", "10", "--delta-budget", "1e-5")
+    assert r.exit_code == 1 and "binding limit is delta" in r.output and "at most 0 answer" in r.output
     assert ledger_row(tmp_path / "l.db", "tight") == (0, 0.0, 0.0)
 
 
@@ -119,22 +128,22 @@ def test_two_processes_cannot_both_spend_the_last_budget(table, tmp_path):
 ])
 def test_bad_votes_exit_2_naming_the_row(table, tmp_path, rows, message):
     votes = write_votes(tmp_path / "v.csv", rows)
-    r = cli("aggregate", "--table", str(table), "--votes", str(votes), "--ledger", "x", "--ledger-db",
-            str(tmp_path / "l.db"), "--epsilon-budget", "1", "--delta-budget", "1e-3", cwd=tmp_path)
-    assert r.returncode == 2 and message in r.stderr and "Traceback" not in r.stderr
+    r = run("aggregate", "--table", str(table), "--votes", str(votes), "--ledger", "x", "--ledger-db",
+            str(tmp_path / "l.db"), "--epsilon-budget", "1", "--delta-budget", "1e-3")
+    assert r.exit_code == 2 and message in r.output and "Traceback" not in r.output
     assert not (tmp_path / "l.db").exists()  # rejected before the ledger was opened
 
 
 def test_ledger_errors_exit_2(table, tmp_path):
     votes = write_votes(tmp_path / "v.csv", [[1, 1, 1, 0, 0]])
     args = ("aggregate", "--table", str(table), "--votes", str(votes), "--ledger-db", str(tmp_path / "l.db"))
-    r = cli(*args, "--ledger", "absent", cwd=tmp_path)
-    assert r.returncode == 2 and "give --epsilon-budget and --delta-budget to create it" in r.stderr
-    assert cli(*args, "--ledger", "a", "--epsilon-budget", "1", "--delta-budget", "1e-3", cwd=tmp_path).returncode == 0
-    r = cli(*args, "--ledger", "a", "--epsilon-budget", "2", cwd=tmp_path)
-    assert r.returncode == 2 and "a budget cannot change" in r.stderr
-    r = cli(*args, "--epsilon-budget", "2", cwd=tmp_path)
-    assert r.returncode == 2 and "need --ledger" in r.stderr
+    r = run(*args, "--ledger", "absent")
+    assert r.exit_code == 2 and "give --epsilon-budget and --delta-budget to create it" in r.output
+    assert run(*args, "--ledger", "a", "--epsilon-budget", "1", "--delta-budget", "1e-3").exit_code == 0
+    r = run(*args, "--ledger", "a", "--epsilon-budget", "2")
+    assert r.exit_code == 2 and "a budget cannot change" in r.output
+    r = run(*args, "--epsilon-budget", "2")
+    assert r.exit_code == 2 and "need --ledger" in r.output
 
 
 def test_an_uncertified_table_releases_nothing(table, tmp_path):
@@ -143,17 +152,17 @@ def test_an_uncertified_table_releases_nothing(table, tmp_path):
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps(doc))
     votes = write_votes(tmp_path / "v.csv", [[1, 1, 1, 0, 0]])
-    r = cli("aggregate", "--table", str(bad), "--votes", str(votes), cwd=tmp_path)
-    assert r.returncode == 1 and r.stdout == "" and "not (mε, δ)-DP" in r.stderr
+    r = run("aggregate", "--table", str(bad), "--votes", str(votes))
+    assert r.exit_code == 1 and r.stdout == "" and "not (mε, δ)-DP" in r.output
 
 
-def test_version_and_short_help(tmp_path):
+def test_version_and_short_help():
     from importlib.metadata import version
 
-    r = cli("--version", cwd=tmp_path)
-    assert r.returncode == 0 and r.stdout.strip() == f"darrm-opt {version('darrm-opt')}"
-    r = cli("-h", cwd=tmp_path)
-    assert r.returncode == 0 and "aggregate" in r.stdout and "solve" in r.stdout
+    r = run("--version")
+    assert r.exit_code == 0 and r.stdout.strip() == f"darrm-opt {version('darrm-opt')}"
+    r = run("-h")
+    assert r.exit_code == 0 and "aggregate" in r.stdout and "solve" in r.stdout
 
 
 def test_help_and_import_load_no_heavy_module(tmp_path):

@@ -38,21 +38,28 @@ def test_core_commands_run_without_any_extra(tmp_path):
     assert r.returncode == 0, r.stderr
 
 
+@pytest.fixture(scope="module")
+def files(tmp_path_factory) -> Path:
+    """A K = 5 table and one vote row, for the commands that read them."""
+    d = tmp_path_factory.mktemp("extras")
+    r = core_only("solve", "--K", "5", "--m", "2", "--format", "json", "--out", "t.json", "-q", cwd=d)
+    assert r.returncode == 0, r.stderr
+    (d / "v.csv").write_text("1,1,1,0,0\n")
+    return d
+
+
 @pytest.mark.parametrize(("args", "extra"), [
     (("serve",), "service"),
-    (("aggregate", "--table", "t.json", "--votes", "v.csv", "--ledger", "x", "--epsilon-budget", "1",
+    (("aggregate", "--table", "{d}/t.json", "--votes", "{d}/v.csv", "--ledger", "x", "--epsilon-budget", "1",
       "--delta-budget", "1e-3"), "service"),
     (("plot", "--K", "5", "--m", "1", "--out", "p.png"), "plots"),
     (("demo",), "demo"),
     (("solve", "--K", "5", "--m", "2", "--solver", "gurobi", "-q"), "gurobi"),
     (("solve", "--K", "5", "--m", "2", "--solver", "cbc", "-q"), "cbc"),
-    (("verify", "t.json", "--dask-scheduler", "tcp://127.0.0.1:1"), "dask"),
+    (("verify", "{d}/t.json", "--dask-scheduler", "tcp://127.0.0.1:1"), "dask"),
 ])
-def test_a_missing_extra_exits_2_with_the_pip_command(tmp_path, args, extra):
-    table = core_only("solve", "--K", "5", "--m", "2", "--format", "json", "--out", "t.json", "-q", cwd=tmp_path)
-    assert table.returncode == 0
-    (tmp_path / "v.csv").write_text("1,1,1,0,0\n")
-    r = core_only(*args, cwd=tmp_path)
+def test_a_missing_extra_exits_2_with_the_pip_command(files, tmp_path, args, extra):
+    r = core_only(*(a.format(d=files) for a in args), cwd=tmp_path)
     assert r.returncode == 2, r.stdout + r.stderr
     assert f"pip install 'darrm-opt[{extra}]'" in r.stderr and "Traceback" not in r.stderr
     assert not (tmp_path / "darrm.db").exists()
