@@ -23,6 +23,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and editors only
     from api.local_ledger import Ledger
     from darrm_opt.certify.certificate import Certificate, certify
     from darrm_opt.errors import BudgetExceeded, DarrmError, InvalidParameter
+    from darrm_opt.extras import MissingExtra
     from darrm_opt.model.params import Params
     from darrm_opt.optimize.optimizer import Solution, solve
     from darrm_opt.release.aggregator import Aggregator
@@ -43,10 +44,11 @@ _EXPORTS = {
     "DarrmError": "darrm_opt.errors",
     "InvalidParameter": "darrm_opt.errors",
     "BudgetExceeded": "darrm_opt.errors",
+    "MissingExtra": "darrm_opt.extras",
 }
 
 __all__ = [
-    "Aggregator", "BudgetExceeded", "Certificate", "DarrmError", "InvalidParameter", "Ledger", "Params",
+    "Aggregator", "BudgetExceeded", "Certificate", "DarrmError", "InvalidParameter", "Ledger", "MissingExtra", "Params",
     "Solution", "__version__", "certify", "load_table", "solve", "verify",
 ]
 
@@ -64,6 +66,10 @@ def __getattr__(name: str) -> Any:
     if name == "__version__":
         value: Any = _version()
     elif name in _EXPORTS:
+        if name == "Ledger":  # the service's ledger code: say which extra is missing, not which module
+            from darrm_opt.extras import require
+
+            require("service", "darrm_opt.Ledger")
         value = getattr(importlib.import_module(_EXPORTS[name]), name)
     else:
         raise AttributeError(f"module 'darrm_opt' has no attribute {name!r}")

@@ -63,3 +63,13 @@ def test_a_missing_extra_exits_2_with_the_pip_command(files, tmp_path, args, ext
     assert r.returncode == 2, r.stdout + r.stderr
     assert f"pip install 'darrm-opt[{extra}]'" in r.stderr and "Traceback" not in r.stderr
     assert not (tmp_path / "darrm.db").exists()
+
+
+def test_the_python_ledger_names_its_extra(tmp_path):
+    code = (f"import sys\nfor m in {EXTRA_MODULES!r}:\n    sys.modules[m] = None\n"
+            "import darrm_opt\nfrom darrm_opt import Aggregator, load_table, solve, verify\n"
+            "try:\n    darrm_opt.Ledger\nexcept darrm_opt.MissingExtra as exc:\n    print(exc)\n")
+    r = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(ROOT)},
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert "darrm_opt.Ledger needs the 'service' extra" in r.stdout and "pip install 'darrm-opt[service]'" in r.stdout
