@@ -20,8 +20,11 @@ def test_ctrl_c_stops_cleanly_and_writes_nothing(tmp_path):
     # K = 101 with Δ > 0: the first "sweeping:" line (stderr is a pipe: one plain line per finished sweep of
     # ≥ 10⁶ multisets) proves the solve is inside its cutting-plane loop, with at least the certification
     # sweeps and the baselines still to come; Ctrl-C then, however fast or loaded the machine is.
+    # SIG_DFL in the child: a shell's background job (CI runners, `cmd &`) ignores SIGINT, and Python
+    # keeps an inherited SIG_IGN, so Ctrl-C would never reach the solve
     proc = subprocess.Popen(_cli("solve", "--K", "101", "--m", "3", "--format", "json", "--out", str(out)),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     lines: queue.Queue[str] = queue.Queue()
     reader = threading.Thread(target=lambda: [lines.put(line) for line in proc.stderr], daemon=True)
     reader.start()
