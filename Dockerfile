@@ -1,17 +1,25 @@
 # darrm-opt service: docker build -t darrm-opt . && docker run -p 8000:8000 -v darrm-data:/data -e DARRM_API_KEYS=... darrm-opt
 # tests/api/test_api_packaging.py runs this file's steps: the install, the CMD and the HEALTHCHECK.
+# Two stages: the first installs the core and the `service` extra (binary wheels only: no compiler) into a
+# virtual environment; the second copies that environment alone (no Gurobi, CBC, plots, demo, Dask or tests).
+FROM python:3.11-slim AS build
+
+ENV PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1
+
+WORKDIR /src
+COPY . .
+RUN python -m venv /opt/venv && /opt/venv/bin/pip install --only-binary=:all: ".[service]" \
+    && /opt/venv/bin/pip uninstall --yes pip
+
 FROM python:3.11-slim
 
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
-    PIP_NO_CACHE_DIR=1 \
-    PIP_DISABLE_PIP_VERSION_CHECK=1
+    PATH=/opt/venv/bin:$PATH
 
 RUN useradd --create-home --uid 10001 darrm && mkdir /data && chown darrm:darrm /data
-
-WORKDIR /src
-COPY . .
-RUN pip install .
+COPY --from=build /opt/venv /opt/venv
 
 USER darrm
 WORKDIR /home/darrm

@@ -62,3 +62,17 @@ class TableFileError(DarrmError):
     """A γ-table file could not be read or does not have the expected shape."""
 
     exit_code = 2
+
+
+class BudgetExceeded(DarrmError):
+    """A batch of answers does not fit in a ledger's budget: nothing was released.
+
+    ``binding`` names the limit that is exceeded ("epsilon", "delta" or both, comma-separated) and
+    ``largest_batch`` the most answers that would still fit."""
+
+    exit_code = 1
+
+    def __init__(self, message: str, binding: str = "", largest_batch: int = 0) -> None:
+        self.binding = binding
+        self.largest_batch = largest_batch
+        super().__init__(message)

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
 from darrm_opt.errors import DarrmError
@@ -23,7 +24,7 @@ def handle_errors():
     try:
         yield
     except DarrmError as exc:
-        err_console.print(f"[bold red]error:[/] {exc}", soft_wrap=True)
+        err_console.print(f"[bold red]error:[/] {escape(str(exc))}", soft_wrap=True)  # messages may hold [ ]
         raise typer.Exit(exc.exit_code) from None
     except KeyboardInterrupt:
         err_console.print("interrupted: nothing was written")

@@ -28,8 +28,12 @@ def demo(
     from darrm_opt.cli.render import render_demo
     from darrm_opt.errors import InvalidParameter
     from darrm_opt.experiments.demo import DemoConfig, run_demo
+    from darrm_opt.extras import require
 
     with handle_errors():
+        require("demo", "darrm-opt demo")
+        if plot_out is not None:
+            require("plots", "darrm-opt demo --plot")
         if what != "teachers":
             raise InvalidParameter("demo", "must be 'teachers'", what)
         cfg = DemoConfig(m=m, epsilon=epsilon, teacher_delta=teacher_delta,

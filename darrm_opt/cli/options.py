@@ -13,6 +13,11 @@ class OutputFormat(str, Enum):
     json = "json"
 
 
+class TabularFormat(str, Enum):
+    csv = "csv"
+    json = "json"
+
+
 class Mode(str, Enum):
     lazy = "lazy"
     full = "full"

@@ -30,14 +30,18 @@ def plot(
 
     from darrm_opt.errors import InvalidParameter
     from darrm_opt.experiments.compare import error_curves
-    from darrm_opt.experiments.plots import plot_comparison
+    from darrm_opt.extras import require
 
     with handle_errors():
+        require("plots", "darrm-opt plot")
+        from darrm_opt.experiments.plots import plot_comparison
+
         if points < 2:
             raise InvalidParameter("points", "must be >= 2", points)
         rows = comparison_rows(K, m, epsilon, teacher_delta, delta, prior, "prior", solver, teachers)
         ps = np.linspace(0.0, 1.0, points)
-        panels = [{"m": r.m, "gammas": r.gammas, "p": ps, "curves": error_curves(r.gammas, ps)} for r in rows]
+        panels = [{"m": r.m, "gammas": r.gammas, "p": ps, "curves": error_curves(r.gammas, ps),
+                   "epsilon0": r.params.m * r.params.epsilon, "delta": r.params.delta} for r in rows]
         path = plot_comparison(panels, out, title=f"K={K}, ε={epsilon:g}, Δ={teacher_delta:g}, "
                                                   f"γ_opt for prior {rows[0].params.prior.spec}, "
                                                   f"teachers {teachers.value}")

@@ -23,14 +23,37 @@ def fmt_error(x: float | None) -> str:
     return "—" if x is None else f"{x:.4f}"
 
 
+def corner_words(p: float, q: float) -> str:
+    """A corner (p, p′) of one teacher's (ε, Δ)-DP region in words: p = Pr[vote 1 | D], p′ = Pr[vote 1 | D′]."""
+    if p == q:
+        return f"always vote {int(p)}"
+    if p == 0 or q == 0:
+        return f"vote 1 only on {'D′' if p == 0 else 'D'} (probability {max(p, q):.3g})"
+    if p == 1 or q == 1:
+        return f"vote 0 only on {'D′' if p == 1 else 'D'} (probability {1 - min(p, q):.3g})"
+    return f"vote 1 with probability {p:.4g} on D and {q:.4g} on D′ (randomised response)"
+
+
+def multiset_words(counts: list[int], corners: list[list[float]]) -> str:
+    """The worst multiset as teachers per corner, in words ("4 teachers always vote 0; 7 ...")."""
+    parts = [f"{n} teacher{'s' if n != 1 else ''} {corner_words(*corners[i])}"
+             for i, n in enumerate(counts) if n]
+    return "; ".join(parts)
+
+
 def certificate_line(cert: Certificate) -> str:
+    """The certificate: the largest privacy cost f(n) over every corner multiset n against the Lemma 3.4 bound
+    e^{mε} − 1 + 2δ, and the worst multiset as counts of the corners and in words."""
     status = "CERTIFIED" if cert.certified else "VIOLATED"
     rel = "<=" if cert.certified else ">"
-    return (
-        f"certificate: {status}: max privacy cost {cert.max_privacy_cost:.12g} {rel} bound {cert.bound:.12g} "
-        f"over {cert.multisets_checked:,} corner multisets (worst multiset {cert.worst_multiset}; "
+    line = (
+        f"certificate: {status}: max privacy cost {cert.max_privacy_cost:.12g} {rel} bound e^(mε) − 1 + 2δ = "
+        f"{cert.bound:.12g} over {cert.multisets_checked:,} corner multisets (worst multiset {cert.worst_multiset}; "
         f"{cert.high_precision_checked} re-checked in {40}-digit arithmetic)"
     )
+    if cert.corners and len(cert.worst_multiset) == len(cert.corners):
+        line += "\nworst multiset: " + multiset_words(cert.worst_multiset, cert.corners)
+    return line
 
 
 def render_gamma_table(params: Params, columns: dict[str, list[str]], errors: dict, cert: Certificate,
@@ -52,6 +75,7 @@ def render_gamma_table(params: Params, columns: dict[str, list[str]], errors: di
     t.add_section()
     t.add_row(r"E\[error]", *(fmt_error(errors.get(k)) for k in errors))
     console.print(t)
+    console.print("l: number of teachers voting 1; γ(l): probability of releasing their majority (else a fair coin)")
     console.print("values are rounded down; each printed column is certified (mε, δ)-DP as printed")
     console.print(certificate_line(cert), soft_wrap=True)
     return console.export_text()
@@ -86,13 +110,13 @@ def render_compare(rows, epsilon: float, teacher_delta: float, error_keys) -> st
 def render_budget(rows: list[dict], eps: float, dlt: float, delta_prime: float) -> str:
     """The ``budget`` table view: one row per (Q, method)."""
     con = recording_console()
-    con.print(f"Total privacy loss of Q answers, each ({eps:g}, {dlt:g})-DP; δ′ = {delta_prime:g}")
+    con.print(f"Total privacy loss of Q answers, each ({eps:g}, {dlt:.3e})-DP; δ′ = {delta_prime:.3e}")
     t = Table(show_edge=False, pad_edge=False)
     for col in ("Q", "method", "ε", "δ"):
         t.add_column(col, justify="right")
     for r in rows:
         name = r["method"] + (f" ({r['rule']})" if "rule" in r else "")
-        t.add_row(str(r["queries"]), name, f"{r['epsilon']:.3f}", f"{r['delta']:.3f}")
+        t.add_row(str(r["queries"]), name, f"{r['epsilon']:.3f}", f"{r['delta']:.3e}")
     con.print(t)
     return con.export_text()
 

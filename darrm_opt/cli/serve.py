@@ -23,7 +23,12 @@ def serve(
     """Serve certified γ tables, private majority answers and the privacy ledger over HTTP.
 
     Settings also come from DARRM_* environment variables (DARRM_API_KEYS: comma-separated bearer keys).
-    The database schema is migrated before the server starts."""
+    The database schema is migrated before the server starts. Needs the ``service`` extra."""
+    from darrm_opt.cli.common import handle_errors
+    from darrm_opt.extras import require
+
+    with handle_errors():
+        require("service", "darrm-opt serve")
     import uvicorn
     from sqlalchemy.exc import SQLAlchemyError
 

@@ -28,6 +28,8 @@ STYLES = {
     "gnmax_paper": dict(label="GNMax (paper's RDP σ)", color="tab:pink", marker="v"),
     "majority": dict(label="plain majority (free under the cap)", color="black", marker="."),
 }
+#: line styles per method, so that curves lying on top of each other stay visible
+LINESTYLES = {"opt": "-", "sub": "--", "dsub": ":", "const": "-.", "gnmax": (0, (5, 1, 1, 1))}
 FORMATS = (".png", ".svg")
 DPI = 100
 
@@ -71,8 +73,10 @@ def plot_comparison(panels: Sequence[Mapping], path, *, title: str | None = None
                 continue
             g = np.asarray(g, dtype=float)
             st = STYLES.get(name, dict(label=name))
-            ax_g.plot(np.arange(g.size), g, linewidth=1.2, markersize=3, **st)
-        ax_g.set_title(f"m = {panel['m']:g}")
+            ax_g.plot(np.arange(g.size), g, linewidth=1.2, markersize=4, linestyle=LINESTYLES.get(name, "-"),
+                      markerfacecolor="none", **st)
+        release = (f": ({panel['epsilon0']:g}, {panel['delta']:.3g})-DP" if "delta" in panel else "")
+        ax_g.set_title(f"m = {panel['m']:g}{release}", fontsize="medium")
         ax_g.set_xlabel("l (votes for 1)")
         ax_g.set_ylim(-0.03, 1.03)
         if j == 0:
@@ -80,8 +84,8 @@ def plot_comparison(panels: Sequence[Mapping], path, *, title: str | None = None
         ps = np.asarray(panel["p"], dtype=float)
         for name, e in panel["curves"].items():
             st = dict(STYLES.get(name, dict(label=name)))
-            st.pop("marker", None)
-            ax_e.plot(ps, np.asarray(e, dtype=float), linewidth=1.4, **st)
+            ax_e.plot(ps, np.asarray(e, dtype=float), linewidth=1.4, linestyle=LINESTYLES.get(name, "-"),
+                      markevery=max(1, ps.size // 10), markersize=4, markerfacecolor="none", **st)
         ax_e.set_xlabel("p (i.i.d. p_i = p)")
         if j == 0:
             ax_e.set_ylabel("E(DaRRM_γ)")

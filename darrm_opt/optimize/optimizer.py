@@ -139,7 +139,11 @@ def _backend(name: str):
     try:
         return solvers.get_backend(name)
     except SolverUnavailableError as exc:
-        raise SolverUnavailable(str(exc)) from None
+        from darrm_opt.extras import EXTRAS, install_hint, missing_modules
+
+        key = (name or "").strip().lower()
+        hint = f" (install it with {install_hint(key)})" if key in EXTRAS and missing_modules(key) else ""
+        raise SolverUnavailable(f"{exc}{hint}") from None
 
 
 def _solve_lp(backend, lp, mode: str):

@@ -36,12 +36,18 @@ def exec_form(rest: str) -> list[str]:
 def test_dockerfile_shape():
     ins = instructions()
     words = [w for w, _ in ins]
-    assert ins[0][0] == "FROM" and "slim" in ins[0][1]
-    users = [r for w, r in ins if w == "USER"]
+    froms = [i for i, w in enumerate(words) if w == "FROM"]
+    assert len(froms) == 2 and all("slim" in ins[i][1] for i in froms)  # multi-stage: build, then run
+    build, final = ins[: froms[1]], ins[froms[1]:]
+    users = [r for w, r in final if w == "USER"]
     assert users and users[-1] not in ("root", "0")
-    assert words.index("USER") > max(i for i, (w, r) in enumerate(ins) if w == "RUN")  # installs as root, runs as not
+    final_words = [w for w, _ in final]
+    assert final_words.index("USER") > max(i for i, (w, r) in enumerate(final) if w == "RUN")  # root installs
     assert ("EXPOSE", "8000") in ins
-    assert ("RUN", "pip install .") in ins
+    install = next(r for w, r in build if w == "RUN" and "pip install" in r)
+    assert "\".[service]\"" in install and "--only-binary=:all:" in install  # the service only, no compiler
+    assert ("COPY", "--from=build /opt/venv /opt/venv") in final and not any("pip install" in r for _, r in final)
+    assert not re.search(r"gcc|build-essential|pytest|\[test\]|\[all\]", DOCKERFILE.read_text())
     assert any(w == "VOLUME" and "/data" in r for w, r in ins)
     health = next(r for w, r in ins if w == "HEALTHCHECK")
     assert "/healthz" in health and "CMD" in health
@@ -74,7 +80,7 @@ def build_context(dest: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory) -> Path:
-    """``pip install .`` of the build context (dependencies come from this environment: --no-deps)."""
+    """``pip install ".[service]"`` of the build context (dependencies come from this environment: --no-deps)."""
     d = tmp_path_factory.mktemp("docker-steps")
     ctx = build_context(d)
     site = d / "site"
@@ -82,7 +88,8 @@ def installed(tmp_path_factory) -> Path:
                        cwd=ctx, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr
     for rel in ("api/alembic.ini", "api/migrations/env.py", "api/migrations/versions/0001_initial.py",
-                "api/routers/aggregate.py", "darrm_opt/cli/serve.py", "bin/darrm-opt"):
+                "api/routers/aggregate.py", "api/static/ui.html", "api/static/app.js", "darrm_opt/cli/serve.py",
+                "bin/darrm-opt"):
         assert (site / rel).exists(), rel
     return site
 

@@ -1,0 +1,192 @@
+"""A privacy ledger used from Python or the CLI without a server, through the service's own code.
+
+:class:`Ledger` opens a database (a SQLite file by default, created and migrated on first use, or the
+service's PostgreSQL), finds or creates a ledger by name and pays for batches of answers with the
+service's :class:`api.ledger.DebitWriter`: one transaction that locks the ledger, composes its spend with
+:func:`darrm_opt.privacy.accounting.account` and commits durably (SQLite ``synchronous=FULL``) before
+:meth:`Ledger.pay` returns. A batch that does not fit is refused whole: nothing is written and
+:class:`darrm_opt.errors.BudgetExceeded` names the binding limit (ε or δ) and the largest batch that fits.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import uuid
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import numpy as np
+from sqlalchemy import insert, or_, select, text
+from sqlalchemy.exc import SQLAlchemyError
+
+from darrm_opt.certify.certificate import Certificate
+from darrm_opt.errors import BudgetExceeded, DarrmError, InvalidParameter
+from darrm_opt.model.params import Params
+from darrm_opt.privacy import accounting
+
+from .db import Database, migrate
+from .ledger import Debit, DebitResult, DebitWriter, LedgerStore
+from .models import GammaTable, utcnow
+from .models import Ledger as LedgerRow
+
+#: pg_advisory_xact_lock key serialising find-or-create by name (arbitrary, fixed)
+NAME_LOCK = 7_247_301_812
+DEFAULT_URL = "sqlite:///darrm.db"
+
+
+class LedgerUnavailable(DarrmError):
+    """The ledger database cannot be opened or used."""
+
+    exit_code = 2
+
+
+def database_url(spec: str | None) -> str:
+    """``spec`` as a database URL: a URL as is, a plain path as ``sqlite:///PATH``; None: the default."""
+    if not spec:
+        return DEFAULT_URL
+    return spec if "://" in spec else f"sqlite:///{Path(spec).expanduser().resolve()}"
+
+
+def largest_batch(groups: list[tuple[float, float, int]], epsilon0: float, delta0: float,
+                  epsilon_budget: float, delta_budget: float, upper: int) -> int:
+    """The most answers (< ``upper``) of cost (ε₀, δ₀) that ``groups`` can still pay for (bisection: the
+    spend of :func:`accounting.account` grows with the count)."""
+    def fits(n: int) -> bool:
+        return n == 0 or accounting.account(groups + [(epsilon0, delta0, n)], delta_budget).within(
+            epsilon_budget, delta_budget)
+
+    lo, hi = 0, upper  # fits(lo), not fits(hi)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if fits(mid) else (lo, mid)
+    return lo
+
+
+class Ledger:
+    """A durable (ε, δ) budget on a database, paid exactly as the service pays ``POST /v1/aggregate``."""
+
+    def __init__(self, url: str | None, name: str, *, epsilon_budget: float | None = None,
+                 delta_budget: float | None = None) -> None:
+        if not name or len(name) > 200:
+            raise InvalidParameter("ledger", "must be a name of 1 to 200 characters", name)
+        try:
+            self.db = Database(database_url(url))
+        except ValueError as exc:
+            raise InvalidParameter("ledger-db", str(exc)) from None
+        try:
+            migrate(self.db)
+            self.id = self._find_or_create(name, epsilon_budget, delta_budget)
+        except SQLAlchemyError as exc:
+            self.db.dispose()
+            raise LedgerUnavailable(f"cannot use the ledger database {self.db.description}: "
+                                    f"{type(exc).__name__}: {exc.orig if hasattr(exc, 'orig') else exc}") from None
+        except BaseException:
+            self.db.dispose()
+            raise
+        self.name = name
+        self._writer: DebitWriter | None = None
+
+    def _find_or_create(self, name: str, epsilon_budget: float | None, delta_budget: float | None) -> str:
+        """The id of the ledger called ``name`` (or with that id); created with the budgets if absent,
+        under the database's write lock so that two processes cannot both create it."""
+        with self.db.write() as conn:
+            if not self.db.is_sqlite:
+                conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": NAME_LOCK})
+            rows = conn.execute(select(LedgerRow.__table__).where(
+                or_(LedgerRow.id == name, LedgerRow.name == name))).all()
+            if len(rows) > 1:
+                raise InvalidParameter("ledger", f"{len(rows)} ledgers are called {name!r}: give one's id")
+            if rows:
+                row = rows[0]
+                for label, given, have in (("epsilon-budget", epsilon_budget, row.epsilon_budget),
+                                           ("delta-budget", delta_budget, row.delta_budget)):
+                    if given is not None and given != have:
+                        raise InvalidParameter(label, f"ledger {name!r} already exists with budget {have:g}; "
+                                               "a budget cannot change", given)
+                return str(row.id)
+            if epsilon_budget is None or delta_budget is None:
+                raise InvalidParameter("ledger", f"no ledger {name!r} in this database: give --epsilon-budget "
+                                       "and --delta-budget to create it")
+            if not (math.isfinite(epsilon_budget) and epsilon_budget > 0):
+                raise InvalidParameter("epsilon-budget", "must be a finite number > 0", epsilon_budget)
+            if not (0 <= delta_budget < 1):
+                raise InvalidParameter("delta-budget", "must satisfy 0 <= delta < 1", delta_budget)
+            now = utcnow()
+            ledger_id = uuid.uuid4().hex
+            conn.execute(insert(LedgerRow).values(
+                id=ledger_id, name=name, epsilon_budget=epsilon_budget, delta_budget=delta_budget, answers=0,
+                epsilon_spent=0.0, delta_spent=0.0, composition=accounting.BASIC, created_at=now, updated_at=now))
+            return ledger_id
+
+    def view(self) -> dict[str, Any]:
+        """Budgets, spend (the composition used and every method's bound) and what remains."""
+        v = LedgerStore(self.db).get(self.id)
+        assert v is not None  # ledgers are never deleted
+        v["epsilon_remaining"] = max(v["epsilon_budget"] - v["epsilon_spent"], 0.0)
+        v["delta_remaining"] = max(v["delta_budget"] - v["delta_spent"], 0.0)
+        return v
+
+    def register(self, params: Params, gamma: Any, certificate: Certificate) -> str:
+        """Record a certified table in ``gamma_tables`` (its id is ``params.key()``, as in the service)."""
+        if not certificate.certified or certificate.bound != params.bound:
+            raise InvalidParameter("table", "only a table certified for its parameters can be paid for")
+        key = params.key()
+        with self.db.write() as conn:
+            if conn.execute(select(GammaTable.id).where(GammaTable.id == key)).first() is None:
+                from darrm_opt.model.objective import expected_error
+
+                conn.execute(insert(GammaTable).values(
+                    id=key, K=params.K, m=params.m, epsilon=params.epsilon, teacher_delta=params.teacher_delta,
+                    delta=params.delta, prior=params.prior.spec, solver="file",
+                    gamma=json.dumps([float(x) for x in gamma]), certificate=json.dumps(certificate.to_dict()),
+                    expected_error=float(expected_error(np.asarray(gamma, dtype=np.float64), params.prior)),
+                    solve_seconds=0.0, created_at=utcnow()))
+        return key
+
+    def pay(self, params: Params, gamma: Any, certificate: Certificate, answers: np.ndarray) -> DebitResult:
+        """Debit ``len(answers)`` answers of the certified table (``params``, ``gamma``), each (mε, δ)-DP,
+        durably, before the answers may be released. Raises BudgetExceeded (nothing is written) when the
+        batch does not fit."""
+        table_id = self.register(params, gamma, certificate)
+        if self._writer is None:
+            self._writer = DebitWriter(self.db, max_batch=1)
+        debit = Debit(self.id, table_id, params.m * params.epsilon, float(params.delta or 0.0),
+                      np.asarray(answers, dtype=np.uint8))
+        try:
+            result: DebitResult = self._writer.submit(debit).result()
+        except SQLAlchemyError as exc:
+            raise LedgerUnavailable(f"the debit failed ({type(exc).__name__}): no answer was released") from None
+        if result.status == "over_budget":
+            raise self._refusal(debit)
+        if result.status != "paid":
+            raise LedgerUnavailable(f"the debit was not paid: {result.detail or result.status}")
+        return result
+
+    def _refusal(self, d: Debit) -> BudgetExceeded:
+        v = self.view()
+        groups = [(g["epsilon0"], g["delta0"], g["answers"]) for g in v["groups"]]
+        eb, db = v["epsilon_budget"], v["delta_budget"]
+        spend = accounting.account(groups + [(d.epsilon0, d.delta0, d.rows)], db).spend
+        binding = [name for name, over in (("epsilon", spend.epsilon > eb), ("delta", spend.delta > db)) if over]
+        fits = largest_batch(groups, d.epsilon0, d.delta0, eb, db, d.rows)
+        limits = " and ".join(f"{n} (would be {getattr(spend, n):.6g} > budget {b:.6g})"
+                              for n, b in (("epsilon", eb), ("delta", db)) if n in binding)
+        return BudgetExceeded(
+            f"ledger {self.name!r} cannot pay for {d.rows} answer(s): the binding limit is {limits} by "
+            f"{spend.method} composition; at most {fits} answer(s) fit now; nothing was released",
+            ",".join(binding), fits)
+
+    def close(self) -> None:
+        if self._writer is not None:
+            self._writer.stop()
+            self._writer = None
+        self.db.dispose()
+
+    def __enter__(self) -> Ledger:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()

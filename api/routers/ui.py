@@ -1,0 +1,186 @@
+"""The read-only dashboard at ``/ui`` and the keyed read endpoints it draws from.
+
+``GET /ui`` and its two assets (``/ui/app.js``, ``/ui/app.css``, served from ``api/static``; nothing from a
+CDN) hold no data and need no key. The page asks for an API key, keeps it in the tab's ``sessionStorage``
+(gone when the tab closes; a ``#key=…`` fragment, never sent to the server, is moved there and erased) and
+sends it as ``Authorization: Bearer`` on every ``/v1`` request, which the middleware checks as for any
+client. A strict Content-Security-Policy allows scripts, styles and requests to this origin only.
+
+Keyed JSON endpoints added here: ``GET /v1/ledgers`` (every ledger with what remains),
+``GET /v1/ledgers/{id}/spends`` (the spend after each paid request, for the plot over time) and
+``GET /v1/tables/{id}/baselines`` (the closed-form baselines γ_Sub, γ_DSub, γ_const next to a table's γ,
+for display only: nothing is released with them).
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import UTC, datetime
+from pathlib import Path as FilePath
+from typing import Any
+
+from fastapi import APIRouter, Path, Query, Request
+from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import FileResponse, JSONResponse
+from pydantic import BaseModel, Field
+from sqlalchemy import func, select
+
+from darrm_opt.errors import DarrmError
+
+from ..deps import keyed, services
+from ..models import Ledger, SpendRecord
+from ..schemas import ID_PATTERN, ErrorOut
+
+STATIC = FilePath(__file__).resolve().parent.parent / "static"
+ASSETS = {"app.js": "text/javascript", "app.css": "text/css"}
+HEADERS = {
+    "Content-Security-Policy": "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "
+                               "img-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "Cache-Control": "no-cache",
+}
+
+page = APIRouter(tags=["dashboard"], include_in_schema=False)
+router = APIRouter(prefix="/v1", tags=["dashboard"], dependencies=keyed)
+_UNAUTHORIZED: dict[int | str, dict[str, Any]] = {401: {"model": ErrorOut, "description": "missing or invalid API key"}}
+
+
+@page.get("/ui")
+def dashboard() -> FileResponse:
+    return FileResponse(STATIC / "ui.html", media_type="text/html", headers=HEADERS)
+
+
+@page.get("/ui/{asset}")
+def dashboard_asset(asset: str):
+    if asset not in ASSETS:
+        return JSONResponse(status_code=404, content={"detail": "not found"})
+    return FileResponse(STATIC / asset, media_type=ASSETS[asset], headers=HEADERS)
+
+
+class LedgerSummary(BaseModel):
+    id: str
+    name: str
+    epsilon_budget: float
+    delta_budget: float
+    answers: int
+    epsilon_spent: float
+    delta_spent: float
+    epsilon_remaining: float = Field(..., description="epsilon_budget − epsilon_spent (≥ 0)")
+    delta_remaining: float = Field(..., description="delta_budget − delta_spent (≥ 0)")
+    composition: str
+    created_at: datetime
+    updated_at: datetime
+
+
+class LedgerListOut(BaseModel):
+    items: list[LedgerSummary]
+    total: int
+    limit: int
+    offset: int
+
+
+class SpendOut(BaseModel):
+    at: datetime
+    rows: int = Field(..., description="answers paid by this request")
+    epsilon_spent: float = Field(..., description="the ledger's ε spend after this request")
+    delta_spent: float = Field(..., description="the ledger's δ spend after this request")
+    composition: str
+
+
+class SpendListOut(BaseModel):
+    ledger_id: str
+    epsilon_budget: float
+    delta_budget: float
+    created_at: datetime
+    items: list[SpendOut]
+    truncated: bool = Field(..., description="true when only the most recent `limit` spends are listed")
+
+
+class BaselinesOut(BaseModel):
+    table_id: str
+    gamma: dict[str, list[float] | None] = Field(..., description="opt, sub, dsub, const (None: undefined)")
+    expected_error: dict[str, float | None]
+
+
+def _aware(ts: datetime) -> datetime:
+    return ts if ts.tzinfo is not None else ts.replace(tzinfo=UTC)
+
+
+@router.get("/ledgers", response_model=LedgerListOut, summary="Every ledger: budgets, spend and what remains",
+            responses=_UNAUTHORIZED)
+def list_ledgers(request: Request, limit: int = Query(100, ge=1, le=1000),
+                 offset: int = Query(0, ge=0, le=1_000_000_000)):
+    db = services(request).db
+    with db.read() as conn:
+        total = conn.execute(select(func.count()).select_from(Ledger)).scalar_one()
+        rows = conn.execute(select(Ledger.__table__).order_by(Ledger.created_at, Ledger.id)
+                            .limit(limit).offset(offset)).all()
+    items = [{
+        "id": r.id, "name": r.name, "epsilon_budget": r.epsilon_budget, "delta_budget": r.delta_budget,
+        "answers": int(r.answers), "epsilon_spent": r.epsilon_spent, "delta_spent": r.delta_spent,
+        "epsilon_remaining": max(r.epsilon_budget - r.epsilon_spent, 0.0),
+        "delta_remaining": max(r.delta_budget - r.delta_spent, 0.0),
+        "composition": r.composition, "created_at": _aware(r.created_at), "updated_at": _aware(r.updated_at),
+    } for r in rows]
+    return {"items": items, "total": total, "limit": limit, "offset": offset}
+
+
+@router.get("/ledgers/{ledger_id}/spends", response_model=SpendListOut,
+            summary="A ledger's spend after each paid request (oldest first)",
+            responses={404: {"model": ErrorOut, "description": "unknown ledger_id"}, **_UNAUTHORIZED})
+def ledger_spends(request: Request, ledger_id: str = Path(..., pattern=ID_PATTERN),
+                  limit: int = Query(1000, ge=1, le=10_000)):
+    db = services(request).db
+    with db.read() as conn:
+        ledger = conn.execute(select(Ledger.__table__).where(Ledger.id == ledger_id)).first()
+        if ledger is None:
+            return JSONResponse(status_code=404, content={"detail": f"ledger_id {ledger_id!r} not found"})
+        rows = conn.execute(
+            select(SpendRecord.created_at, SpendRecord.rows, SpendRecord.epsilon_spent, SpendRecord.delta_spent,
+                   SpendRecord.composition)
+            .where(SpendRecord.ledger_id == ledger_id).order_by(SpendRecord.id.desc()).limit(limit + 1)
+        ).all()
+    truncated = len(rows) > limit
+    items = [{"at": _aware(r.created_at), "rows": r.rows, "epsilon_spent": r.epsilon_spent,
+              "delta_spent": r.delta_spent, "composition": r.composition} for r in reversed(rows[:limit])]
+    return {"ledger_id": ledger_id, "epsilon_budget": ledger.epsilon_budget, "delta_budget": ledger.delta_budget,
+            "created_at": _aware(ledger.created_at), "items": items, "truncated": truncated}
+
+
+def _baselines(params, gamma: tuple[float, ...]) -> dict:
+    """γ_opt and the closed-form baselines (model.baselines) with their exact expected errors."""
+    import numpy as np
+
+    from darrm_opt.model.baselines import gamma_const, gamma_dsub, gamma_sub
+    from darrm_opt.model.objective import expected_error
+
+    curves: dict[str, np.ndarray | None] = {"opt": np.asarray(gamma), "sub": None, "dsub": None, "const": None}
+    if params.m_is_integer:
+        curves["sub"] = gamma_sub(params.K, params.m)
+        if params.pure and params.delta == 0:
+            curves["dsub"] = gamma_dsub(params.K, params.m)
+    try:
+        curves["const"] = gamma_const(params)
+    except DarrmError:
+        curves["const"] = None
+
+    def finite(values) -> list[float]:
+        return [float(x) if math.isfinite(x) else 0.0 for x in values]
+
+    return {
+        "gamma": {k: (finite(v) if v is not None else None) for k, v in curves.items()},
+        "expected_error": {k: (float(expected_error(v, params.prior)) if v is not None else None)
+                           for k, v in curves.items()},
+    }
+
+
+@router.get("/tables/{table_id}/baselines", response_model=BaselinesOut,
+            summary="A table's γ next to the closed-form baselines (display only)",
+            responses={404: {"model": ErrorOut, "description": "unknown table_id"}, **_UNAUTHORIZED})
+async def table_baselines(request: Request, table_id: str = Path(..., pattern=ID_PATTERN)):
+    s = services(request)
+    table = s.tables.cached(table_id) or await run_in_threadpool(s.tables.get, table_id)
+    if table is None:
+        return JSONResponse(status_code=404, content={"detail": f"table_id {table_id!r} not found"})
+    return {"table_id": table_id, **await run_in_threadpool(_baselines, table.params, table.gamma)}

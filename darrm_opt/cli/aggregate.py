@@ -1,0 +1,108 @@
+"""``darrm-opt aggregate``: DaRRM answers for a CSV of votes, offline, optionally paid from a ledger."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from darrm_opt.cli.common import err_console, handle_errors, write_output
+from darrm_opt.cli.options import TabularFormat
+
+
+def read_votes(path: Path, K: int):
+    """The vote rows of a CSV file as a (rows, K) uint8 array: K comma-separated 0/1 values per line.
+
+    Blank lines are skipped; any other line with a value other than 0/1 or not K values is an error that
+    names its line number."""
+    import numpy as np
+
+    from darrm_opt.errors import InvalidParameter, TableFileError
+
+    try:
+        lines = path.read_text().splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise TableFileError(f"cannot read votes file {str(path)!r}: {getattr(exc, 'strerror', None) or exc}") from None
+    rows: list[list[int]] = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        cells = [c.strip() for c in line.split(",")]
+        if len(cells) != K:
+            raise InvalidParameter("votes", f"row {number} has {len(cells)} values; every row needs K = {K} "
+                                   f"(the table's K)")
+        bad = next((c for c in cells if c not in ("0", "1")), None)
+        if bad is not None:
+            raise InvalidParameter("votes", f"row {number}: every vote must be 0 or 1", bad)
+        rows.append([c == "1" for c in cells])
+    return np.array(rows, dtype=np.uint8).reshape(len(rows), K)
+
+
+def aggregate(
+    table: Path = typer.Option(..., "--table", help="a γ table JSON file (darrm-opt solve --format json)"),
+    votes: Path = typer.Option(..., "--votes", help="CSV: one row of K 0/1 votes per line"),
+    ledger_db: Optional[str] = typer.Option(
+        None, "--ledger-db", help="ledger database: sqlite:///PATH, a file path or postgresql://USER@HOST/DB "
+        "(default: $DARRM_DATABASE_URL, else sqlite:///darrm.db, as the service)"),
+    ledger: Optional[str] = typer.Option(None, "--ledger", help="pay from this ledger (name or id)"),
+    epsilon_budget: Optional[float] = typer.Option(None, "--epsilon-budget", help="ε budget of a new ledger"),
+    delta_budget: Optional[float] = typer.Option(None, "--delta-budget", help="δ budget of a new ledger"),
+    fmt: TabularFormat = typer.Option(TabularFormat.csv, "--format", help="csv | json"),
+    out: Optional[Path] = typer.Option(None, "--out", help="write the answers here instead of stdout"),
+) -> None:
+    """Answer each vote row with DaRRM (Algorithm 1) using a certified γ table.
+
+    The table is certified again before use. With --ledger the batch is paid for first, atomically and
+    durably, with the service's ledger code; a batch that does not fit releases nothing and exits 1."""
+    import os
+
+    from darrm_opt.certify.certificate import certify
+    from darrm_opt.errors import CertificationFailed, InvalidParameter
+    from darrm_opt.release.aggregator import Aggregator
+    from darrm_opt.release.table_file import load_table
+
+    with handle_errors():
+        if ledger is None and (ledger_db or epsilon_budget is not None or delta_budget is not None):
+            raise InvalidParameter("ledger", "--ledger-db, --epsilon-budget and --delta-budget need --ledger NAME")
+        params, gamma = load_table(table)
+        cert = certify(params, gamma)
+        if not cert.certified:
+            raise CertificationFailed(f"table {str(table)!r} is not (mε, δ)-DP: {cert.reason}", cert)
+        rows = read_votes(votes, params.K)
+        answers = Aggregator(gamma.tolist())(rows)
+        spend = None
+        if ledger is not None:
+            local_ledger = _require_service_extra()
+            url = ledger_db or os.environ.get("DARRM_DATABASE_URL")
+            with local_ledger.Ledger(url, ledger, epsilon_budget=epsilon_budget, delta_budget=delta_budget) as book:
+                book.pay(params, gamma, cert, answers)
+                spend = book.view()
+        write_output(_render(answers, params, spend, fmt), out)
+        if spend is not None:
+            err_console.print(
+                f"ledger {spend['name']!r}: {spend['answers']} answers, spent ε={spend['epsilon_spent']:.6g} of "
+                f"{spend['epsilon_budget']:g}, δ={spend['delta_spent']:.3e} of {spend['delta_budget']:.3e} "
+                f"({spend['composition']} composition)", soft_wrap=True, markup=False)
+
+
+def _require_service_extra():
+    """``api.local_ledger``, or MissingExtra (exit 2) naming the extra to install."""
+    from darrm_opt.extras import require
+
+    require("service", "a ledger (--ledger)")
+    import api.local_ledger
+
+    return api.local_ledger
+
+
+def _render(answers, params, spend: dict | None, fmt: TabularFormat) -> str:
+    if fmt is TabularFormat.json:
+        doc = {"table_id": params.key(), **params.canonical(), "answers": [int(a) for a in answers]}
+        if spend is not None:
+            doc["ledger"] = {k: spend[k] for k in ("id", "name", "epsilon_budget", "delta_budget", "answers",
+                                                   "epsilon_spent", "delta_spent", "composition",
+                                                   "epsilon_remaining", "delta_remaining")}
+        return json.dumps(doc, indent=2)
+    return "answer\n" + "".join(f"{int(a)}\n" for a in answers)

@@ -1,0 +1,141 @@
+"""The dashboard at /ui and the endpoints it reads, against a live server; the page itself in headless
+Chromium (Debian's ``chromium``; the browser test is skipped, saying why, when it is not installed)."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from collections.abc import Iterator
+from html.parser import HTMLParser
+from pathlib import Path
+
+import httpx
+import numpy as np
+import pytest
+from svc_helpers import KEY, Server, make_ledger, make_table
+
+from darrm_opt.model.baselines import gamma_sub
+
+BROWSER = next((b for b in ("chromium", "chromium-browser", "google-chrome") if shutil.which(b)), None)
+VOTES = [[1, 1, 1, 0, 0], [0, 0, 0, 0, 1], [1, 1, 1, 1, 1], [1, 0, 1, 0, 1]]
+
+
+@pytest.fixture(scope="module")
+def live(tmp_path_factory) -> Iterator[dict]:
+    """A fresh server with two tables (K = 5: approximate and pure DP) and one ledger paid three times."""
+    d = tmp_path_factory.mktemp("dashboard")
+    server = Server(d, f"sqlite:///{d / 'darrm.db'}", name="dashboard").start()
+    try:
+        with server.client() as c:
+            approx = make_table(c, K=5, m=2)
+            pure = make_table(c, K=5, m=2, teacher_delta=0, delta=0)
+            ledger = make_ledger(c, 3.0, 1e-3, name="labelling-job")
+            make_ledger(c, 1.0, 0.0, name="unused")
+            for votes in (VOTES[:2], VOTES, VOTES[:1]):
+                r = c.post("/v1/aggregate", json={"table_id": approx["id"], "ledger_id": ledger["id"], "votes": votes})
+                assert r.status_code == 200, r.text
+        yield {"server": server, "dir": d, "approx": approx, "pure": pure, "ledger": ledger}
+    finally:
+        server.stop()
+
+
+def test_ledger_list_and_spend_history(live):
+    with live["server"].client() as c:
+        listed = c.get("/v1/ledgers").json()
+        assert listed["total"] == 2 and [x["name"] for x in listed["items"]] == ["labelling-job", "unused"]
+        job = listed["items"][0]
+        full = c.get(f"/v1/ledgers/{job['id']}").json()
+        assert job["answers"] == 7 and job["epsilon_spent"] == full["epsilon_spent"]
+        assert job["epsilon_remaining"] == pytest.approx(3.0 - full["epsilon_spent"], abs=0)
+        assert job["delta_remaining"] == max(1e-3 - full["delta_spent"], 0.0)
+        spends = c.get(f"/v1/ledgers/{job['id']}/spends").json()
+        assert [s["rows"] for s in spends["items"]] == [2, 4, 1] and not spends["truncated"]
+        eps = [s["epsilon_spent"] for s in spends["items"]]
+        assert eps == sorted(eps) and eps[-1] == full["epsilon_spent"]
+        last_two = c.get(f"/v1/ledgers/{job['id']}/spends", params={"limit": 2}).json()
+        assert [s["rows"] for s in last_two["items"]] == [4, 1] and last_two["truncated"]
+        assert c.get("/v1/ledgers/" + "0" * 32 + "/spends").status_code == 404
+    assert httpx.get(live["server"].url + "/v1/ledgers").status_code == 401
+
+
+def test_baselines_are_the_closed_forms(live):
+    with live["server"].client() as c:
+        b = c.get(f"/v1/tables/{live['approx']['id']}/baselines").json()
+        assert b["gamma"]["opt"] == live["approx"]["gamma"] and b["gamma"]["dsub"] is None
+        np.testing.assert_allclose(b["gamma"]["sub"], gamma_sub(5, 2), rtol=0, atol=0)
+        assert b["expected_error"]["opt"] == pytest.approx(live["approx"]["expected_error"], rel=1e-12)
+        assert b["expected_error"]["opt"] <= b["expected_error"]["sub"] <= b["expected_error"]["const"]
+        pure = c.get(f"/v1/tables/{live['pure']['id']}/baselines").json()
+        assert len(pure["gamma"]["dsub"]) == 6
+        assert c.get("/v1/tables/" + "0" * 32 + "/baselines").status_code == 404
+
+
+def test_page_and_assets_are_local_and_need_no_key(live):
+    base = live["server"].url
+    page = httpx.get(base + "/ui")
+    assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
+    csp = page.headers["content-security-policy"]
+    assert "script-src 'self'" in csp and "connect-src 'self'" in csp
+    assert not re.search(r"(src|href)=\"(https?:)?//", page.text)  # nothing from another origin
+    for asset, kind in (("app.js", "text/javascript"), ("app.css", "text/css")):
+        r = httpx.get(f"{base}/ui/{asset}")
+        assert r.status_code == 200 and r.headers["content-type"].startswith(kind)
+        assert "http://" not in r.text.replace("http://www.w3.org/2000/svg", "")
+    assert httpx.get(base + "/ui/../api/db.py").status_code == 404
+    assert httpx.get(base + "/ui/secret.py").status_code == 404
+
+
+class _Dom(HTMLParser):
+    """The elements of a dumped DOM: (tag, attributes) in document order, and the visible text."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.elements: list[tuple[str, dict[str, str | None]]] = []
+        self.text: list[str] = []
+
+    def handle_starttag(self, tag, attrs):
+        self.elements.append((tag, dict(attrs)))
+
+    def handle_data(self, data):
+        if data.strip():
+            self.text.append(data.strip())
+
+
+def render(url: str, out: Path, screenshot: Path | None = None) -> _Dom:
+    """The DOM of ``url`` after its scripts ran (headless Chromium, virtual time)."""
+    args = [BROWSER, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
+            f"--user-data-dir={out / 'profile'}", "--virtual-time-budget=20000", "--window-size=1000,1400"]
+    if screenshot is not None:
+        subprocess.run([*args, f"--screenshot={screenshot}", url], capture_output=True, timeout=120)
+    r = subprocess.run([*args, "--dump-dom", url], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    dom = _Dom()
+    dom.feed(r.stdout)
+    return dom
+
+
+@pytest.mark.skipif(BROWSER is None, reason="no chromium here (apt-get install chromium; .ci/run tries to)")
+def test_dashboard_renders_in_chromium(live, tmp_path):
+    base = live["server"].url
+    shot = live["dir"] / "dashboard.png"
+    dom = render(f"{base}/ui#key={KEY}", tmp_path, screenshot=shot)
+    body = next(a for t, a in dom.elements if t == "body")
+    assert body.get("data-loaded") == "true", " | ".join(dom.text)[:2000]
+    ledgers = [a["data-ledger-id"] for t, a in dom.elements if "data-ledger-id" in a]
+    assert ledgers[0] == live["ledger"]["id"] and len(ledgers) == 2
+    series = [(a["data-series"], a["data-points"]) for t, a in dom.elements if t == "g" and "data-series" in a]
+    # ledger plots: ε and δ from 0 then after each of 3 paid requests; the unused one (δ budget 0): ε only
+    assert series[:3] == [("epsilon", "4"), ("delta", "4"), ("epsilon", "1")]
+    # table plots: γ over l = 0..5 for γ_opt and the baselines (γ_DSub only for the pure table)
+    assert sorted(series[3:]) == sorted([(k, "6") for k in ("opt", "sub", "const")] * 2 + [("dsub", "6")])
+    text = " ".join(dom.text)
+    assert "labelling-job" in text and "CERTIFIED" in text and "2 ledger(s), 2 table(s)" in text
+    assert shot.exists() and shot.stat().st_size > 10_000
+
+
+@pytest.mark.skipif(BROWSER is None, reason="no chromium here (apt-get install chromium; .ci/run tries to)")
+def test_dashboard_with_a_wrong_key_shows_nothing(live, tmp_path):
+    dom = render(f"{live['server'].url}/ui#key=not-a-key", tmp_path)
+    assert not any("data-ledger-id" in a or "data-table-id" in a for _, a in dom.elements)
+    assert "the API key was refused (401)" in " ".join(dom.text)
