@@ -137,7 +137,7 @@ def _table_text(params, sol, base, seconds: float, executor) -> str:
     columns = {"γ_opt": shown}
     for k, label in BASELINES:
         if base.get(k):
-            columns[label] = certified_decimals(params, base[k].gamma, 6, executor=executor)[0]
+            columns[label] = certified_decimals(params, base[k].gamma, 6, unit=base[k].unit, executor=executor)[0]
         else:
             columns[label] = ["—"] * (params.K + 1)
     labels = dict(zip(["opt", *(k for k, _ in BASELINES)], columns))

@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from darrm_opt.certify.certificate import Certificate, certify
+from darrm_opt.certify.linear import best_constant, constant_certificate, constant_certified, ones_upper_bound
 from darrm_opt.errors import CertificationFailed, InvalidParameter, TableFileError
 from darrm_opt.model.baselines import gamma_const, gamma_const_opt, gamma_dsub, gamma_sub
 from darrm_opt.model.params import Params
@@ -29,6 +30,8 @@ class CertifiedTable:
     gamma: tuple[float, ...]
     certificate: Certificate
     shrink: float = 1.0  #: factor applied to the exact table to make its float64 values certify
+    #: for a constant table: the certificate of γ ≡ 1 that certifies it (and its rounded-down prints) by linearity
+    unit: Certificate | None = None
 
 
 def certify_or_shrink(params: Params, gamma, *, name: str = "gamma", max_tries: int = 6,
@@ -82,11 +85,29 @@ def _dsub_table(params: Params, **kwargs) -> CertifiedTable | Unavailable:
     return certify_or_shrink(params, gamma_dsub(params.K, params.m), name="γ_DSub", **kwargs)
 
 
-def _const_opt_table(params: Params, **kwargs) -> CertifiedTable | Unavailable:
-    """γ ≡ c* with c* = bound / max f(γ ≡ 1) from one certified sweep of γ ≡ 1, then certified itself."""
-    ones = certify(params, np.ones(params.K + 1), **kwargs)
-    return certify_or_shrink(params, gamma_const_opt(params, ones.max_privacy_cost), name="γ_const_opt",
-                             **kwargs)
+def _constant_tables(params: Params, const: str, delta_prime: float,
+                     **kwargs) -> dict[str, CertifiedTable | Unavailable]:
+    """γ_const (eq. 16) and γ_const_opt ≡ c* = bound / max f(γ ≡ 1), both certified by linearity from one
+    sweep of γ ≡ 1 (:mod:`darrm_opt.certify.linear`); by their own sweep only where that sweep bounds nothing."""
+    unit = certify(params, np.ones(params.K + 1), **kwargs)
+    values: dict[str, Callable[[], float]] = {
+        "const": lambda: float(gamma_const(params, const, delta_prime)[0]),
+        "const_opt": lambda: best_constant(params, unit) if ones_upper_bound(unit) or unit.certified
+        else float(gamma_const_opt(params, unit.max_privacy_cost)[0]),
+    }
+    out: dict[str, CertifiedTable | Unavailable] = {}
+    for name, value in values.items():
+        label = "γ_" + name
+        try:
+            c = value()
+            if constant_certified(params, unit, c):
+                out[name] = CertifiedTable(label, (c,) * (params.K + 1), constant_certificate(params, unit, c),
+                                           unit=unit)
+            else:
+                out[name] = certify_or_shrink(params, np.full(params.K + 1, c), name=label, **kwargs)
+        except (CertificationFailed, InvalidParameter) as exc:
+            out[name] = Unavailable(name, str(exc))
+    return out
 
 
 def baseline_tables(params: Params, *, const: str = "simple", delta_prime: float = 0.1,
@@ -97,18 +118,13 @@ def baseline_tables(params: Params, *, const: str = "simple", delta_prime: float
     invalid for these parameters or fails certification is an :class:`Unavailable` with the reason (never
     an exception: a baseline must not sink the main result). Every returned table is certified.
     """
-    makers: dict[str, Callable[..., CertifiedTable | Unavailable]] = {
-        "sub": _sub_table,
-        "dsub": _dsub_table,
-        "const": lambda p, **kw: certify_or_shrink(p, gamma_const(p, const, delta_prime), name="γ_const", **kw),
-        "const_opt": _const_opt_table,
-    }
     out: dict[str, CertifiedTable | Unavailable] = {}
-    for name, make in makers.items():
+    for name, make in (("sub", _sub_table), ("dsub", _dsub_table)):
         try:
             out[name] = make(params, **kwargs)
         except (CertificationFailed, InvalidParameter) as exc:
             out[name] = Unavailable(name, str(exc))
+    out.update(_constant_tables(params, const, delta_prime, **kwargs))
     return out
 
 
@@ -118,11 +134,18 @@ def round_down(gamma, decimals: int) -> np.ndarray:
     return np.floor(np.asarray(gamma, dtype=np.float64) * scale) / scale
 
 
-def certified_decimals(params: Params, gamma, decimals: int = 6, **kwargs) -> tuple[list[str], Certificate]:
+def certified_decimals(params: Params, gamma, decimals: int = 6, *, unit: Certificate | None = None,
+                       **kwargs) -> tuple[list[str], Certificate]:
     """The table as printed with ``decimals`` decimals (rounded down), and the certificate *of the printed
     values*; if rounding down broke a constraint, the table is first scaled down by one unit of the last
-    printed decimal (repeatedly) until the printed values certify."""
+    printed decimal (repeatedly) until the printed values certify. A constant table with the certificate
+    ``unit`` of γ ≡ 1 is certified by linearity (:mod:`darrm_opt.certify.linear`), without a sweep."""
     g = np.asarray(gamma, dtype=np.float64)
+    if unit is not None and g.size and np.all(g == g[0]):
+        shown = round_down(g, decimals)
+        cert = constant_certificate(params, unit, float(shown[0]))
+        if cert.certified:
+            return [f"{x:.{decimals}f}" for x in shown], cert
     for _ in range(20):
         shown = round_down(g, decimals)
         cert = certify(params, shown, **kwargs)
