@@ -42,7 +42,7 @@ def test_linear_certificate_matches_the_sweep_for_smaller_constants():
 
 
 def test_certified_gamma_one_certifies_every_constant():
-    params = Params(5, 4, teacher_delta=0.0, delta=0.0)  # m > (K+1)/2 in pure DP: γ ≡ 1 is private
+    params = Params(5, 4)  # m >= (K+1)/2 with δ = 1 − (1 − Δ)^m: γ ≡ 1 certifies with room to spare
     unit = certify(params, np.ones(6))
     assert unit.certified and best_constant(params, unit) == 1.0
     assert constant_certified(params, unit, 0.3) and not constant_certified(params, unit, 1.5)
