@@ -46,7 +46,11 @@ def solve(
         finally:
             reporter.close()
         if fmt is OutputFormat.json:
-            text = json.dumps(_json_doc(params, sol, base, time.perf_counter() - t0), indent=2)
+            from darrm_opt.privacy.profile import privacy_profile
+
+            profile = privacy_profile(params, sol.gamma, executor=executor, progress=reporter)
+            doc = _json_doc(params, sol, base, time.perf_counter() - t0)
+            text = json.dumps({**doc, "privacy_profile": profile.to_dict()}, indent=2)
         else:
             text = _table_text(params, sol, base, time.perf_counter() - t0, executor)
         write_output(text, out)

@@ -119,3 +119,70 @@ def _cached_generic(epsilon0: float, delta0: float, count: int) -> PLD:
 def generic_epsilon(epsilon0: float, delta0: float, count: int, delta: float) -> float:
     """ε at ``delta`` of ``count`` answers of a generic (ε₀, δ₀)-DP mechanism, through the PLD path."""
     return epsilon_at(_cached_generic(float(epsilon0), float(delta0), int(count)), delta)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Exact accounting of a ledger (several tables, counts) with in-memory caches
+# ---------------------------------------------------------------------------------------------------------
+#: above this many answers the exact composition is not attempted (its grid would need too many points
+#: to stay within a request's time); the other composition methods still apply.
+EXACT_MAX_ANSWERS = 5000
+
+
+def interval_for(answers: int) -> float:
+    """The discretisation interval used for ``answers`` answers: INTERVAL up to 100 answers, then growing
+    like √(answers/100) so the composed grid keeps about the same number of points."""
+    return INTERVAL * max(1.0, math.sqrt(answers / 100.0))
+
+
+Parts = tuple[tuple[PrivacyProfile, int], ...]
+
+
+def canonical_parts(parts: Iterable[tuple[PrivacyProfile, int]]) -> Parts:
+    """Counts of equal profiles merged, empty ones dropped, in a canonical order (a cache key)."""
+    counts: dict[PrivacyProfile, int] = {}
+    for prof, n in parts:
+        _check_count_zero(n)
+        if n:
+            counts[prof] = counts.get(prof, 0) + n
+    return tuple(sorted(counts.items(), key=lambda kv: (kv[0].vertices, kv[0].support, kv[1])))
+
+
+def _check_count_zero(count: int) -> None:
+    if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+        raise InvalidParameter("count", "must be an integer >= 0", count)
+
+
+@lru_cache(maxsize=128)
+def _one_pld(profile: PrivacyProfile, interval: float) -> PLD:
+    return profile_pld(profile, interval)
+
+
+@lru_cache(maxsize=256)
+def _composed(parts: Parts, interval: float) -> PLD | None:
+    return compose((_one_pld(p, interval), n) for p, n in parts)
+
+
+@lru_cache(maxsize=4096)
+def _exact_epsilon(parts: Parts, delta: float) -> float:
+    answers = sum(n for _, n in parts)
+    if answers > EXACT_MAX_ANSWERS:
+        return math.inf
+    return epsilon_at(_composed(parts, interval_for(answers)), delta)
+
+
+def exact_epsilon(parts: Iterable[tuple[PrivacyProfile, int]], delta: float) -> float:
+    """ε at ``delta`` (an upper bound) of the adaptive composition of ``count`` answers of each table's
+    profile; ``inf`` above EXACT_MAX_ANSWERS answers or when ``delta`` is below the infinite-loss mass."""
+    if not (isinstance(delta, (int, float)) and 0 <= delta < 1):
+        raise InvalidParameter("delta", "must satisfy 0 <= delta < 1", delta)
+    return _exact_epsilon(canonical_parts(parts), float(delta))
+
+
+def exact_delta(parts: Iterable[tuple[PrivacyProfile, int]], epsilon: float) -> float:
+    """δ at ``epsilon`` (an upper bound) of the same composition; 1 above EXACT_MAX_ANSWERS answers."""
+    key = canonical_parts(parts)
+    answers = sum(n for _, n in key)
+    if answers > EXACT_MAX_ANSWERS:
+        return 1.0
+    return delta_at(_composed(key, interval_for(answers)), epsilon)

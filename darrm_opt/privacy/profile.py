@@ -36,13 +36,13 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
 import numpy as np
 
-from darrm_opt.certify.certificate import certify_and_separate, is_symmetric, validate_gamma
+from darrm_opt.certify.certificate import Certificate, certify_and_separate, is_symmetric, validate_gamma
 from darrm_opt.certify.problems import make_problem
 from darrm_opt.certify.sweep import error_bound, signed_h, sweep
 from darrm_opt.errors import InvalidParameter
@@ -71,8 +71,8 @@ class PrivacyProfile:
 
     support: tuple[tuple[float, float], ...]
     vertices: tuple[tuple[float, float], ...]
-    sweeps: int = 0
-    seconds: float = 0.0
+    sweeps: int = field(default=0, compare=False)
+    seconds: float = field(default=0.0, compare=False)
 
     @property
     def infinite_mass(self) -> float:
@@ -95,9 +95,11 @@ class PrivacyProfile:
         return min([env, *swept])
 
     def dominates(self, other: PrivacyProfile, tol: float = 0.0) -> bool:
-        """True when this profile's envelope is ≥ ``other``'s at every b (so δ(ε′) ≥ other's everywhere).
-        ``other``'s envelope is piecewise linear and this one concave, so its vertices suffice."""
-        return all(self.envelope(b) >= a - tol for b, a in other.vertices)
+        """True when this profile is never below ``other`` (less ``tol``): its envelope at every b (so
+        δ(ε′) ≥ other's everywhere; ``other``'s envelope is piecewise linear and this one concave, so
+        other's vertices suffice) and each of its swept statements (ε_j, δ_j) against other's δ(ε_j)."""
+        return all(self.envelope(b) >= a - tol for b, a in other.vertices) and all(
+            d >= other.delta(e) - tol for e, d in self.support)
 
     def envelope(self, b: float) -> float:
         """A(b): linear interpolation of the vertices."""
@@ -152,14 +154,14 @@ def _check_vertices(vertices: tuple[tuple[float, float], ...]) -> None:
 class _Oracle:
     """max over corner multisets of (a − x b), by one certificate sweep with E = x."""
 
-    def __init__(self, params: Params, gamma: np.ndarray, sweep_kwargs: dict) -> None:
+    def __init__(self, params: Params, gamma: np.ndarray, sweep_kwargs: dict, progress=None) -> None:
         self.params = params
         self.gamma = gamma
         self.C = corners(params)
         self.h = signed_h(gamma)
         self.hmax = float(np.abs(self.h).max()) if self.h.size else 0.0
         self.two_sided = not is_symmetric(gamma)
-        self.kw = sweep_kwargs
+        self.kw = dict(sweep_kwargs, progress=_sweep_progress(progress))
         self.calls = 0
 
     def point(self, counts, flip: bool) -> tuple[float, float]:
@@ -188,6 +190,13 @@ class _Oracle:
         return D, self.point(counts, flip)
 
 
+def _sweep_progress(progress, stage: str = "sweep-progress"):
+    """Adapt ``progress(stage, **info)`` to the sweep's ``progress(done, total, worst)``."""
+    if progress is None:
+        return None
+    return lambda done, total, worst: progress(stage, done=done, total=total, worst=worst)
+
+
 def _certified_slope(params: Params) -> float:
     """ε_c ≥ m·ε (the exact product of the binary values), the ε of the certified statement."""
     e = params.m * params.epsilon
@@ -198,17 +207,25 @@ def _certified_slope(params: Params) -> float:
 
 def privacy_profile(params: Params, gamma, *, workers: int | None = None, executor=None,
                     progress=None) -> PrivacyProfile:
-    """The certified privacy profile of ``gamma`` for ``params`` (see the module docstring).
+    """The certified privacy profile of ``gamma`` for ``params`` (see the module docstring)."""
+    return profile_and_certificate(params, gamma, workers=workers, executor=executor, progress=progress)[0]
+
+
+def profile_and_certificate(params: Params, gamma, *, workers: int | None = None, executor=None,
+                            progress=None) -> tuple[PrivacyProfile, Certificate]:
+    """The profile and the certificate of ``gamma``, from one certification sweep plus the hull search.
 
     Sweeps: the certificate's own sweep at x = e^{mε} (its 40-digit re-check makes (mε, δ) exact), x = 1,
-    the steepest slope, then the chords between consecutive hull points."""
+    the steepest slope, then the chords between consecutive hull points. The profile bounds the privacy of
+    ``gamma`` whether or not the certificate certifies (mε, δ); only then does it contain (mε, δ)."""
     t0 = time.perf_counter()
     g = validate_gamma(gamma, params.K)
-    oracle = _Oracle(params, g, {"workers": workers, "executor": executor})
+    oracle = _Oracle(params, g, {"workers": workers, "executor": executor}, progress)
     lines: dict[float, tuple[float, tuple[float, float]]] = {}  # slope -> (D̄, point)
     support: list[tuple[float, float]] = []
 
-    cert, res = certify_and_separate(params, g, workers=workers, executor=executor)
+    cert, res = certify_and_separate(params, g, workers=workers, executor=executor,
+                                     progress=_sweep_progress(progress, "certify-progress"))
     eps_c = _certified_slope(params)
     x_c = math.exp(params.m * params.epsilon)
     D_c, p_c = oracle._bound(x_c, res.max_cost, res.worst, res.min_cost, res.best)
@@ -226,7 +243,7 @@ def privacy_profile(params: Params, gamma, *, workers: int | None = None, execut
     support += [(math.log(x), D) for x, (D, _) in lines.items() if x > 1.0]
     vertices = envelope_vertices([(x, D) for x, (D, _) in lines.items()])
     sup = tuple(sorted(set(support)))
-    return PrivacyProfile(sup, vertices, oracle.calls + 1, time.perf_counter() - t0)
+    return PrivacyProfile(sup, vertices, oracle.calls + 1, time.perf_counter() - t0), cert
 
 
 def _steepest(oracle: _Oracle, lines: dict, params: Params) -> None:

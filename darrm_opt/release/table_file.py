@@ -92,6 +92,17 @@ def certified_decimals(params: Params, gamma, decimals: int = 6, **kwargs) -> tu
 # ---------------------------------------------------------------------------------------------------------
 # Table files (the JSON view of `darrm-opt solve`, or a user's own table)
 
+def stored_profile(path: str | Path):
+    """The ``privacy_profile`` of a table file (a PrivacyProfile), None when the file has none. Call after
+    :func:`load_table` (which reports unreadable files)."""
+    from darrm_opt.privacy.profile import PrivacyProfile
+
+    data = json.loads(Path(path).read_text())
+    if data.get("privacy_profile") is None:
+        return None
+    return PrivacyProfile.from_dict(data["privacy_profile"])
+
+
 def load_table(path: str | Path) -> tuple[Params, np.ndarray]:
     """Read a γ table JSON file: an object with K, m, epsilon, teacher_delta, delta?, prior? and gamma."""
     p = Path(path)
