@@ -85,7 +85,7 @@ async def aggregate(request: Request) -> Response:
     else:
         answers = table.aggregator(votes)
     del votes
-    debit = Debit(ledger_id, table.id, table.epsilon0, table.delta0, answers, key)
+    debit = Debit(ledger_id, table.id, table.epsilon0, table.delta0, answers, key, profile=table.profile)
     try:
         future = s.writer.submit(debit)
         result = await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(future)), s.settings.debit_timeout_s)
