@@ -44,6 +44,7 @@ import numpy as np
 
 from darrm_opt.certify.certificate import Certificate, certify_and_separate, is_symmetric, validate_gamma
 from darrm_opt.certify.problems import make_problem
+from darrm_opt.certify.slopes import sweep_slopes
 from darrm_opt.certify.sweep import error_bound, signed_h, sweep
 from darrm_opt.errors import InvalidParameter
 from darrm_opt.model.corners import corners
@@ -180,6 +181,19 @@ class _Oracle:
         res = sweep(make_problem(self.C, self.h, x), two_sided=self.two_sided, **self.kw)
         return self._bound(x, res.max_cost, res.worst, res.min_cost, res.best)
 
+    def many(self, xs: list[float]) -> list[tuple[float, tuple[float, float]]]:
+        """(D̄(x), argmax point) for every x: one multi-slope sweep (darrm_opt.certify.slopes) — each
+        extra slope costs a subtraction and two reductions per block, not a sweep."""
+        if not xs:
+            return []
+        if self.kw.get("executor") is not None:
+            return [self(x) for x in xs]
+        self.calls += 1
+        res = sweep_slopes(make_problem(self.C, self.h, 1.0), xs, workers=self.kw.get("workers"),
+                           two_sided=self.two_sided)
+        return [self._bound(x, res.best[k], res.arg[k], -res.best_neg[k], res.arg_neg[k])
+                for k, x in enumerate(xs)]
+
     def _bound(self, x, max_cost, worst, min_cost, best) -> tuple[float, tuple[float, float]]:
         F, counts, flip = max_cost, worst, False
         if self.two_sided and -min_cost > F:
@@ -236,8 +250,8 @@ def profile_and_certificate(params: Params, gamma, *, workers: int | None = None
         x_up = math.nextafter(math.nextafter(math.exp(eps_c), math.inf), math.inf)
         lines[x_up] = (float(params.delta), p_c)  # type: ignore[arg-type]
         support.append((eps_c, min(float(params.delta), D_c)))  # type: ignore[arg-type]
-    lines[1.0] = oracle(1.0)
-    _steepest(oracle, lines, params)
+    first = [1.0, *_grid(params, oracle)]
+    lines.update(zip(first, oracle.many(first), strict=True))
     _refine(oracle, lines, progress)
     support[0] = (0.0, lines[1.0][0])
     support += [(math.log(x), D) for x, (D, _) in lines.items() if x > 1.0]
@@ -246,44 +260,64 @@ def profile_and_certificate(params: Params, gamma, *, workers: int | None = None
     return PrivacyProfile(sup, vertices, oracle.calls + 1, time.perf_counter() - t0), cert
 
 
-def _steepest(oracle: _Oracle, lines: dict, params: Params) -> None:
-    """Raise the steepest slope (from e^{Kε}, doubling ε′) until its argmax point has b = 0 — then the
-    envelope meets b = 0 at the true infinite-loss mass — or the float error bound grows too large."""
-    eps_top = params.K * params.epsilon
-    while True:
-        x = math.exp(eps_top)
-        lines[x] = oracle(x)
-        if lines[x][1][0] == 0.0 or len(lines) > MAX_SWEEPS // 2:
-            return
-        nxt = math.exp(2 * eps_top)
-        if 0.5 * error_bound(params.K, nxt, oracle.hmax) * nxt > MAX_SLOPE_ERROR or eps_top > 350:
-            return
-        eps_top *= 2
+#: slopes e^{ε′} of the first pass: GRID values of ε′ in (0, 1.5 mε] (where the hull's vertices crowd: the
+#: LP makes mε the active slope), GRID / 4 more up to Kε, then Kε·2^i up to the error cap.
+GRID = 24
+
+
+def _grid(params: Params, oracle: _Oracle) -> list[float]:
+    """The first pass's slopes above 1: dense up to 1.5 mε, coarse up to e^{Kε} (the teachers' basic
+    composition, beyond which only Δ-events remain) and doublings of ε′ while ½·η·x stays below
+    MAX_SLOPE_ERROR, so the steepest slope reaches the infinite-loss mass (its argmax has b = 0)."""
+    me, top = params.m * params.epsilon, params.K * params.epsilon
+    dense = min(1.5 * me, top)
+    eps = [dense * j / GRID for j in range(1, GRID + 1)]
+    eps += [dense + (top - dense) * j / (GRID // 4) for j in range(1, GRID // 4 + 1)] if top > dense else []
+    while eps[-1] < 350:
+        nxt = 2 * eps[-1]
+        if 0.5 * error_bound(params.K, math.exp(nxt), oracle.hmax) * math.exp(nxt) > MAX_SLOPE_ERROR:
+            break
+        eps.append(nxt)
+    return [math.exp(e) for e in eps]
+
+
+#: at most this many rounds of hull-edge sweeps
+MAX_ROUNDS = 12
 
 
 def _refine(oracle: _Oracle, lines: dict, progress=None) -> None:
-    """Sweep the chord slopes between consecutive hull points until every chord is a hull edge."""
-    done: set[tuple[float, float]] = set()
-    while len(lines) < MAX_SWEEPS:
-        xs = sorted(lines)
+    """Confirm every edge of the upper hull of the argmax points found so far: an edge of slope s ≥ 1 is a
+    hull edge of the true point set iff the sweep at s rises at most HULL_TOL + η above it. The slopes of
+    all unconfirmed edges are swept together in one multi-slope sweep per round; new points change the hull
+    and the next round checks its new edges."""
+    for _ in range(MAX_ROUNDS):
         todo = []
-        for x1, x2 in zip(xs, xs[1:], strict=False):
-            (_, (b1, a1)), (_, (b2, a2)) = lines[x1], lines[x2]
-            if (x1, x2) in done or b1 <= b2 + 1e-15:
+        hull = _upper_hull({p for _, p in lines.values()})
+        for (b1, a1), (b2, a2) in zip(hull, hull[1:], strict=False):
+            x = (a2 - a1) / (b2 - b1)
+            if not (math.isfinite(x) and x >= 1.0):
                 continue
-            s = (a1 - a2) / (b1 - b2)
-            if not (x1 < s < x2) or s in lines:
-                done.add((x1, x2))
+            chord = a1 - x * b1
+            tol = HULL_TOL + 0.5 * error_bound(oracle.params.K, x, oracle.hmax)
+            if x in lines and lines[x][0] <= chord + tol:
                 continue
-            todo.append((x1, x2, s, a1 - s * b1))
+            todo.append(x)
+        todo = sorted(set(todo) - set(lines))
         if not todo:
             return
-        for x1, x2, s, chord in todo:
-            lines[s] = oracle(s)
-            if progress is not None:
-                progress("profile", sweeps=oracle.calls)
-            if lines[s][0] <= chord + HULL_TOL + 0.5 * error_bound(oracle.params.K, s, oracle.hmax):
-                done.update({(x1, s), (s, x2)})
+        lines.update(zip(todo, oracle.many(todo), strict=True))
+        if progress is not None:
+            progress("profile", sweeps=oracle.calls)
+
+
+def _upper_hull(points) -> list[tuple[float, float]]:
+    """The upper concave hull of points (b, a), by increasing b."""
+    hull: list[tuple[float, float]] = []
+    for p in sorted(points):
+        while len(hull) >= 2 and _cross(hull[-2], hull[-1], p) >= 0:
+            hull.pop()
+        hull.append(p)
+    return hull
 
 
 def envelope_vertices(lines: list[tuple[float, float]], margin: float = MARGIN) -> tuple[tuple[float, float], ...]:
