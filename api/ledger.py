@@ -49,6 +49,7 @@ from sqlalchemy import insert, select, tuple_, update
 from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 
 from darrm_opt.privacy import accounting
+from darrm_opt.privacy.pld import cached_exact_epsilon, exact_epsilon
 from darrm_opt.privacy.profile import PrivacyProfile
 
 from .db import Database
@@ -57,6 +58,8 @@ from .models import Ledger, LedgerUsage, SpendRecord, utcnow
 log = logging.getLogger("darrm.api.ledger")
 
 RETRIES = 5
+#: at most this many exact compositions are computed (outside the transaction) for one batch
+EXACT_ROUNDS = 64
 
 #: the privacy profile of a table id (None when unknown: the ledger then uses the generic bounds only)
 ProfileOf = Callable[[str], "PrivacyProfile | None"]
@@ -103,6 +106,15 @@ class DebitResult:
     detail: str = ""
 
 
+class NeedsExact(Exception):
+    """A decision needs an exact composition that is not cached yet (see :meth:`_LedgerState.account`)."""
+
+    def __init__(self, parts: list[tuple[PrivacyProfile, int]], delta: float) -> None:
+        super().__init__("exact composition not cached")
+        self.parts = parts
+        self.delta = delta
+
+
 @dataclass
 class _LedgerState:
     row: Any
@@ -138,7 +150,9 @@ class _LedgerState:
 
     def account(self, extra: Sequence[Debit], profile_of: ProfileOf) -> accounting.Accounting:
         """The tightest valid spend with ``extra``: the generic bounds, and the exact composition when they
-        do not fit the budget (the decision is then the same as with every bound computed)."""
+        do not fit the budget (the decision is then the same as with every bound computed). Raises
+        :class:`NeedsExact` when that composition is not in the cache: it is computed outside the
+        transaction (never while holding the database's write lock) and the batch is decided again."""
         budget_eps, budget_delta = self.row.epsilon_budget, self.row.delta_budget
         acc = accounting.account(self.groups(extra), budget_delta)
         if acc.within(budget_eps, budget_delta) or budget_delta <= 0:
@@ -146,7 +160,10 @@ class _LedgerState:
         parts = self.parts(extra, profile_of)
         if parts is None:
             return acc
+        if cached_exact_epsilon(parts, budget_delta) is None:
+            raise NeedsExact(parts, budget_delta)
         return accounting.account(self.groups(extra), budget_delta, profiles=parts)
+
 
     def pay(self, d: Debit, spend: accounting.Spend) -> dict[str, Any]:
         """Add ``d`` to the in-memory state; the spend record to insert."""
@@ -274,10 +291,19 @@ class DebitWriter:
                 return
 
     def _process(self, batch: list[Debit]) -> None:
-        for attempt in range(RETRIES):
+        attempt, rounds = 0, 0
+        while True:
             try:
                 results = self._transaction(batch)
                 break
+            except NeedsExact as need:  # rolled back; compute it without holding any lock, then decide again
+                rounds += 1
+                error = self._warm(need) if rounds <= EXACT_ROUNDS else RuntimeError("too many exact compositions")
+                if error is not None:
+                    log.error("exact accounting failed for a debit batch: %s", error)
+                    for d in batch:
+                        d.future.set_exception(error)
+                    return
             except (OperationalError, IntegrityError, DBAPIError) as exc:
                 if attempt == RETRIES - 1:
                     log.error("debit transaction failed after %d attempts: %s", RETRIES, type(exc).__name__)
@@ -285,6 +311,7 @@ class DebitWriter:
                         d.future.set_exception(exc)
                     return
                 time.sleep(0.01 * (2**attempt) * (1 + random.random()))
+                attempt += 1
             except BaseException as exc:  # noqa: BLE001 - a bug: fail these debits, keep the writer alive
                 log.exception("debit transaction failed")
                 for d in batch:
@@ -292,6 +319,15 @@ class DebitWriter:
                 return
         for d, r in zip(batch, results, strict=True):  # committed: now the answers may leave
             d.future.set_result(r)
+
+    @staticmethod
+    def _warm(need: NeedsExact) -> BaseException | None:
+        """Compute (and cache) the exact composition a decision asked for; the error if it failed."""
+        try:
+            exact_epsilon(need.parts, need.delta)
+        except Exception as exc:  # noqa: BLE001 - fail the batch, keep the writer alive
+            return exc
+        return None
 
     def _transaction(self, batch: list[Debit]) -> list[DebitResult]:
         ledger_ids = sorted({d.ledger_id for d in batch})

@@ -18,7 +18,9 @@ composes it the same way (it agrees with darrm_opt.privacy.accounting's closed f
 
 from __future__ import annotations
 
+import collections
 import math
+import threading
 from collections.abc import Iterable, Sequence
 from functools import lru_cache
 
@@ -163,20 +165,46 @@ def _composed(parts: Parts, interval: float) -> PLD | None:
     return compose((_one_pld(p, interval), n) for p, n in parts)
 
 
-@lru_cache(maxsize=4096)
+_EXACT: collections.OrderedDict[tuple[Parts, float], float] = collections.OrderedDict()
+_EXACT_LOCK = threading.Lock()
+EXACT_CACHE_SIZE = 4096
+
+
 def _exact_epsilon(parts: Parts, delta: float) -> float:
     answers = sum(n for _, n in parts)
     if answers > EXACT_MAX_ANSWERS:
         return math.inf
+    if delta < max(p.infinite_mass for p, _ in parts):
+        return math.inf  # one answer alone already needs more than delta at every ε
     return epsilon_at(_composed(parts, interval_for(answers)), delta)
 
 
 def exact_epsilon(parts: Iterable[tuple[PrivacyProfile, int]], delta: float) -> float:
     """ε at ``delta`` (an upper bound) of the adaptive composition of ``count`` answers of each table's
-    profile; ``inf`` above EXACT_MAX_ANSWERS answers or when ``delta`` is below the infinite-loss mass."""
+    profile; ``inf`` above EXACT_MAX_ANSWERS answers or when ``delta`` is below the infinite-loss mass.
+    Results are kept in an in-memory LRU cache keyed by the composition state and δ."""
     if not (isinstance(delta, (int, float)) and 0 <= delta < 1):
         raise InvalidParameter("delta", "must satisfy 0 <= delta < 1", delta)
-    return _exact_epsilon(canonical_parts(parts), float(delta))
+    key = (canonical_parts(parts), float(delta))
+    hit = cached_exact_epsilon(key[0], key[1])
+    if hit is not None:
+        return hit
+    value = _exact_epsilon(*key) if key[0] else 0.0
+    with _EXACT_LOCK:
+        _EXACT[key] = value
+        while len(_EXACT) > EXACT_CACHE_SIZE:
+            _EXACT.popitem(last=False)
+    return value
+
+
+def cached_exact_epsilon(parts: Iterable[tuple[PrivacyProfile, int]], delta: float) -> float | None:
+    """:func:`exact_epsilon` if it is in the cache (no composition is computed), else None."""
+    key = (canonical_parts(parts), float(delta))
+    with _EXACT_LOCK:
+        value = _EXACT.get(key)
+        if value is not None:
+            _EXACT.move_to_end(key)
+        return value
 
 
 def exact_delta(parts: Iterable[tuple[PrivacyProfile, int]], epsilon: float) -> float:
