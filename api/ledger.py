@@ -182,7 +182,7 @@ class _LedgerState:
         }
 
 
-def ledger_view(row: Any, usage: list[Any], profile_of: ProfileOf = no_profiles) -> dict[str, Any]:
+def ledger_view(row: Any, usage: Sequence[Any], profile_of: ProfileOf = no_profiles) -> dict[str, Any]:
     """The public view of a ledger: budgets, the spend by the tightest valid bound (the committed spend, or
     the exact composition of its tables' profiles when tighter), the method used and every method's bound."""
     groups = [(u.epsilon0, u.delta0, int(u.answers)) for u in usage]

@@ -14,6 +14,7 @@ generic sweep with E = x (darrm_opt.certify.sweep.error_bound).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -61,7 +62,7 @@ def sweep_slopes(problem: SweepProblem, xs, workers: int | None = None, two_side
     items = problem.plan()
     workers = workers or default_workers()
     groups = _balance(problem, items, max(1, min(len(items), workers * 4)))
-    run = _run_structured if isinstance(problem, StructuredSweepProblem) else _run_matrix
+    run: Callable[..., SlopeResult] = _run_structured if isinstance(problem, StructuredSweepProblem) else _run_matrix
     out = SlopeResult(xs)
     with single_threaded_blas(), ThreadPoolExecutor(workers) as pool:
         for part in pool.map(lambda g: run(problem, g, xs, two_sided), groups):

@@ -25,6 +25,7 @@ from collections.abc import Iterable, Sequence
 from functools import lru_cache
 
 from dp_accounting.pld import privacy_loss_distribution as pld_lib
+from dp_accounting.pld.privacy_loss_distribution import PrivacyLossDistribution as PLD
 
 from darrm_opt.errors import InvalidParameter
 from darrm_opt.privacy.profile import PrivacyProfile
@@ -35,7 +36,6 @@ INTERVAL = 1e-5
 #: atoms whose log P-mass is below this bound go to the infinite-loss atom (pessimistic).
 LOG_MASS_TRUNCATION = -60.0
 
-PLD = pld_lib.PrivacyLossDistribution
 
 
 def pair_pld(atoms: Sequence[tuple[float, float]], infinite_mass: float, interval: float = INTERVAL) -> PLD:
