@@ -160,7 +160,7 @@ def _one_pld(profile: PrivacyProfile, interval: float) -> PLD:
     return profile_pld(profile, interval)
 
 
-@lru_cache(maxsize=256)
+@lru_cache(maxsize=8)  # each composed PLD holds up to ~10⁶ grid points; the ε results are cached below
 def _composed(parts: Parts, interval: float) -> PLD | None:
     return compose((_one_pld(p, interval), n) for p, n in parts)
 

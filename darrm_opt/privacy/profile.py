@@ -18,9 +18,10 @@ and (a, b) → (b, a) (the other order of D, D′: the corner set is closed unde
 and only slopes x ≥ 1 are swept. The mechanism is f-DP for the tradeoff read off the concave envelope
 A(b) = min(1, min_j (D̄(x_j) + x_j b)) of the swept lines (Dong, Roth, Su 2022, Prop. 2.12, in the (b, a)
 coordinates), an *outer* bound of the true hull at every b, exact at the swept slopes. The slopes are chosen
-as a support-function hull search: each sweep's argmax multiset is a point on the true hull; between two
-consecutive points the slope of their chord is swept next, until the chord is a hull edge (13 vertices at
-K = 11, m = 3).
+as a support-function hull search: each sweep's argmax multiset is a point on the true hull; a first
+multi-slope sweep (darrm_opt.certify.slopes) over a grid of slopes finds most vertices, then every edge of
+the hull of the points found is swept at its own slope, all edges of a round in one multi-slope sweep,
+until each is confirmed as a hull edge (13 vertices at K = 11, m = 3).
 
 The dominating pair (Zhu, Dong, Wang 2022, Def. 7) is read off A's vertices (b_0 = 0, a_0), …, (1, 1): an atom
 of mass a_0 under P and 0 under Q (infinite loss), and one atom per segment with mass Δa under P and Δb under
@@ -55,8 +56,6 @@ from darrm_opt.model.pmf import pmf_direct
 MARGIN = 1e-13
 #: the hull search stops refining a chord when the sweep at its slope rises less than this above it.
 HULL_TOL = 1e-12
-#: largest number of sweeps of one profile.
-MAX_SWEEPS = 64
 #: the steepest slope is raised until ½·η·x would exceed this (the sweeps' float error grows like x).
 MAX_SLOPE_ERROR = 1e-10
 
