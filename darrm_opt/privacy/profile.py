@@ -280,8 +280,10 @@ def _grid(params: Params, oracle: _Oracle) -> list[float]:
     return [math.exp(e) for e in eps]
 
 
-#: at most this many rounds of hull-edge sweeps
-MAX_ROUNDS = 12
+#: at most this many rounds of hull-edge sweeps after the first grid. The lines of every sweep are valid
+#: bounds, so stopping early only leaves unconfirmed edges slightly loose: at K = 41, m = 3 the ε of 100
+#: answers differs by 3e-11 between 2 rounds and full confirmation (5 rounds), by 6e-5 with 1 round.
+MAX_ROUNDS = 2
 
 
 def _refine(oracle: _Oracle, lines: dict, progress=None) -> None:
