@@ -63,9 +63,10 @@ def verify(
 
 
 def _check_profile(params, gamma, stored, executor, reporter):
-    """(certificate, stored profile is valid): the stored profile must dominate the recomputed one, less
-    the envelope's own safety margin (the recomputed envelope without it is still an upper bound)."""
-    from darrm_opt.privacy.profile import MARGIN, profile_and_certificate
+    """(certificate, stored profile is valid): the stored profile must dominate the recomputed one with
+    every hull edge confirmed (the true hull plus the safety margin), less that margin."""
+    from darrm_opt.privacy.profile import FULL_ROUNDS, MARGIN, profile_and_certificate
 
-    profile, cert = profile_and_certificate(params, gamma, executor=executor, progress=reporter)
+    profile, cert = profile_and_certificate(params, gamma, executor=executor, progress=reporter,
+                                            rounds=FULL_ROUNDS)
     return cert, stored.dominates(profile, tol=MARGIN)

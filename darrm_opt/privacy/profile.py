@@ -56,6 +56,12 @@ from darrm_opt.model.pmf import pmf_direct
 MARGIN = 1e-13
 #: the hull search stops refining a chord when the sweep at its slope rises less than this above it.
 HULL_TOL = 1e-12
+#: at most this many rounds of hull-edge sweeps after the first grid. The lines of every sweep are valid
+#: bounds, so stopping early only leaves unconfirmed edges slightly loose: at K = 41, m = 3 the ε of 100
+#: answers differs by 3e-11 between 2 rounds and full confirmation (5 rounds), by 6e-5 with 1 round.
+MAX_ROUNDS = 2
+#: rounds enough to confirm every edge (verification of a stored profile)
+FULL_ROUNDS = 32
 #: the steepest slope is raised until ½·η·x would exceed this (the sweeps' float error grows like x).
 MAX_SLOPE_ERROR = 1e-10
 
@@ -219,17 +225,19 @@ def _certified_slope(params: Params) -> float:
 
 
 def privacy_profile(params: Params, gamma, *, workers: int | None = None, executor=None,
-                    progress=None) -> PrivacyProfile:
+                    progress=None, rounds: int = MAX_ROUNDS) -> PrivacyProfile:
     """The certified privacy profile of ``gamma`` for ``params`` (see the module docstring)."""
-    return profile_and_certificate(params, gamma, workers=workers, executor=executor, progress=progress)[0]
+    return profile_and_certificate(params, gamma, workers=workers, executor=executor, progress=progress,
+                                   rounds=rounds)[0]
 
 
 def profile_and_certificate(params: Params, gamma, *, workers: int | None = None, executor=None,
-                            progress=None) -> tuple[PrivacyProfile, Certificate]:
+                            progress=None, rounds: int = MAX_ROUNDS) -> tuple[PrivacyProfile, Certificate]:
     """The profile and the certificate of ``gamma``, from one certification sweep plus the hull search.
 
     Sweeps: the certificate's own sweep at x = e^{mε} (its 40-digit re-check makes (mε, δ) exact), x = 1,
-    the steepest slope, then the chords between consecutive hull points. The profile bounds the privacy of
+    the steepest slope, then ``rounds`` rounds confirming hull edges (FULL_ROUNDS: until every edge is
+    confirmed, the envelope is then the true hull plus MARGIN). The profile bounds the privacy of
     ``gamma`` whether or not the certificate certifies (mε, δ); only then does it contain (mε, δ)."""
     t0 = time.perf_counter()
     g = validate_gamma(gamma, params.K)
@@ -251,7 +259,7 @@ def profile_and_certificate(params: Params, gamma, *, workers: int | None = None
         support.append((eps_c, min(float(params.delta), D_c)))  # type: ignore[arg-type]
     first = [1.0, *_grid(params, oracle)]
     lines.update(zip(first, oracle.many(first), strict=True))
-    _refine(oracle, lines, progress)
+    _refine(oracle, lines, progress, rounds)
     support[0] = (0.0, lines[1.0][0])
     support += [(math.log(x), D) for x, (D, _) in lines.items() if x > 1.0]
     vertices = envelope_vertices([(x, D) for x, (D, _) in lines.items()])
@@ -280,18 +288,14 @@ def _grid(params: Params, oracle: _Oracle) -> list[float]:
     return [math.exp(e) for e in eps]
 
 
-#: at most this many rounds of hull-edge sweeps after the first grid. The lines of every sweep are valid
-#: bounds, so stopping early only leaves unconfirmed edges slightly loose: at K = 41, m = 3 the ε of 100
-#: answers differs by 3e-11 between 2 rounds and full confirmation (5 rounds), by 6e-5 with 1 round.
-MAX_ROUNDS = 2
 
 
-def _refine(oracle: _Oracle, lines: dict, progress=None) -> None:
+def _refine(oracle: _Oracle, lines: dict, progress=None, rounds: int = MAX_ROUNDS) -> None:
     """Confirm every edge of the upper hull of the argmax points found so far: an edge of slope s ≥ 1 is a
     hull edge of the true point set iff the sweep at s rises at most HULL_TOL + η above it. The slopes of
     all unconfirmed edges are swept together in one multi-slope sweep per round; new points change the hull
     and the next round checks its new edges."""
-    for _ in range(MAX_ROUNDS):
+    for _ in range(rounds):
         todo = []
         hull = _upper_hull({p for _, p in lines.values()})
         for (b1, a1), (b2, a2) in zip(hull, hull[1:], strict=False):
