@@ -12,9 +12,16 @@ commit: one transaction and one disk flush for many requests) and, in one transa
    if the ledger's spend with it, computed by :func:`darrm_opt.privacy.accounting.account` (the tightest valid
    composition of all the ledger's answers), is within both budgets — else it is refused (409) and changes
    nothing. The spend with all of a ledger's debits in the batch is computed first; only when that does
-   not fit are they checked one by one in arrival order (see ``DebitWriter._decide``);
+   not fit are they checked in arrival order (see ``DebitWriter._decide``);
 4. writes the new ledger state, the usage counts and one ``spends`` row per accepted debit (with the
    answers when it has an idempotency key), and COMMITS.
+
+Exact accounting: when every table of a ledger has a privacy profile, the exact composition of the tables'
+dominating pairs (method ``exact``, darrm_opt.privacy.pld) is one of the valid bounds. It costs a PLD
+composition (cached in memory per composition state), so a debit evaluates the generic bounds first and the
+exact one only when they do not fit: every accept/refuse decision is the one the tightest bound gives, and a
+debit that the generic bounds already cover reports their spend. ``GET`` of a ledger reports the tightest
+bound, exact included.
 
 Only after the commit returns are the handlers woken, and only accepted handlers send their answers. A
 crash before the commit releases nothing; a crash after it wastes the budget of answers never delivered,
@@ -32,7 +39,7 @@ import random
 import threading
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from datetime import UTC
@@ -44,6 +51,8 @@ from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 
 from darrm_opt.privacy import accounting
 from darrm_opt.privacy.parallel import capped, check_cap
+from darrm_opt.privacy.pld import cached_exact_epsilon, exact_epsilon
+from darrm_opt.privacy.profile import PrivacyProfile
 
 from .db import Database
 from .models import Ledger, LedgerUsage, SpendRecord, utcnow
@@ -51,6 +60,15 @@ from .models import Ledger, LedgerUsage, SpendRecord, utcnow
 log = logging.getLogger("darrm.api.ledger")
 
 RETRIES = 5
+#: at most this many exact compositions are computed (outside the transaction) for one batch
+EXACT_ROUNDS = 64
+
+#: the privacy profile of a table id (None when unknown: the ledger then uses the generic bounds only)
+ProfileOf = Callable[[str], "PrivacyProfile | None"]
+
+
+def no_profiles(table_id: str) -> PrivacyProfile | None:
+    return None
 
 
 def encode_answers(answers: np.ndarray) -> str:
@@ -85,6 +103,7 @@ class Debit:
     idempotency_key: str | None = None
     request_digest: str | None = None  #: see :func:`request_digest`; stored with the key
     future: Future = field(default_factory=Future)
+    profile: PrivacyProfile | None = None
 
     @property
     def rows(self) -> int:
@@ -104,6 +123,15 @@ class DebitResult:
     detail: str = ""
 
 
+class NeedsExact(Exception):
+    """A decision needs an exact composition that is not cached yet (see :meth:`_LedgerState.account`)."""
+
+    def __init__(self, parts: list[tuple[PrivacyProfile, int]], delta: float) -> None:
+        super().__init__("exact composition not cached")
+        self.parts = parts
+        self.delta = delta
+
+
 @dataclass
 class _LedgerState:
     row: Any
@@ -114,9 +142,46 @@ class _LedgerState:
     stored_tables: set[str] = field(default_factory=set)  # tables with a ledger_usage row already
     changed: bool = False
 
+    profiles: dict[str, PrivacyProfile | None] = field(default_factory=dict)
+
     def groups(self, extra: Sequence[Debit] = ()) -> list[tuple[float, float, int]]:
         """The ledger's answers by cost, with the debits ``extra`` added (merged by accounting.account)."""
         return [(e, d, n) for e, d, n in self.usage.values()] + [(x.epsilon0, x.delta0, x.rows) for x in extra]
+
+    def parts(self, extra: Sequence[Debit], profile_of: ProfileOf) -> list[tuple[PrivacyProfile, int]] | None:
+        """(profile, answers) of every table with ``extra`` added; None when a table's profile is unknown."""
+        counts = {t: u[2] for t, u in self.usage.items()}
+        for x in extra:
+            counts[x.table_id] = counts.get(x.table_id, 0) + x.rows
+            if x.profile is not None:
+                self.profiles.setdefault(x.table_id, x.profile)
+        out = []
+        for t, n in counts.items():
+            if t not in self.profiles:
+                self.profiles[t] = profile_of(t)
+            prof = self.profiles[t]
+            if prof is None:
+                return None
+            out.append((prof, n))
+        return out
+
+    def account(self, extra: Sequence[Debit], profile_of: ProfileOf) -> accounting.Accounting:
+        """The tightest valid spend with ``extra``: the generic bounds, and the exact composition when they
+        do not fit the budget (the decision is then the same as with every bound computed). Raises
+        :class:`NeedsExact` when that composition is not in the cache: it is computed outside the
+        transaction (never while holding the database's write lock) and the batch is decided again."""
+        budget_eps, budget_delta = self.row.epsilon_budget, self.row.delta_budget
+        cap = _cap(self.row)  # disjoint-private teachers: their own (ε, Δ) caps the total
+        acc = capped(accounting.account(self.groups(extra), budget_delta), cap, budget_delta)
+        if acc.within(budget_eps, budget_delta) or budget_delta <= 0:
+            return acc
+        parts = self.parts(extra, profile_of)
+        if parts is None:
+            return acc
+        if cached_exact_epsilon(parts, budget_delta) is None:
+            raise NeedsExact(parts, budget_delta)
+        return capped(accounting.account(self.groups(extra), budget_delta, profiles=parts), cap, budget_delta)
+
 
     def pay(self, d: Debit, spend: accounting.Spend) -> dict[str, Any]:
         """Add ``d`` to the in-memory state; the spend record to insert."""
@@ -136,19 +201,28 @@ class _LedgerState:
         }
 
 
-def ledger_view(row: Any, usage: list[Any]) -> dict[str, Any]:
-    """The public view of a ledger: budgets, spend, the method used and every method's bound."""
+def ledger_view(row: Any, usage: Sequence[Any], profile_of: ProfileOf = no_profiles) -> dict[str, Any]:
+    """The public view of a ledger: budgets, the spend by the tightest valid bound (the committed spend, or
+    the exact composition of its tables' profiles when tighter), the method used and every method's bound."""
     groups = [(u.epsilon0, u.delta0, int(u.answers)) for u in usage]
-    acc = capped(accounting.account(groups, row.delta_budget), _cap(row), row.delta_budget)
+    profiles = [(profile_of(u.table_id), int(u.answers)) for u in usage]
+    known = all(p is not None for p, _ in profiles) and row.delta_budget > 0
+    acc = capped(accounting.account(groups, row.delta_budget, profiles=profiles if known and usage else None),
+                 _cap(row), row.delta_budget)
+    spend = accounting.Spend(row.epsilon_spent, row.delta_spent, row.composition)
+    if acc.spend.epsilon < spend.epsilon and acc.spend.delta <= row.delta_budget:
+        spend = acc.spend
     return {
         "id": row.id,
         "name": row.name,
         "epsilon_budget": row.epsilon_budget,
         "delta_budget": row.delta_budget,
         "answers": int(row.answers),
-        "epsilon_spent": row.epsilon_spent,
-        "delta_spent": row.delta_spent,
-        "composition": row.composition,
+        "epsilon_spent": spend.epsilon,
+        "delta_spent": spend.delta,
+        "epsilon_remaining": max(row.epsilon_budget - spend.epsilon, 0.0),
+        "delta_remaining": max(row.delta_budget - spend.delta, 0.0),
+        "composition": spend.method,
         "bounds": {
             name: {"epsilon": s.epsilon if math.isfinite(s.epsilon) else None, "delta": s.delta}
             for name, s in acc.bounds.items()
@@ -171,8 +245,9 @@ def _cap(row: Any) -> tuple[float, float] | None:
 class LedgerStore:
     """Creating and reading ledgers (the debit is :class:`DebitWriter`'s)."""
 
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Database, profile_of: ProfileOf = no_profiles) -> None:
         self.db = db
+        self.profile_of = profile_of
 
     def create(self, name: str, epsilon_budget: float, delta_budget: float,
                cap: tuple[float, float] | None = None) -> dict[str, Any]:
@@ -197,15 +272,16 @@ class LedgerStore:
             usage = conn.execute(
                 select(LedgerUsage.__table__).where(LedgerUsage.ledger_id == ledger_id).order_by(LedgerUsage.table_id)
             ).all()
-        return ledger_view(row, usage)
+        return ledger_view(row, usage, self.profile_of)
 
 
 class DebitWriter:
     """The process's single writer of debits (see the module docstring)."""
 
-    def __init__(self, db: Database, max_batch: int = 512) -> None:
+    def __init__(self, db: Database, max_batch: int = 512, profile_of: ProfileOf = no_profiles) -> None:
         self.db = db
         self.max_batch = max_batch
+        self.profile_of = profile_of
         self._queue: queue.Queue[Debit | None] = queue.Queue()
         self._thread = threading.Thread(target=self._run, name="darrm-debit-writer", daemon=True)
         self._stopped = False
@@ -246,10 +322,19 @@ class DebitWriter:
                 return
 
     def _process(self, batch: list[Debit]) -> None:
-        for attempt in range(RETRIES):
+        attempt, rounds = 0, 0
+        while True:
             try:
                 results = self._transaction(batch)
                 break
+            except NeedsExact as need:  # rolled back; compute it without holding any lock, then decide again
+                rounds += 1
+                error = self._warm(need) if rounds <= EXACT_ROUNDS else RuntimeError("too many exact compositions")
+                if error is not None:
+                    log.error("exact accounting failed for a debit batch: %s", error)
+                    for d in batch:
+                        d.future.set_exception(error)
+                    return
             except (OperationalError, IntegrityError, DBAPIError) as exc:
                 if attempt == RETRIES - 1:
                     log.error("debit transaction failed after %d attempts: %s", RETRIES, type(exc).__name__)
@@ -257,6 +342,7 @@ class DebitWriter:
                         d.future.set_exception(exc)
                     return
                 time.sleep(0.01 * (2**attempt) * (1 + random.random()))
+                attempt += 1
             except BaseException as exc:  # noqa: BLE001 - a bug: fail these debits, keep the writer alive
                 log.exception("debit transaction failed")
                 for d in batch:
@@ -264,6 +350,15 @@ class DebitWriter:
                 return
         for d, r in zip(batch, results, strict=True):  # committed: now the answers may leave
             d.future.set_result(r)
+
+    @staticmethod
+    def _warm(need: NeedsExact) -> BaseException | None:
+        """Compute (and cache) the exact composition a decision asked for; the error if it failed."""
+        try:
+            exact_epsilon(need.parts, need.delta)
+        except Exception as exc:  # noqa: BLE001 - fail the batch, keep the writer alive
+            return exc
+        return None
 
     def _transaction(self, batch: list[Debit]) -> list[DebitResult]:
         ledger_ids = sorted({d.ledger_id for d in batch})
@@ -293,7 +388,7 @@ class DebitWriter:
                 ):
                     seen[(s.ledger_id, s.idempotency_key)] = s
 
-            results, new_spends = self._decide(batch, states, seen)
+            results, new_spends = self._decide(batch, states, seen, self.profile_of)
 
             now = utcnow()
             for state in states.values():
@@ -323,15 +418,41 @@ class DebitWriter:
 
     @staticmethod
     def _decide(
-        batch: list[Debit], states: dict[str, _LedgerState], seen: dict[tuple[str, str], Any]
+        batch: list[Debit], states: dict[str, _LedgerState], seen: dict[tuple[str, str], Any],
+        profile_of: ProfileOf = no_profiles,
     ) -> tuple[list[DebitResult], list[dict[str, Any]]]:
         """Accept or refuse every debit of the batch (in memory; the caller writes and commits).
 
         Per ledger, the spend with *all* its new debits is computed first; if it is within the budget they
         are all paid and all report that spend (the ledger's spend after this commit). Only when it is not
-        is each debit checked in arrival order against the spend so far, so a batch that does not fit
-        whole still pays exactly the debits that fit, as if they had come one at a time."""
+        are they checked in arrival order against the spend so far (:meth:`_pay_in_order`), so a batch that
+        does not fit whole still pays exactly the debits that fit, as if they had come one at a time."""
         results: list[DebitResult | None] = [None] * len(batch)
+        fresh, duplicates = DebitWriter._classify(batch, states, seen, results)
+        records: dict[int, dict[str, Any]] = {}
+        for lid, indices in fresh.items():
+            state = states[lid]
+            together = state.account([batch[i] for i in indices], profile_of)
+            if together.within(state.row.epsilon_budget, state.row.delta_budget):
+                for i in indices:
+                    records[i] = state.pay(batch[i], together.spend)
+                for i in indices:
+                    results[i] = DebitWriter._paid(batch[i], together.spend, state)
+            else:
+                DebitWriter._pay_in_order(batch, indices, state, profile_of, results, records)
+        for i, j in duplicates:  # the same idempotency key twice in one batch: the first one decides
+            d = batch[i]
+            results[i] = (DebitWriter._replay(_Replay(records[j]), d, states[d.ledger_id]) if j in records
+                          else results[j])
+        return results, [records[i] for i in sorted(records)]  # type: ignore[return-value]
+
+    @staticmethod
+    def _classify(
+        batch: list[Debit], states: dict[str, _LedgerState], seen: dict[tuple[str, str], Any],
+        results: list[DebitResult | None],
+    ) -> tuple[dict[str, list[int]], list[tuple[int, int]]]:
+        """Fill ``results`` for unknown ledgers and replays; the fresh debits per ledger (arrival order) and
+        the (index, first index) pairs of idempotency keys repeated within the batch."""
         fresh: dict[str, list[int]] = {}
         first_with_key: dict[tuple[str, str], int] = {}
         duplicates: list[tuple[int, int]] = []
@@ -350,46 +471,56 @@ class DebitWriter:
                     continue
                 first_with_key[key] = i
             fresh.setdefault(d.ledger_id, []).append(i)
+        return fresh, duplicates
 
-        records: dict[int, dict[str, Any]] = {}
-        for lid, indices in fresh.items():
-            state = states[lid]
-            eps_budget, delta_budget = state.row.epsilon_budget, state.row.delta_budget
-            together = capped(accounting.account(state.groups([batch[i] for i in indices]), delta_budget),
-                              _cap(state.row), delta_budget)
-            if together.within(eps_budget, delta_budget):
-                for i in indices:
-                    records[i] = state.pay(batch[i], together.spend)
-                for i in indices:
-                    results[i] = DebitResult("paid", answers=batch[i].answers, epsilon_spent=together.spend.epsilon,
-                                             delta_spent=together.spend.delta, composition=together.spend.method,
-                                             ledger_answers=state.answers)
-                continue
-            for i in indices:
-                d = batch[i]
-                acc = capped(accounting.account(state.groups([d]), delta_budget), _cap(state.row), delta_budget)
-                if acc.within(eps_budget, delta_budget):
-                    records[i] = state.pay(d, acc.spend)
-                    results[i] = DebitResult("paid", answers=d.answers, epsilon_spent=acc.spend.epsilon,
-                                             delta_spent=acc.spend.delta, composition=acc.spend.method,
-                                             ledger_answers=state.answers)
-                    continue
-                results[i] = DebitResult(
-                    "over_budget",
-                    epsilon_spent=state.spend.epsilon, delta_spent=state.spend.delta,
-                    composition=state.spend.method, ledger_answers=state.answers,
-                    detail=(
-                        f"ledger {lid} cannot pay for {d.rows} more answer(s): the spend would be "
-                        f"(epsilon={acc.spend.epsilon:.6g}, delta={acc.spend.delta:.6g}) by "
-                        f"{acc.spend.method} composition, over the budget "
-                        f"(epsilon={eps_budget:.6g}, delta={delta_budget:.6g}); no answer was released"
-                    ),
-                )
-        for i, j in duplicates:  # the same idempotency key twice in one batch: the first one decides
+    @staticmethod
+    def _pay_in_order(batch: list[Debit], indices: list[int], state: _LedgerState, profile_of: ProfileOf,
+                      results: list[DebitResult | None], records: dict[int, dict[str, Any]]) -> None:
+        """Each debit in arrival order is paid if the ledger's spend with it fits, else refused. The longest
+        prefix that fits is found first by bisection (the spend grows with the answers), which needs
+        O(log n) evaluations of the exact composition instead of n."""
+        eps_budget, delta_budget = state.row.epsilon_budget, state.row.delta_budget
+        lo, hi, best = 0, len(indices), None  # the first lo debits fit together (with spend best)
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            acc = state.account([batch[i] for i in indices[:mid]], profile_of)
+            if acc.within(eps_budget, delta_budget):
+                lo, best = mid, acc
+            else:
+                hi = mid - 1
+        if best is not None:
+            for i in indices[:lo]:
+                records[i] = state.pay(batch[i], best.spend)
+            for i in indices[:lo]:
+                results[i] = DebitWriter._paid(batch[i], best.spend, state)
+        for i in indices[lo:]:
             d = batch[i]
-            results[i] = (DebitWriter._replay(_Replay(records[j]), d, states[d.ledger_id]) if j in records
-                          else results[j])
-        return results, [records[i] for i in sorted(records)]  # type: ignore[return-value]
+            acc = state.account([d], profile_of)
+            if acc.within(eps_budget, delta_budget):
+                records[i] = state.pay(d, acc.spend)
+                results[i] = DebitWriter._paid(d, acc.spend, state)
+            else:
+                results[i] = DebitWriter._refused(d, acc, state)
+
+    @staticmethod
+    def _paid(d: Debit, spend: accounting.Spend, state: _LedgerState) -> DebitResult:
+        return DebitResult("paid", answers=d.answers, epsilon_spent=spend.epsilon, delta_spent=spend.delta,
+                           composition=spend.method, ledger_answers=state.answers)
+
+    @staticmethod
+    def _refused(d: Debit, acc: accounting.Accounting, state: _LedgerState) -> DebitResult:
+        eps_budget, delta_budget = state.row.epsilon_budget, state.row.delta_budget
+        return DebitResult(
+            "over_budget",
+            epsilon_spent=state.spend.epsilon, delta_spent=state.spend.delta,
+            composition=state.spend.method, ledger_answers=state.answers,
+            detail=(
+                f"ledger {d.ledger_id} cannot pay for {d.rows} more answer(s): the spend would be "
+                f"(epsilon={acc.spend.epsilon:.6g}, delta={acc.spend.delta:.6g}) by "
+                f"{acc.spend.method} composition, over the budget "
+                f"(epsilon={eps_budget:.6g}, delta={delta_budget:.6g}); no answer was released"
+            ),
+        )
 
     @staticmethod
     def _replay(stored: Any, d: Debit, state: _LedgerState) -> DebitResult:

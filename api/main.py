@@ -44,12 +44,13 @@ def create_app(settings: Settings | None = None, *, random_bytes: RandomBytes = 
             await run_in_threadpool(migrate, db)
         if not settings.api_keys:
             log.warning("no API keys configured (DARRM_API_KEYS): every /v1 endpoint will answer 401")
+        tables_svc = TableService(db, settings, random_bytes)
         svc = Services(
             settings=settings,
             db=db,
-            tables=TableService(db, settings, random_bytes),
-            ledgers=LedgerStore(db),
-            writer=DebitWriter(db, settings.debit_batch),
+            tables=tables_svc,
+            ledgers=LedgerStore(db, tables_svc.profile_of),
+            writer=DebitWriter(db, settings.debit_batch, tables_svc.profile_of),
         )
         app.state.services = svc
         log.info("darrm-opt service ready on %s", db.description)

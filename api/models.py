@@ -1,6 +1,7 @@
 """The service's database schema (SQLAlchemy 2 ORM). Migrations in ``api/migrations`` create it.
 
-- ``gamma_tables``: certified γ tables by id = ``Params.key()`` (γ and certificate as exact JSON text);
+- ``gamma_tables``: certified γ tables by id = ``Params.key()`` (γ, certificate and privacy profile as exact
+  JSON text; the profile is NULL in rows written before migration 0002 and then computed when served);
 - ``solve_jobs``: one row per table id being (or last) solved, shared by every server process;
 - ``ledgers``: budgets and the current spend (answers, ε, δ, the composition method used);
 - ``ledger_usage``: answers per (ledger, table), with the table's per-answer cost (ε₀ = mε, δ₀ = δ);
@@ -49,6 +50,7 @@ class GammaTable(Base):
     solver: Mapped[str] = mapped_column(String(20))
     gamma: Mapped[str] = mapped_column(Text)
     certificate: Mapped[str] = mapped_column(Text)
+    privacy_profile: Mapped[str | None] = mapped_column(Text, nullable=True)
     expected_error: Mapped[float] = mapped_column(Double)
     solve_seconds: Mapped[float] = mapped_column(Double)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)

@@ -71,6 +71,9 @@ class TableOut(BaseModel):
     solver: str
     gamma: list[float] = Field(..., description="γ(0..K), certified")
     certificate: Certificate  # the library's own dataclass: one definition of the certificate
+    privacy_profile: dict[str, Any] | None = Field(
+        None, description="the table's certified privacy profile: swept (ε, δ) statements, envelope vertices, "
+                          "the dominating pair's atoms (P-mass, Q-mass) and infinite-loss mass")
     expected_error: float
     solve_seconds: float
     created_at: datetime
@@ -141,6 +144,8 @@ class LedgerOut(BaseModel):
     answers: int
     epsilon_spent: float
     delta_spent: float
+    epsilon_remaining: float = Field(..., description="epsilon_budget − epsilon_spent (≥ 0)")
+    delta_remaining: float = Field(..., description="delta_budget − delta_spent (≥ 0)")
     composition: str = Field(..., description="the composition the spend is computed by")
     bounds: dict[str, BoundOut] = Field(..., description="every method's bound at delta_budget")
     groups: list[GroupOut]

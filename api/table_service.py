@@ -37,6 +37,7 @@ from darrm_opt.errors import DarrmError, InvalidParameter
 from darrm_opt.model.corners import n_corners, n_multisets
 from darrm_opt.model.params import Params
 from darrm_opt.optimize.optimizer import Solution, solve
+from darrm_opt.privacy.profile import PrivacyProfile, privacy_profile
 from darrm_opt.release.aggregator import Aggregator, RandomBytes, system_random
 
 from .db import Database
@@ -48,6 +49,8 @@ log = logging.getLogger("darrm.api.table_service")
 #: identifies this process as the owner of the solve jobs it claims
 OWNER = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 CACHE_SIZE = 256
+#: a row stored without a privacy profile gets one computed when served only up to this K
+PROFILE_ON_READ_MAX_K = 25
 PROGRESS_EVERY_S = 1.0
 
 
@@ -70,6 +73,7 @@ class ServedTable:
     solve_seconds: float
     created_at: datetime
     aggregator: Aggregator
+    profile: PrivacyProfile | None = None  #: the certified privacy profile (exact accounting)
 
     @property
     def epsilon0(self) -> float:
@@ -88,6 +92,7 @@ class ServedTable:
             "solver": self.solver,
             "gamma": list(self.gamma),
             "certificate": self.certificate,
+            "privacy_profile": self.profile.to_dict() if self.profile is not None else None,
             "expected_error": self.expected_error,
             "solve_seconds": self.solve_seconds,
             "created_at": _aware(self.created_at).isoformat(),
@@ -114,6 +119,21 @@ def _check_row(row: GammaTable) -> tuple[Params, tuple[float, ...], dict]:
     if cert.get("certified") is not True or cert.get("bound") != params.bound:
         raise TableNotServable(f"table {row.id}: its certificate does not certify these parameters")
     return params, gamma, cert
+
+
+def _row_profile(row: Any, params: Params, gamma: tuple[float, ...]) -> PrivacyProfile | None:
+    """The stored profile of a row; computed from γ for rows stored before it was kept (its sweeps cost
+    about as much as the certificate's, so only small tables are computed here; larger ones serve without
+    exact accounting until re-solved)."""
+    text = getattr(row, "privacy_profile", None)
+    if text:
+        try:
+            return PrivacyProfile.from_dict(json.loads(text))
+        except (ValueError, TypeError) as exc:
+            raise TableNotServable(f"table {row.id}: its stored privacy profile is malformed") from exc
+    if params.K <= PROFILE_ON_READ_MAX_K:
+        return privacy_profile(params, gamma)
+    return None
 
 
 def _jsonable(info: dict) -> dict:
@@ -148,6 +168,7 @@ class TableService:
     def _served(self, row: GammaTable) -> ServedTable:
         params, gamma, cert = _check_row(row)
         return ServedTable(
+            profile=_row_profile(row, params, gamma),
             id=row.id,
             params=params,
             solver=row.solver,
@@ -181,6 +202,14 @@ class TableService:
             while len(self._cache) > CACHE_SIZE:
                 self._cache.popitem(last=False)
         return table
+
+    def profile_of(self, table_id: str) -> PrivacyProfile | None:
+        """The privacy profile of a served table (None when unknown or not servable): exact accounting."""
+        try:
+            table = self.get(table_id)
+        except TableNotServable:
+            return None
+        return table.profile if table is not None else None
 
     def list(self, *, filters: dict[str, Any], limit: int, offset: int) -> tuple[list[ServedTable], int]:
         conds = [getattr(GammaTable, name) == value for name, value in filters.items() if value is not None]
@@ -327,7 +356,8 @@ class TableService:
 
         try:
             solution = solve(params, solver=solver, mode="lazy", progress=progress)
-            self._store(key, solution)
+            profile = privacy_profile(params, solution.gamma, progress=progress)
+            self._store(key, solution, profile)
         except DarrmError as exc:
             self._set_job(key, status="failed", stage="failed", error=str(exc))
             raise
@@ -342,7 +372,7 @@ class TableService:
             raise TableNotServable(f"table {key} vanished after it was stored")
         return table
 
-    def _store(self, key: str, sol: Solution) -> None:
+    def _store(self, key: str, sol: Solution, profile: PrivacyProfile) -> None:
         if not sol.certificate.certified:  # solve() raises first; never store an uncertified table
             raise TableNotServable("refusing to store an uncertified table")
         p = sol.params
@@ -357,6 +387,7 @@ class TableService:
             "solver": sol.solver,
             "gamma": json.dumps(list(sol.gamma)),
             "certificate": json.dumps(sol.certificate.to_dict()),
+            "privacy_profile": json.dumps(profile.to_dict()),
             "expected_error": float(sol.expected_error),
             "solve_seconds": float(sol.seconds),
             "created_at": utcnow(),

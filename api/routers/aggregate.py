@@ -108,7 +108,7 @@ async def aggregate(request: Request) -> Response:
         digest = (await run_in_threadpool(request_digest, table.id, ledger_id, votes) if n_rows > THREAD_ROWS
                   else request_digest(table.id, ledger_id, votes))
     del votes
-    debit = Debit(ledger_id, table.id, table.epsilon0, table.delta0, answers, key, digest)
+    debit = Debit(ledger_id, table.id, table.epsilon0, table.delta0, answers, key, digest, profile=table.profile)
     try:
         future = s.writer.submit(debit)
         result = await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(future)), s.settings.debit_timeout_s)

@@ -111,18 +111,18 @@ def _aware(ts: datetime) -> datetime:
             responses=_UNAUTHORIZED)
 def list_ledgers(request: Request, limit: int = Query(100, ge=1, le=1000),
                  offset: int = Query(0, ge=0, le=1_000_000_000)):
-    db = services(request).db
-    with db.read() as conn:
+    svc = services(request)
+    with svc.db.read() as conn:
         total = conn.execute(select(func.count()).select_from(Ledger)).scalar_one()
         rows = conn.execute(select(Ledger.__table__).order_by(Ledger.created_at, Ledger.id)
                             .limit(limit).offset(offset)).all()
-    items = [{
-        "id": r.id, "name": r.name, "epsilon_budget": r.epsilon_budget, "delta_budget": r.delta_budget,
-        "answers": int(r.answers), "epsilon_spent": r.epsilon_spent, "delta_spent": r.delta_spent,
-        "epsilon_remaining": max(r.epsilon_budget - r.epsilon_spent, 0.0),
-        "delta_remaining": max(r.delta_budget - r.delta_spent, 0.0),
-        "composition": r.composition, "created_at": _aware(r.created_at), "updated_at": _aware(r.updated_at),
-    } for r in rows]
+    keys = ("id", "name", "epsilon_budget", "delta_budget", "answers", "epsilon_spent", "delta_spent",
+            "epsilon_remaining", "delta_remaining", "composition", "created_at")
+    items = []
+    for r in rows:  # the same view as GET /v1/ledgers/{id}: the tightest valid spend, exact included
+        view = svc.ledgers.get(r.id)
+        if view is not None:
+            items.append({**{k: view[k] for k in keys}, "updated_at": _aware(r.updated_at)})
     return {"items": items, "total": total, "limit": limit, "offset": offset}
 
 

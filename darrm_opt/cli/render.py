@@ -170,3 +170,18 @@ def render_demo(res) -> str:
     con.print(f"total (ε, δ) is for the per-query mechanisms; the disjoint private majority's total is the cap "
               f"({res.cap[0]:g}, {res.cap[1]:g}) for any Q (parallel composition)", soft_wrap=True)
     return con.export_text()
+
+
+def render_table_budget(rows: list[dict], params: Params) -> str:
+    """The ``budget --table`` view: one row per (Q, method), exact composition first."""
+    con = recording_console()
+    con.print(f"Total privacy loss of Q answers of the table K = {params.K}, m = {params.m:g}, "
+              f"ε = {params.epsilon:g}, δ = {params.delta:.3g}")
+    t = Table(show_edge=False, pad_edge=False)
+    for col in ("Q", "method", "ε", "δ_total"):
+        t.add_column(col, justify="right")
+    for r in rows:
+        eps = "—" if r["epsilon"] is None else f"{r['epsilon']:.4f}"
+        t.add_row(str(r["queries"]), r["method"], eps, f"{r['delta']:.4g}")
+    con.print(t)
+    return con.export_text()

@@ -63,8 +63,12 @@ def solve(
         finally:
             reporter.close()
         if fmt is OutputFormat.json:
+            from darrm_opt.privacy.profile import privacy_profile
+
+            profile = privacy_profile(params, sol.gamma, executor=executor, progress=reporter)
             doc = _json_doc(params, sol, base, time.perf_counter() - t0)
-            text = json.dumps({**doc, **_setting_doc(params, base, teachers)}, indent=2)
+            doc = {**doc, "privacy_profile": profile.to_dict(), **_setting_doc(params, base, teachers)}
+            text = json.dumps(doc, indent=2)
         else:
             text = _table_text(params, sol, base, time.perf_counter() - t0, executor)
             text += _setting_lines(params, base, teachers)

@@ -23,23 +23,37 @@ def verify(
     quiet: bool = typer.Option(False, "--quiet", "-q"),
     dask_scheduler: Optional[str] = typer.Option(None, "--dask-scheduler"),
 ) -> None:
-    """Recompute the privacy certificate of any γ table; exit 1 if it violates the bound."""
+    """Recompute the privacy certificate of any γ table; exit 1 if it violates the bound, or if the file's
+    ``privacy_profile`` (when present) is optimistic against the recomputed one."""
     from darrm_opt.certify.certificate import certify
     from darrm_opt.cli.render import certificate_line
-    from darrm_opt.release.table_file import load_table
+    from darrm_opt.release.table_file import load_table, stored_profile
 
     with handle_errors():
         params, gamma = load_table(file)
+        stored = stored_profile(file)
         reporter = ProgressReporter(quiet)
+        executor = dask_executor(dask_scheduler)
         try:
-            cert = certify(params, gamma, executor=dask_executor(dask_scheduler),
-                           progress=lambda d, t, w: reporter("certify-progress", done=d, total=t, worst=w))
+            if stored is None:
+                cert = certify(params, gamma, executor=executor,
+                               progress=lambda d, t, w: reporter("certify-progress", done=d, total=t, worst=w))
+                profile_ok = None
+            else:
+                cert, profile_ok = _check_profile(params, gamma, stored, executor, reporter)
         finally:
             reporter.close()
+        doc = {**params.canonical(), "certificate": cert.to_dict()}
+        if profile_ok is not None:
+            doc["privacy_profile_valid"] = profile_ok
         if fmt is OutputFormat.json:
-            write_output(json.dumps({**params.canonical(), "certificate": cert.to_dict()}, indent=2), None)
+            write_output(json.dumps(doc, indent=2), None)
         else:
             write_output(certificate_line(cert), None)
+        if profile_ok is False:
+            err_console.print("[bold red]violation:[/] the stored privacy_profile is optimistic: it is below the "
+                              "recomputed profile of this γ")
+            raise typer.Exit(1)
         if not cert.certified:
             note = tight_note(params, gamma, cert)
             if note:
@@ -84,3 +98,13 @@ def tight_note(params, gamma, cert) -> str | None:  # noqa: ANN001
             f"(cost - bound = {mpmath.nstr(gap, 3)} in {MP_DIGITS}-digit arithmetic, bound {cert.bound:.12g}); "
             "exact equality cannot be proven in floating point, so the verifier does not accept it; "
             f"{fix}.")
+
+
+def _check_profile(params, gamma, stored, executor, reporter):
+    """(certificate, stored profile is valid): the stored profile must dominate the recomputed one with
+    every hull edge confirmed (the true hull plus the safety margin), less that margin."""
+    from darrm_opt.privacy.profile import FULL_ROUNDS, MARGIN, profile_and_certificate
+
+    profile, cert = profile_and_certificate(params, gamma, executor=executor, progress=reporter,
+                                            rounds=FULL_ROUNDS)
+    return cert, stored.dominates(profile, tol=MARGIN)

@@ -36,6 +36,13 @@ Heterogeneous answers (several costs in one ledger); each is valid, the smallest
       ε = min{ Σ ε_l, Σ ε_l tanh(ε_l/2) + √(2 Σ ε_l² log(e + √(Σ ε_l²)/δ̃)),
                Σ ε_l tanh(ε_l/2) + √(2 Σ ε_l² log(1/δ̃)) },  δ = 1 − (1 − δ̃) Π_l (1 − δ_l).
 
+Exact composition of the tables' own privacy profiles (``exact``)
+    When the ledger knows the privacy profile of every table it answered (darrm_opt.privacy.profile), the
+    answers are dominated by the product of the tables' dominating pairs, composed through dp_accounting's
+    privacy loss distributions with pessimistic discretisation (darrm_opt.privacy.pld): ε at the target δ,
+    an upper bound, usually far below the generic bounds (which treat each answer as an arbitrary
+    (mε, δ)-DP mechanism).
+
 Every method other than ``basic`` is evaluated at a target δ (the ledger's δ budget) and returns
 (smallest ε, target δ). Floating point: the randomised-response share s is reduced by a relative 1e-9
 before solving for ε and the solved ε is rounded up by a relative 1e-12 (plus 1e-15), which keeps the
@@ -50,6 +57,7 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
+from typing import Any
 
 from scipy.special import bdtrc, expit
 
@@ -68,6 +76,7 @@ OPTIMAL = "optimal"
 OPTIMAL_DOMINATING = "optimal-dominating"
 OPTIMAL_GROUPED = "optimal-grouped"
 KOV_HETEROGENEOUS = "kov-heterogeneous"
+EXACT = "exact"
 
 
 @dataclass(frozen=True)
@@ -304,11 +313,21 @@ def kov_heterogeneous(groups: Sequence[Group], delta: float) -> Spend:
     return Spend(min(total, a, b), delta, KOV_HETEROGENEOUS)
 
 
-def account(groups: Iterable[Group | tuple[float, float, int]], delta_budget: float) -> Accounting:
+def exact(profiles: Iterable[tuple[Any, int]], delta: float) -> Spend:
+    """Exact composition at target δ of ``count`` answers of each (PrivacyProfile, count)."""
+    from darrm_opt.privacy.pld import exact_epsilon
+
+    return Spend(exact_epsilon(profiles, delta), delta, EXACT)
+
+
+def account(groups: Iterable[Group | tuple[float, float, int]], delta_budget: float,
+            profiles: Sequence[tuple[Any, int]] | None = None) -> Accounting:
     """Every method's bound for ``groups`` at target ``delta_budget`` and the tightest valid one.
 
-    The tightest is the smallest ε among bounds with δ ≤ ``delta_budget``; ties go to ``basic`` (listed
-    first). When no bound meets the δ target, ``basic`` is returned (it has the smallest δ of all).
+    ``profiles``: the (PrivacyProfile, count) of the same answers, when every table's profile is known; it
+    adds the ``exact`` bound. The tightest is the smallest ε among bounds with δ ≤ ``delta_budget``; ties
+    go to ``basic`` (listed first). When no bound meets the δ target, ``basic`` is returned (it has the
+    smallest δ of all).
     """
     _check_target(delta_budget)
     merged = merge_groups(groups)
@@ -325,6 +344,10 @@ def account(groups: Iterable[Group | tuple[float, float, int]], delta_budget: fl
             optimal_grouped(merged, delta_budget),
             kov_heterogeneous(merged, delta_budget),
         ]
+    if profiles is not None:
+        if sum(n for _, n in profiles) != sum(g.count for g in merged):
+            raise InvalidParameter("profiles", "must count the same answers as the groups")
+        candidates.append(exact(profiles, delta_budget))
     feasible = [c for c in candidates if c.delta <= delta_budget and math.isfinite(c.epsilon)]
     chosen = min(feasible, key=lambda c: c.epsilon) if feasible else candidates[0]
     return Accounting(chosen, {c.method: c for c in candidates})

@@ -13,6 +13,7 @@ from svc_helpers import AUTH, Server, make_ledger, make_table
 
 from darrm_opt.model.params import Params
 from darrm_opt.privacy import accounting
+from darrm_opt.privacy.profile import PrivacyProfile
 
 N = 120  # answers the raced ledgers can pay for
 CLIENTS = 32
@@ -62,12 +63,17 @@ def race(servers, body_for, *, max_requests: int, seconds: float = 120) -> int:
         return sum(pool.map(client, range(CLIENTS)))
 
 
-def budget_for_exactly(n: int, eps0: float, delta0: float, delta_budget: float) -> float:
-    """An ε budget between the spend of n and n + 1 answers (tightest composition)."""
-    lo = accounting.account([(eps0, delta0, n)], delta_budget).spend
-    hi = accounting.account([(eps0, delta0, n + 1)], delta_budget).spend
+def budget_for_exactly(n: int, eps0: float, delta0: float, delta_budget: float, profile=None) -> float:
+    """An ε budget between the spend of n and n + 1 answers (tightest composition, exact included when the
+    table's ``profile`` is given)."""
+    lo = accounting.account([(eps0, delta0, n)], delta_budget, profiles=_parts(profile, n)).spend
+    hi = accounting.account([(eps0, delta0, n + 1)], delta_budget, profiles=_parts(profile, n + 1)).spend
     assert lo.delta <= delta_budget and lo.epsilon < hi.epsilon
     return (lo.epsilon + hi.epsilon) / 2
+
+
+def _parts(profile, n: int):
+    return None if profile is None else [(profile, n)]
 
 
 @pytest.mark.parametrize("teacher_delta,delta_budget", [(0.0, 0.0), (1e-5, 5e-3)], ids=["pure", "approx"])
@@ -75,7 +81,8 @@ def test_racing_clients_release_exactly_what_the_budget_pays(servers, teacher_de
     with servers[0].client() as c:
         table = make_table(c, K=5, m=2, teacher_delta=teacher_delta)
         params = Params(5, 2, 0.1, teacher_delta)
-        eps_budget = budget_for_exactly(N, 0.2, params.delta, delta_budget)
+        profile = PrivacyProfile.from_dict(table["privacy_profile"]) if delta_budget > 0 else None
+        eps_budget = budget_for_exactly(N, 0.2, params.delta, delta_budget, profile)
         ledger = make_ledger(c, eps_budget, delta_budget, name="race")
     body = {"table_id": table["id"], "ledger_id": ledger["id"], "votes": [[1, 0, 1, 0, 1]]}
     released = race(servers, lambda i: body, max_requests=N + 2)
@@ -85,10 +92,11 @@ def test_racing_clients_release_exactly_what_the_budget_pays(servers, teacher_de
             state = c.get(f"/v1/ledgers/{ledger['id']}").json()
         assert state["answers"] == N
         assert state["epsilon_spent"] <= eps_budget and state["delta_spent"] <= delta_budget
-    expected = accounting.account([(0.2, params.delta, N)], delta_budget).spend
+    expected = accounting.account([(0.2, params.delta, N)], delta_budget, profiles=_parts(profile, N)).spend
     assert (state["epsilon_spent"], state["composition"]) == (expected.epsilon, expected.method)
-    if delta_budget > 0:
-        assert state["composition"] == "optimal" and N * 0.2 > eps_budget  # optimal pays for more than basic
+    if delta_budget > 0:  # the exact composition pays for more than the optimal generic one
+        assert state["composition"] == "exact"
+        assert accounting.optimal_epsilon(0.2, params.delta, N, delta_budget) > eps_budget
 
 
 def test_racing_batches_never_overspend(servers):

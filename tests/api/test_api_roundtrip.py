@@ -12,6 +12,7 @@ from svc_helpers import make_ledger, make_table
 from darrm_opt.certify.certificate import certify
 from darrm_opt.model.params import Params
 from darrm_opt.privacy import accounting
+from darrm_opt.privacy.profile import PrivacyProfile
 
 
 def test_round_trip_and_cache_hit(client):
@@ -45,8 +46,13 @@ def test_round_trip_and_cache_hit(client):
 
     after = client.get(f"/v1/ledgers/{ledger['id']}").json()
     assert after["answers"] == 3
+    # the view reports the tightest bound: the exact composition of the table's profile (the debit did not
+    # need it, the generic bound already fitted)
+    profile = PrivacyProfile.from_dict(table["privacy_profile"])
+    tightest = accounting.account([(eps0, d0, 3)], 1e-3, profiles=[(profile, 3)]).spend
+    assert tightest.method == "exact" and tightest.epsilon < expected.epsilon
     assert (after["epsilon_spent"], after["delta_spent"], after["composition"]) == (
-        expected.epsilon, expected.delta, expected.method)
+        tightest.epsilon, tightest.delta, tightest.method)
     assert after["bounds"]["basic"]["epsilon"] == pytest.approx(3 * eps0)
     assert after["groups"] == [{"table_id": table["id"], "epsilon0": eps0, "delta0": d0, "answers": 3}]
 
@@ -144,12 +150,13 @@ def test_heterogeneous_ledger_spends_by_the_tightest_valid_bound(client):
         assert r.status_code == 200, r.text
     state = client.get(f"/v1/ledgers/{ledger['id']}").json()
     groups = [(0.2, Params(5, 2, 0.1, 1e-6).delta, 35), (0.3 * 1.5, 0.0, 12)]
-    expected = accounting.account(groups, 1e-4)
+    profiles = [(PrivacyProfile.from_dict(t["privacy_profile"]), n) for t, n in ((t1, 35), (t2, 12))]
+    expected = accounting.account(groups, 1e-4, profiles=profiles)
     assert state["answers"] == 47
-    assert state["composition"] == expected.spend.method != "optimal"
+    assert state["composition"] == expected.spend.method == "exact"
     assert state["epsilon_spent"] == expected.spend.epsilon
-    assert state["epsilon_spent"] <= state["bounds"]["basic"]["epsilon"]
-    assert set(state["bounds"]) == {"basic", "optimal-dominating", "optimal-grouped", "kov-heterogeneous"}
+    assert state["epsilon_spent"] <= state["bounds"]["kov-heterogeneous"]["epsilon"]
+    assert set(state["bounds"]) == {"basic", "optimal-dominating", "optimal-grouped", "kov-heterogeneous", "exact"}
     assert sorted(g["answers"] for g in state["groups"]) == [12, 35]
     for b in state["bounds"].values():
         assert b["epsilon"] is None or math.isfinite(b["epsilon"])

@@ -1,0 +1,216 @@
+"""Exact composition of DaRRM answers through privacy loss distributions (dp_accounting).
+
+Each table's :class:`~darrm_opt.privacy.profile.PrivacyProfile` gives a dominating pair (P, Q) of discrete
+distributions: the adaptive composition of answers of several tables is dominated by the product of their
+pairs (Zhu, Dong, Wang 2022, Thm 10), whose privacy loss distribution (PLD) is the convolution of the pairs'
+PLDs. dp_accounting builds each PLD with *pessimistic* discretisation (every loss rounded up to a multiple of
+``INTERVAL``; mass below the truncation bound moved to the infinite-loss atom), so every δ(ε) and ε(δ) it
+returns is an upper bound on the true ones:
+
+    δ(ε) = Σ_atoms max(0, P(o) − e^ε Q(o)) of the product pair = E_P[(1 − e^{ε − L})₊] + P[L = ∞].
+
+``ε(δ)`` is the smallest ε on the discretised loss grid with δ(ε) ≤ δ, again an upper bound.
+
+A generic (ε₀, δ₀)-DP binary mechanism has the canonical dominating pair of Kairouz, Oh, Viswanath (2015):
+P = (δ₀, (1 − δ₀) e^{ε₀}/(1 + e^{ε₀}), (1 − δ₀)/(1 + e^{ε₀}), 0), Q the mirror image; :func:`generic_pld`
+composes it the same way (it agrees with darrm_opt.privacy.accounting's closed form).
+"""
+
+from __future__ import annotations
+
+import collections
+import math
+import threading
+from collections.abc import Iterable, Sequence
+from functools import lru_cache
+
+from dp_accounting.pld import privacy_loss_distribution as pld_lib
+from dp_accounting.pld.privacy_loss_distribution import PrivacyLossDistribution as PLD
+
+from darrm_opt.errors import InvalidParameter
+from darrm_opt.privacy.profile import PrivacyProfile
+
+#: loss discretisation interval: the pessimistic rounding adds at most Q·INTERVAL to the ε of Q answers
+#: (about half of it on average).
+INTERVAL = 1e-5
+#: atoms whose log P-mass is below this bound go to the infinite-loss atom (pessimistic).
+LOG_MASS_TRUNCATION = -60.0
+
+
+
+def pair_pld(atoms: Sequence[tuple[float, float]], infinite_mass: float, interval: float = INTERVAL) -> PLD:
+    """The PLD of the pair with finite atoms (P-mass, Q-mass) and an infinite-loss atom of P-mass
+    ``infinite_mass`` (pessimistic discretisation; the pair dominates both orders of the neighbours, so
+    the PLD is symmetric)."""
+    upper: dict[object, float] = {}
+    lower: dict[object, float] = {}
+    for i, (p, q) in enumerate(atoms):
+        if p > 0:
+            upper[i] = math.log(p)
+        if q > 0:
+            lower[i] = math.log(q)
+    if infinite_mass > 0:
+        upper["inf"] = math.log(infinite_mass)
+    return pld_lib.from_two_probability_mass_functions(
+        lower, upper, pessimistic_estimate=True, value_discretization_interval=interval,
+        log_mass_truncation_bound=LOG_MASS_TRUNCATION, symmetric=True,
+    )
+
+
+def profile_pld(profile: PrivacyProfile, interval: float = INTERVAL) -> PLD:
+    """One answer of a table: the PLD of its profile's dominating pair."""
+    return pair_pld(profile.atoms, profile.infinite_mass, interval)
+
+
+def generic_pld(epsilon0: float, delta0: float, interval: float = INTERVAL) -> PLD:
+    """One answer of a generic (ε₀, δ₀)-DP binary mechanism (the canonical pair of KOV 2015)."""
+    if not (math.isfinite(epsilon0) and epsilon0 > 0):
+        raise InvalidParameter("epsilon", "must be a finite number > 0", epsilon0)
+    if not (0 <= delta0 < 1):
+        raise InvalidParameter("delta", "must satisfy 0 <= delta < 1", delta0)
+    hi = (1.0 - delta0) / (1.0 + math.exp(-epsilon0))
+    lo = (1.0 - delta0) / (1.0 + math.exp(epsilon0))
+    return pair_pld([(hi, lo), (lo, hi), (0.0, delta0)], delta0, interval)
+
+
+def _check_count(count: int) -> None:
+    if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+        raise InvalidParameter("queries", "must be an integer >= 1", count)
+
+
+def self_compose(pld: PLD, count: int) -> PLD:
+    """``count`` answers of one table."""
+    _check_count(count)
+    return pld if count == 1 else pld.self_compose(count)
+
+
+def compose(parts: Iterable[tuple[PLD, int]]) -> PLD | None:
+    """Answers of several tables: Π over (pld, count) of pld^{⊗count}; None when there is no answer."""
+    out: PLD | None = None
+    for pld, count in parts:
+        if count == 0:
+            continue
+        piece = self_compose(pld, count)
+        out = piece if out is None else out.compose(piece)
+    return out
+
+
+def epsilon_at(pld: PLD | None, delta: float) -> float:
+    """Smallest ε (an upper bound) with δ(ε) ≤ ``delta``; ``inf`` when the infinite-loss mass exceeds it."""
+    if not (isinstance(delta, (int, float)) and 0 <= delta < 1):
+        raise InvalidParameter("delta", "must satisfy 0 <= delta < 1", delta)
+    if pld is None:
+        return 0.0
+    return max(float(pld.get_epsilon_for_delta(delta)), 0.0)
+
+
+def delta_at(pld: PLD | None, epsilon: float) -> float:
+    """δ(ε), an upper bound."""
+    if not (isinstance(epsilon, (int, float)) and epsilon >= 0):
+        raise InvalidParameter("epsilon", "must be a number >= 0", epsilon)
+    if pld is None:
+        return 0.0
+    return min(float(pld.get_delta_for_epsilon(epsilon)), 1.0)
+
+
+@lru_cache(maxsize=256)
+def _cached_generic(epsilon0: float, delta0: float, count: int) -> PLD:
+    return self_compose(generic_pld(epsilon0, delta0), count)
+
+
+def generic_epsilon(epsilon0: float, delta0: float, count: int, delta: float) -> float:
+    """ε at ``delta`` of ``count`` answers of a generic (ε₀, δ₀)-DP mechanism, through the PLD path."""
+    return epsilon_at(_cached_generic(float(epsilon0), float(delta0), int(count)), delta)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Exact accounting of a ledger (several tables, counts) with in-memory caches
+# ---------------------------------------------------------------------------------------------------------
+#: above this many answers the exact composition is not attempted (its grid would need too many points
+#: to stay within a request's time); the other composition methods still apply.
+EXACT_MAX_ANSWERS = 5000
+
+
+def interval_for(answers: int) -> float:
+    """The discretisation interval used for ``answers`` answers: INTERVAL up to 100 answers, then growing
+    like √(answers/100) so the composed grid keeps about the same number of points."""
+    return INTERVAL * max(1.0, math.sqrt(answers / 100.0))
+
+
+Parts = tuple[tuple[PrivacyProfile, int], ...]
+
+
+def canonical_parts(parts: Iterable[tuple[PrivacyProfile, int]]) -> Parts:
+    """Counts of equal profiles merged, empty ones dropped, in a canonical order (a cache key)."""
+    counts: dict[PrivacyProfile, int] = {}
+    for prof, n in parts:
+        _check_count_zero(n)
+        if n:
+            counts[prof] = counts.get(prof, 0) + n
+    return tuple(sorted(counts.items(), key=lambda kv: (kv[0].vertices, kv[0].support, kv[1])))
+
+
+def _check_count_zero(count: int) -> None:
+    if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+        raise InvalidParameter("count", "must be an integer >= 0", count)
+
+
+@lru_cache(maxsize=128)
+def _one_pld(profile: PrivacyProfile, interval: float) -> PLD:
+    return profile_pld(profile, interval)
+
+
+@lru_cache(maxsize=8)  # each composed PLD holds up to ~10⁶ grid points; the ε results are cached below
+def _composed(parts: Parts, interval: float) -> PLD | None:
+    return compose((_one_pld(p, interval), n) for p, n in parts)
+
+
+_EXACT: collections.OrderedDict[tuple[Parts, float], float] = collections.OrderedDict()
+_EXACT_LOCK = threading.Lock()
+EXACT_CACHE_SIZE = 4096
+
+
+def _exact_epsilon(parts: Parts, delta: float) -> float:
+    answers = sum(n for _, n in parts)
+    if answers > EXACT_MAX_ANSWERS:
+        return math.inf
+    if delta < max(p.infinite_mass for p, _ in parts):
+        return math.inf  # one answer alone already needs more than delta at every ε
+    return epsilon_at(_composed(parts, interval_for(answers)), delta)
+
+
+def exact_epsilon(parts: Iterable[tuple[PrivacyProfile, int]], delta: float) -> float:
+    """ε at ``delta`` (an upper bound) of the adaptive composition of ``count`` answers of each table's
+    profile; ``inf`` above EXACT_MAX_ANSWERS answers or when ``delta`` is below the infinite-loss mass.
+    Results are kept in an in-memory LRU cache keyed by the composition state and δ."""
+    if not (isinstance(delta, (int, float)) and 0 <= delta < 1):
+        raise InvalidParameter("delta", "must satisfy 0 <= delta < 1", delta)
+    key = (canonical_parts(parts), float(delta))
+    hit = cached_exact_epsilon(key[0], key[1])
+    if hit is not None:
+        return hit
+    value = _exact_epsilon(*key) if key[0] else 0.0
+    with _EXACT_LOCK:
+        _EXACT[key] = value
+        while len(_EXACT) > EXACT_CACHE_SIZE:
+            _EXACT.popitem(last=False)
+    return value
+
+
+def cached_exact_epsilon(parts: Iterable[tuple[PrivacyProfile, int]], delta: float) -> float | None:
+    """:func:`exact_epsilon` if it is in the cache (no composition is computed), else None."""
+    key = (canonical_parts(parts), float(delta))
+    with _EXACT_LOCK:
+        value = _EXACT.get(key)
+        if value is not None:
+            _EXACT.move_to_end(key)
+        return value
+
+
+def exact_delta(parts: Iterable[tuple[PrivacyProfile, int]], epsilon: float) -> float:
+    """δ at ``epsilon`` (an upper bound) of the same composition; 1 above EXACT_MAX_ANSWERS answers."""
+    key = canonical_parts(parts)
+    answers = sum(n for _, n in key)
+    if answers > EXACT_MAX_ANSWERS:
+        return 1.0
+    return delta_at(_composed(key, interval_for(answers)), epsilon)

@@ -1,0 +1,139 @@
+"""The privacy profile of a γ table: brute force over every multiset, the LP's tight point, the file format."""
+
+import json
+import math
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from darrm_opt.cli import app
+from darrm_opt.errors import InvalidParameter
+from darrm_opt.model.baselines import gamma_sub
+from darrm_opt.model.corners import compositions, corners
+from darrm_opt.model.params import Params
+from darrm_opt.model.pmf import pmf_direct
+from darrm_opt.optimize.optimizer import solve
+from darrm_opt.privacy.profile import PrivacyProfile, privacy_profile
+
+runner = CliRunner()
+
+
+def brute_points(params, gamma):
+    """(b, a) = (Pr_D′[S], Pr_D[S]) of every multiset, both outputs S, both orders of D, D′."""
+    C = corners(params)
+    g = np.asarray(gamma, dtype=float)
+    K = params.K
+    s = np.where(np.arange(K + 1) >= (K + 1) / 2, 1.0, -1.0)
+    pts = []
+    for n in compositions(K, C.shape[0]):
+        a = 0.5 + 0.5 * float(np.dot(s * g, pmf_direct(n, C[:, 0])))
+        b = 0.5 + 0.5 * float(np.dot(s * g, pmf_direct(n, C[:, 1])))
+        pts += [(b, a), (1 - b, 1 - a), (a, b), (1 - a, 1 - b)]
+    return np.array(pts)
+
+
+def brute_delta(pts, eps):
+    return max(0.0, float(np.max(pts[:, 1] - math.exp(eps) * pts[:, 0])))
+
+
+EPS_GRID = [0.0, 0.01, 0.05, 0.1, 0.2, 0.3, 0.45, 0.6, 0.9, 1.3, 2.0, 3.0]
+
+
+@pytest.mark.parametrize("K,m,tdelta", [(3, 1, 1e-3), (5, 3, 1e-3), (5, 3, 0.0), (7, 3, 1e-5)])
+@pytest.mark.parametrize("which", ["ones", "sub"])
+def test_profile_matches_brute_force(K, m, tdelta, which):
+    params = Params(K, m, 0.1, tdelta, delta=0.5 if which == "ones" else None)
+    gamma = np.ones(K + 1) if which == "ones" else gamma_sub(K, m)
+    prof = privacy_profile(params, gamma)
+    pts = brute_points(params, gamma)
+    for eps in EPS_GRID:
+        true = brute_delta(pts, eps)
+        got = prof.delta(eps)
+        assert got >= true  # never optimistic
+        assert got <= true + 1e-9, (eps, got, true)
+    # the dominating pair: its hockey stick is the envelope, and P, Q are probability distributions
+    P = prof.infinite_mass + sum(p for p, _ in prof.atoms)
+    Q = sum(q for _, q in prof.atoms)
+    assert P == pytest.approx(1.0, abs=1e-12) and Q == pytest.approx(1.0, abs=1e-12)
+    for eps in EPS_GRID:
+        hs = prof.infinite_mass + sum(max(0.0, p - math.exp(eps) * q) for p, q in prof.atoms)
+        assert hs >= brute_delta(pts, eps) - 1e-15
+        assert hs == pytest.approx(prof.delta(eps), abs=1e-9)
+
+
+@pytest.fixture(scope="module")
+def k11():
+    params = Params(11, 3, 0.1, 1e-5)
+    sol = solve(params)
+    return params, np.array(sol.gamma), sol.certificate, privacy_profile(params, sol.gamma)
+
+
+def test_tight_at_m_epsilon(k11):
+    params, gamma, cert, prof = k11
+    d = prof.delta(params.m * params.epsilon)
+    assert d <= params.delta
+    # the LP leaves γ_opt 1e-8 (relative) inside the bound; the profile is tight to what the sweep measured
+    measured = 0.5 * (1 - math.exp(params.m * params.epsilon)) + 0.5 * cert.max_privacy_cost
+    assert d == pytest.approx(measured, abs=1e-12)
+    assert params.delta - d < 1e-8
+    # the same γ as a table for the δ′ its measured cost pins down: δ′(mε) is within 1e-9 of δ′, not above
+    d_tight = (cert.max_privacy_cost - math.expm1(params.m * params.epsilon)) / 2 + 1e-14
+    p_tight = Params(11, 3, 0.1, 1e-5, delta=d_tight)
+    tight = privacy_profile(p_tight, gamma)
+    assert d_tight - 1e-9 <= tight.delta(params.m * params.epsilon) <= d_tight
+    # profile is non-increasing and below the generic (mε, δ) profile everywhere above mε
+    ds = [prof.delta(e) for e in np.linspace(0, 1.2, 25)]
+    assert all(x >= y for x, y in zip(ds, ds[1:], strict=False))
+    assert len(prof.vertices) >= 13
+
+
+def test_roundtrip_and_tampering(k11):
+    params, gamma, _, prof = k11
+    again = PrivacyProfile.from_dict(json.loads(json.dumps(prof.to_dict())))
+    assert again == prof and again.dominates(prof)
+    bad = prof.to_dict()
+    bad["atoms"][0][0] *= 0.5
+    with pytest.raises(InvalidParameter, match="privacy_profile"):
+        PrivacyProfile.from_dict(bad)
+    with pytest.raises(InvalidParameter, match="privacy_profile"):
+        PrivacyProfile.from_dict({"vertices": [[0.5, 0.1], [1, 1]], "support": []})
+
+
+def _table_file(tmp_path, params, gamma, profile_dict):
+    doc = {**params.canonical(), "gamma": list(gamma), "privacy_profile": profile_dict}
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def test_verify_rejects_optimistic_profile(k11, tmp_path):
+    params, gamma, _, prof = k11
+    good = _table_file(tmp_path, params, gamma, prof.to_dict())
+    res = runner.invoke(app, ["verify", str(good), "--format", "json", "-q"])
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout)["privacy_profile_valid"] is True
+    # lower every vertex but the last by 1e-9: optimistic, rejected
+    d = prof.to_dict()
+    verts = [[b, max(a - 1e-9, 0.0)] for b, a in d["vertices"][:-1]] + [d["vertices"][-1]]
+    lowered = PrivacyProfile(tuple(map(tuple, d["support"])), tuple(map(tuple, verts))).to_dict()
+    bad = _table_file(tmp_path, params, gamma, lowered)
+    res = runner.invoke(app, ["verify", str(bad), "-q"])
+    assert res.exit_code == 1 and "optimistic" in res.output
+    # a swept statement below the truth is rejected too
+    d = prof.to_dict()
+    d["support"][0][1] *= 0.5
+    res = runner.invoke(app, ["verify", str(_table_file(tmp_path, params, gamma, d)), "-q"])
+    assert res.exit_code == 1
+
+
+def test_solve_json_carries_profile(tmp_path):
+    out = tmp_path / "t5.json"
+    res = runner.invoke(app, ["solve", "--K", "5", "--m", "2", "--format", "json", "--out", str(out), "-q",
+                              "--no-baselines"])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(out.read_text())
+    prof = PrivacyProfile.from_dict(doc["privacy_profile"])
+    assert doc["privacy_profile"]["infinite_mass"] == prof.infinite_mass
+    assert prof.delta(doc["m"] * doc["epsilon"]) <= doc["delta"]
+    assert runner.invoke(app, ["verify", str(out), "-q"]).exit_code == 0
