@@ -83,7 +83,7 @@ class ServedTable:
     @property
     def delta0(self) -> float:
         """Per-answer δ."""
-        return float(self.params.delta)
+        return float(self.params.delta or 0.0)  # Params always sets delta (it defaults to 1 − (1 − Δ)^m)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -137,7 +137,7 @@ def _row_profile(row: Any, params: Params, gamma: tuple[float, ...]) -> PrivacyP
 
 
 def _jsonable(info: dict) -> dict:
-    out = {}
+    out: dict[str, Any] = {}
     for k, v in info.items():
         if isinstance(v, (bool, int, str)) or v is None:
             out[k] = v
@@ -165,7 +165,7 @@ class TableService:
         self._executor.shutdown(wait=False, cancel_futures=True)
 
     # --- reading ---------------------------------------------------------------------------------------
-    def _served(self, row: GammaTable) -> ServedTable:
+    def _served(self, row: Any) -> ServedTable:  # a GammaTable row (Core select)
         params, gamma, cert = _check_row(row)
         return ServedTable(
             profile=_row_profile(row, params, gamma),
@@ -402,7 +402,7 @@ class TableService:
             )
 
     # --- jobs ------------------------------------------------------------------------------------------
-    def _job_row(self, key: str) -> SolveJob | None:
+    def _job_row(self, key: str) -> Any:
         with self.db.read() as conn:
             return conn.execute(select(SolveJob.__table__).where(SolveJob.id == key)).first()
 
@@ -411,6 +411,7 @@ class TableService:
         table = self.get(job_id)
         if row is None and table is None:
             return None
+        progress: dict[str, Any]
         if table is not None:
             status, stage, progress, error = "done", "done", {}, None
         else:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from fastapi import APIRouter, Path, Request
 from fastapi.responses import JSONResponse
 
@@ -16,7 +18,7 @@ from ..schemas import (
 
 router = APIRouter(prefix="/v1", tags=["ledgers"], dependencies=keyed)
 
-_COMMON = {
+_COMMON: dict[int | str, dict[str, Any]] = {
     401: {"model": ErrorOut, "description": "missing or invalid API key"},
     422: {"model": HTTPValidationErrorOut, "description": "invalid body (the field is named)"},
 }
@@ -24,7 +26,9 @@ _COMMON = {
 
 @router.post("/ledgers", response_model=LedgerOut, status_code=201, summary="Open a ledger", responses=_COMMON)
 def post_ledger(body: LedgerRequest, request: Request):
-    cap = (body.teacher_epsilon, body.teacher_delta) if body.teachers == "disjoint-private" else None
+    cap = None
+    if body.teachers == "disjoint-private" and body.teacher_epsilon is not None and body.teacher_delta is not None:
+        cap = (body.teacher_epsilon, body.teacher_delta)  # the schema requires both for disjoint-private
     return services(request).ledgers.create(body.name, body.epsilon_budget, body.delta_budget, cap=cap)
 
 

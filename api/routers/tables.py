@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from fastapi import APIRouter, Path, Query, Request, Response
 from fastapi.responses import JSONResponse
 
@@ -22,8 +24,10 @@ from ..schemas import (
 
 router = APIRouter(prefix="/v1", tags=["tables"], dependencies=keyed)
 
-_UNAUTHORIZED = {401: {"model": ErrorOut, "description": "missing or invalid API key"}}
-_INVALID = {422: {"model": HTTPValidationErrorOut, "description": "invalid parameters (the field is named)"}}
+_UNAUTHORIZED: dict[int | str, dict[str, Any]] = {401: {"model": ErrorOut, "description": "missing or invalid API key"}}
+_INVALID: dict[int | str, dict[str, Any]] = {
+    422: {"model": HTTPValidationErrorOut, "description": "invalid parameters (the field is named)"},
+}
 
 
 @router.post(
