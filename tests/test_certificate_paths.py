@@ -85,6 +85,7 @@ def test_separate_collects_violators_above_a_threshold():
     costs = np.sort(res.violator_costs)[::-1]
     assert costs[0] == pytest.approx(cert.max_privacy_cost, abs=1e-13)
     assert np.all(costs > params.bound)
+    assert certify_and_separate(params, BAD, threshold=params.bound)[1].violators.shape[0] == 0  # top = 0
 
 
 def test_validate_gamma():
@@ -109,6 +110,29 @@ def test_certificate_round_trip():
     d = cert.to_dict()
     assert Certificate.from_dict({**d, "unknown": 1}) == cert
     assert set(d) == set(Certificate.__dataclass_fields__)
+
+
+def test_too_many_near_tight_multisets_are_refused_not_guessed():
+    """ε = 1e-15: the bound is ~1e-15, below the re-check band, so all 31,824 multisets of γ ≡ 0 (cost 0)
+    are near-tight, more than NEAR_CAP; certify refuses instead of re-checking them or passing them."""
+    cert = certify(Params(11, 1, epsilon=1e-15, teacher_delta=1e-17), np.zeros(12))
+    assert not cert.certified
+    assert cert.reason == "too many multisets within the float error of the bound to verify exactly"
+    assert cert.high_precision_checked == 0 and cert.multisets_checked == 31_824 > NEAR_CAP
+
+
+def test_an_exact_tie_between_the_two_sides_reports_the_f_side():
+    """γ(0) = γ(K) = 1: the all-(0,0) multiset (f = e^{mε} − 1) and the all-(1,1) one (−f, the same value)
+    tie for the worst; the f side is reported."""
+    cert = certify(Params(5, 2, teacher_delta=0.0, delta=0.01), [1, 0.01, 0.02, 0.03, 0.04, 1])
+    assert cert.certified and cert.worst_multiset == [5, 0, 0, 0]
+    assert cert.max_privacy_cost == pytest.approx(math.expm1(0.2), rel=1e-15)
+
+
+def test_certificate_is_frozen():
+    cert = certify(Params(3, 1), [1.0, 1 / 3, 1 / 3, 1.0])
+    with pytest.raises(AttributeError):
+        cert.certified = False  # type: ignore[misc]
 
 
 def test_constants():

@@ -134,7 +134,8 @@ def test_exact_cost_and_excess_agree_with_brute_force(params):
     rng = np.random.default_rng(int(params.K * 1000 + params.m * 10))
     C = 4 if params.pure else 8
     gamma = rng.random(params.K + 1)  # not symmetric
-    gamma[0] = 1.0
+    gamma[0] = gamma[-1] = 1.0  # h = −1 and h = +1 entries
+    gamma[1] = 0.0  # and an h = 0 entry
     multisets = all_multisets(params.K, C)
     picks = [multisets[0], multisets[-1]] + [multisets[i] for i in rng.choice(len(multisets), 5, replace=False)]
     bound = ref_bound(params)
@@ -260,6 +261,7 @@ def test_gamma_one_is_exactly_tight_in_pure_dp(K, m):
     assert float(x0) == pytest.approx(-math.expm1(0.1 * m), rel=1e-15)
     r = recheck(params, g, np.array([zero, zero[[2, 3, 0, 1]]]), True)
     assert r.certified and r.max_cost == float(exact_bound_mp(params))
+    assert r.worst == tuple(zero)  # x₁(zero) = x₀(reflected) = 0: the first of equal excesses is reported
     if m == K:  # K-fold composition: γ ≡ 1 is (Kε, 0)-DP, and every tie is structural
         cert = certify(params, g)
         assert cert.certified, cert.reason
@@ -274,6 +276,12 @@ def test_structural_tie_with_delta():
     x1, _ = exact_excess_mp(params, np.ones(2), np.array([0, 0, 1, 0, 0, 0, 0, 0]))
     assert x1 == 0
     assert recheck(params, np.ones(2), np.array([[0, 0, 1, 0, 0, 0, 0, 0]]), True).certified
+
+
+def test_recheck_verdict_is_frozen():
+    r = recheck(Params(3, 1), np.ones(4), np.zeros((0, 8), dtype=int), True)
+    with pytest.raises(AttributeError):
+        r.certified = False  # type: ignore[misc]
 
 
 def test_empty_recheck():
