@@ -93,7 +93,7 @@ def test_validate_gamma():
     assert validate_gamma([0, 1], 1).dtype == np.float64
     for bad, rule in [([0.5] * 3, "K \\+ 1 = 4"), ([[0.5] * 4], "K \\+ 1"), (["a"] * 4, "numbers"),
                       ([0.5, 0.5, 0.5, 1.0000001], "\\[0, 1\\]"), ([0.5, 0.5, -1e-300, 1], "\\[0, 1\\]"),
-                      ([0.5, 0.5, float("nan"), 1], "\\[0, 1\\]"), ([0.5, None, 0.5, 0.5], "")]:
+                      ([0.5, 0.5, float("nan"), 1], "\\[0, 1\\]"), ([0.5, None, 0.5, 0.5], "\\[0, 1\\]")]:
         with pytest.raises(InvalidParameter, match=rule) as info:
             validate_gamma(bad, 3)
         assert info.value.parameter == "gamma"
