@@ -78,9 +78,10 @@ def const_probability(params: Params, tau: float, lam: float) -> float:
 
 
 def const_parameters(params: Params, composition: str = "simple", delta_prime: float = 0.1):
-    """(τ, λ) for γ_const: (K, 0) by simple composition, or by Thm 2.3 with δ′ (App. D.1.1)."""
+    """(τ, λ) for γ_const: (K, 1 − (1 − Δ)^K) by simple composition (Thm 2.2; λ = 0 only for pure
+    teachers), or by Thm 2.3 with δ′ (App. D.1.1)."""
     if composition == "simple":
-        return float(params.K), 0.0
+        return float(params.K), compose_delta(params.teacher_delta, params.K)
     if composition == "general":
         tau = general_epsilon(params.epsilon, params.K, delta_prime) / params.epsilon
         lam = 1 - (1 - compose_delta(params.teacher_delta, params.K)) * (1 - delta_prime)
