@@ -18,9 +18,16 @@ from hypothesis import strategies as st
 
 from darrm_opt.certify.certificate import certify
 from darrm_opt.errors import CertificationFailed, InvalidParameter, TableFileError
-from darrm_opt.model.baselines import gamma_dsub
+from darrm_opt.model.baselines import gamma_const, gamma_dsub, gamma_sub
 from darrm_opt.model.params import Params
-from darrm_opt.release.table_file import certified_decimals, certify_or_shrink, load_table, round_down
+from darrm_opt.release.table_file import (
+    CertifiedTable,
+    baseline_tables,
+    certified_decimals,
+    certify_or_shrink,
+    load_table,
+    round_down,
+)
 
 _H11 = [1.0, 0.9776955140495998, 1.0, 1.0, 0.5423403112364152, 0.9392407012997918]
 G11 = np.array(_H11 + _H11[::-1])  # K = 11, m = 3 (README worked example)
@@ -159,3 +166,41 @@ def test_load_table_round_trip_and_errors(tmp_path):
         load_table(f)
     with pytest.raises(TableFileError, match="cannot read"):
         load_table(tmp_path / "missing.json")
+
+
+def test_default_is_six_decimals_and_tables_are_frozen():
+    shown, _ = certified_decimals(Params(11, 3), G11)
+    assert shown[1] == "0.977695"
+    table = CertifiedTable("t", (1.0, 1.0), certify(Params(1, 1), [1.0, 1.0]))
+    assert table.shrink == 1.0
+    with pytest.raises(AttributeError):
+        table.shrink = 0.5  # type: ignore[misc]
+
+
+def test_baseline_tables_where_defined():
+    t = baseline_tables(Params(11, 3))
+    assert t["dsub"] is None  # Δ > 0
+    assert t["sub"].gamma == tuple(gamma_sub(11, 3)) and t["sub"].name == "γ_Sub"
+    assert t["const"].gamma == tuple(gamma_const(Params(11, 3))) and t["const"].name == "γ_const"
+    pure = baseline_tables(Params(11, 3, teacher_delta=0.0, delta=0.0))
+    assert pure["dsub"].name == "γ_DSub" and pure["dsub"].certificate.certified
+    frac = baseline_tables(Params(11, 2.5))
+    assert frac["sub"] is None and frac["dsub"] is None and frac["const"].certificate.certified
+    pure_delta = baseline_tables(Params(11, 3, teacher_delta=0.0, delta=1e-3))
+    assert pure_delta["dsub"] is None  # DSub is offered for δ = 0 only
+    general = baseline_tables(Params(11, 3), const="general", delta_prime=0.1)
+    assert general["const"].gamma == tuple(gamma_const(Params(11, 3), "general", 0.1))
+    assert general["const"].gamma[0] > t["const"].gamma[0]  # Thm 2.3 composes tighter than simple
+
+
+@pytest.mark.parametrize("Delta", [1e-5, 0.01, 0.05, 0.2])
+def test_simple_const_baseline_accounts_for_the_teachers_delta(Delta):
+    """Simple composition makes the majority (Kε, 1 − (1 − Δ)^K)-DP, so λ = 1 − (1 − Δ)^K in eq. 16
+    (with λ = 0 the table at Δ = 0.05 broke the bound by 0.047 and baseline_tables raised)."""
+    params = Params(5, 3, teacher_delta=Delta, delta=Delta)
+    Em, Et = math.exp(0.3), math.exp(0.5)
+    lam = 1 - (1 - Delta) ** 5
+    expected = (Em - 1 + 2 * Delta) / (2 * (Et - Em + (1 + Em) * lam) / (Et + 1) + Em - 1)
+    assert gamma_const(params)[0] == pytest.approx(expected, rel=1e-12)
+    t = baseline_tables(params)
+    assert t["const"].certificate.certified and t["const"].shrink == 1.0
