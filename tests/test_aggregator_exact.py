@@ -187,10 +187,18 @@ def test_inputs_are_validated_on_both_paths():
                 agg(v)
     with pytest.raises(InvalidParameter, match="0 or 1"):
         agg([[0, 1, -1]])
+    neg = np.zeros((SMALL + 1, 3), dtype=np.int64)
+    neg[3, 2] = -1
+    with pytest.raises(InvalidParameter, match="0 or 1"):
+        agg(neg)
     with pytest.raises(InvalidParameter, match="K = 3"):
         agg(np.zeros((SMALL + 1, 3, 1), dtype=np.uint8))
     assert agg(np.zeros((0, 3), dtype=np.uint8)).shape == (0,)
     assert agg.answers_from_counts(np.zeros(0, dtype=np.uint16)).shape == (0,)
+    assert agg.answers_from_counts(np.array([3], dtype=np.uint16)).tolist() == [1]  # one row, γ(3) = 1
+    assert agg.answers_from_counts(np.array([0], dtype=np.uint16)).tolist() == [0]
+    one = Aggregator([0.0, 1.0], random_bytes=Script([(0).to_bytes(8, "little") + b"\x01"]))  # K = 1
+    assert one.K == 1 and one([[0]]).tolist() == [1]  # γ(0) = 0: the fair bit
     # plain lists and int votes on the numpy path give uint8 0/1 answers
     out = agg([[1, 1, 1]] * (SMALL + 5))
     assert out.dtype == np.uint8 and out.tolist() == [1] * (SMALL + 5)  # γ(3) = 1: always the majority
