@@ -221,3 +221,14 @@ def test_system_random_serves_each_block_byte_once():
     sr._reset()
     assert sr._buf == b"" and sr._pos == 0
     assert len(SystemRandom()(8)) == 8 and len(os.urandom(1)) == 1
+
+
+def test_very_large_k_sums_votes_without_overflow():
+    """K = 65,535: L no longer fits the uint16 fast path's headroom; the plain sum must still be exact."""
+    K_big = 65_535
+    agg = Aggregator(np.ones(K_big + 1), random_bytes=random.Random(3).randbytes)
+    rows = np.zeros((SMALL + 2, K_big), dtype=np.uint8)
+    for i in range(rows.shape[0]):
+        rows[i, : (i * 2000) % (K_big + 1)] = 1
+    L = rows.sum(axis=1, dtype=np.int64)
+    assert agg(rows).tolist() == [int(x >= (K_big + 1) // 2) for x in L]
