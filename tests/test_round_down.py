@@ -164,8 +164,10 @@ def test_load_table_round_trip_and_errors(tmp_path):
     f.write_text(json.dumps({"K": 3, "m": 1, "gamma": [1, True, 1, 1]}))
     with pytest.raises(InvalidParameter, match="gamma"):
         load_table(f)
-    with pytest.raises(TableFileError, match="cannot read"):
-        load_table(tmp_path / "missing.json")
+    missing = tmp_path / "missing.json"
+    with pytest.raises(TableFileError) as info:
+        load_table(missing)
+    assert str(info.value) == f"cannot read table file {str(missing)!r}: No such file or directory"
 
 
 def test_default_is_six_decimals_and_tables_are_frozen():
@@ -188,7 +190,7 @@ def test_baseline_tables_where_defined():
     assert frac["sub"] is None and frac["dsub"] is None and frac["const"].certificate.certified
     pure_delta = baseline_tables(Params(11, 3, teacher_delta=0.0, delta=1e-3))
     assert pure_delta["dsub"] is None  # DSub is offered for δ = 0 only
-    general = baseline_tables(Params(11, 3), const="general", delta_prime=0.1)
+    general = baseline_tables(Params(11, 3), const="general")  # δ′ = 0.1 by default
     assert general["const"].gamma == tuple(gamma_const(Params(11, 3), "general", 0.1))
     assert general["const"].gamma[0] > t["const"].gamma[0]  # Thm 2.3 composes tighter than simple
 
@@ -204,3 +206,21 @@ def test_simple_const_baseline_accounts_for_the_teachers_delta(Delta):
     assert gamma_const(params)[0] == pytest.approx(expected, rel=1e-12)
     t = baseline_tables(params)
     assert t["const"].certificate.certified and t["const"].shrink == 1.0
+
+
+def test_certify_or_shrink_scales_by_twice_the_relative_excess():
+    """A table over its bound by a relative excess e in (1e-12, 1e-6) is scaled once by 1 − 2e (f is linear
+    in γ, so the cost drops below the bound); with max_tries = 0 it is refused instead."""
+    params = Params(11, 3)
+    over = np.minimum(G11 * (1 + 2e-7), 1.0)
+    first = certify(params, over)
+    excess = (first.max_privacy_cost - first.bound) / first.bound
+    assert not first.certified and 1e-12 < excess < 1e-6
+    table = certify_or_shrink(params, over)
+    assert table.shrink == 1.0 - 2 * excess
+    assert table.gamma == tuple(over * table.shrink) and table.certificate.certified
+    assert table.certificate.max_privacy_cost == pytest.approx(first.max_privacy_cost * table.shrink, rel=1e-12)
+    with pytest.raises(CertificationFailed, match="is not"):
+        certify_or_shrink(params, over, max_tries=0)
+    with pytest.raises(CertificationFailed):  # 2e-6 relative is a violation, not float rounding
+        certify_or_shrink(params, np.minimum(G11 * (1 + 4e-6), 1.0))
