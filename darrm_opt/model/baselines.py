@@ -78,8 +78,8 @@ def const_probability(params: Params, tau: float, lam: float) -> float:
 
 
 def const_parameters(params: Params, composition: str = "simple", delta_prime: float = 0.1):
-    """(τ, λ) for γ_const: (K, 1 − (1 − Δ)^K) by simple composition (Thm 2.2; λ = 0 only for pure
-    teachers), or by Thm 2.3 with δ′ (App. D.1.1)."""
+    """(τ, λ) for γ_const: (K, 1 − (1 − Δ)^K) by simple composition (Thm 2.2), or by Thm 2.3 with δ′
+    (App. D.1.1). The paper's simple setting takes λ = 0, exact only for Δ = 0."""
     if composition == "simple":
         return float(params.K), compose_delta(params.teacher_delta, params.K)
     if composition == "general":
