@@ -220,6 +220,8 @@ def test_system_random_serves_each_block_byte_once():
     assert sr._pos == 8 and sr._buf is not block and sr._buf[:8] == c and len(sr._buf) == 64
     sr._reset()
     assert sr._buf == b"" and sr._pos == 0
+    assert sr(15) and sr._pos == 15  # 15 < a quarter of 64: from the block
+    assert SystemRandom().block == 1 << 16  # 64 KiB blocks, as documented
     assert len(SystemRandom()(8)) == 8 and len(os.urandom(1)) == 1
 
 
