@@ -99,8 +99,8 @@ def recheck(params: Params, gamma: np.ndarray, multisets, two_sided: bool) -> Re
     −f (the output-0 condition) must be ≤ the bound. The verdict is the sign of the excess of
     :func:`exact_excess_mp`; the reported cost is f = bound + 2·excess. Returns the largest exact cost."""
     bound = exact_bound_mp(params)
-    worst: tuple[int, ...] = ()
     best_val, certified, reason = None, True, ""
+    worst: tuple[int, ...] = ()
     for cnt in multisets:
         x1, x0 = exact_excess_mp(params, gamma, cnt)
         for x in ((x1, x0) if two_sided else (x1,)):
