@@ -149,9 +149,11 @@ def test_certify_or_shrink_repairs_a_float_rounded_tight_table():
 
 def test_load_table_round_trip_and_errors(tmp_path):
     f = tmp_path / "t.json"
-    f.write_text(json.dumps({"K": 11, "m": 3, "gamma": G11.tolist()}))
+    ref = Params(11, 3)
+    f.write_text(json.dumps({"K": 11, "m": 3, "epsilon": 0.1, "teacher_delta": 1e-5, "delta": ref.delta,
+                             "gamma": G11.tolist()}))
     params, gamma = load_table(f)
-    assert params == Params(11, 3) and gamma.tolist() == G11.tolist()
+    assert params == ref and gamma.tolist() == G11.tolist()
     f.write_text(json.dumps({"K": 5, "m": 2, "epsilon": 0.2, "teacher_delta": 0.0, "delta": 0.01,
                              "prior": "iid-uniform:0.7,1", "gamma": [1, 1, 1, 1, 1, 1]}))
     params, _ = load_table(f)
@@ -161,7 +163,8 @@ def test_load_table_round_trip_and_errors(tmp_path):
         f.write_text(text)
         with pytest.raises(TableFileError, match=match):
             load_table(f)
-    f.write_text(json.dumps({"K": 3, "m": 1, "gamma": [1, True, 1, 1]}))
+    f.write_text(json.dumps({"K": 3, "m": 1, "epsilon": 0.1, "teacher_delta": 0.0, "delta": 0.0,
+                             "gamma": [1, True, 1, 1]}))
     with pytest.raises(InvalidParameter, match="gamma"):
         load_table(f)
     missing = tmp_path / "missing.json"
