@@ -225,5 +225,6 @@ def test_certify_or_shrink_scales_by_twice_the_relative_excess():
     assert table.certificate.max_privacy_cost == pytest.approx(first.max_privacy_cost * table.shrink, rel=1e-12)
     with pytest.raises(CertificationFailed, match="is not"):
         certify_or_shrink(params, over, max_tries=0)
+    assert certify_or_shrink(params, over, max_tries=1).shrink == table.shrink  # one try is enough
     with pytest.raises(CertificationFailed):  # 2e-6 relative is a violation, not float rounding
         certify_or_shrink(params, np.minimum(G11 * (1 + 4e-6), 1.0))
