@@ -65,7 +65,9 @@ def n_multisets(K: int, n_corner: int) -> int:
 @lru_cache(maxsize=512)
 def _compositions(total: int, parts: int) -> np.ndarray:
     if parts == 1:
-        return np.array([[total]], dtype=np.int16)
+        one = np.array([[total]], dtype=np.int16)
+        one.setflags(write=False)  # cached: a caller must not be able to change it
+        return one
     blocks = []
     for first in range(total, -1, -1):
         rest = _compositions(total - first, parts - 1)

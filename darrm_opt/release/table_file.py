@@ -13,6 +13,7 @@ import json
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
@@ -129,9 +130,13 @@ def baseline_tables(params: Params, *, const: str = "simple", delta_prime: float
 
 
 def round_down(gamma, decimals: int) -> np.ndarray:
-    """Each value rounded down to ``decimals`` decimals (never up)."""
-    scale = 10.0**decimals
-    return np.floor(np.asarray(gamma, dtype=np.float64) * scale) / scale
+    """Each value rounded down to ``decimals`` decimals (never up): ⌊x·10^d⌋ / 10^d with the floor taken in
+    exact rational arithmetic (the float product x·10^d can round up to the next integer, e.g. for the
+    float just below 0.05), returned as the float nearest to that decimal, which is ≤ x."""
+    g = np.asarray(gamma, dtype=np.float64)
+    scale = 10**decimals
+    out = [math.floor(Fraction(x) * scale) / scale if math.isfinite(x) else x for x in g.ravel().tolist()]
+    return np.array(out, dtype=np.float64).reshape(g.shape)
 
 
 def certified_decimals(params: Params, gamma, decimals: int = 6, *, unit: Certificate | None = None,

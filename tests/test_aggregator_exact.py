@@ -1,0 +1,236 @@
+"""DaRRM Algorithm 1 (release/aggregator.py) with an asymmetric γ and scripted random bytes.
+
+Pr[answer = 1 | L] must be exactly γ(L)·1{L ≥ (K+1)/2} + (1 − γ(L))/2. The aggregator keeps the majority
+iff a uniform 64-bit U satisfies U < γ(L)·2^64 (a tie U = ⌊γ·2^64⌋ recurses on the remainder), else answers
+a fair bit. Here every byte it reads is scripted: for each row the test picks U on both sides of the
+threshold, the fair bit opposite to the majority, and checks the answer row by row for all 2^K vote
+vectors, on both the small (pure Python) and the numpy path. A seeded sample checks the distribution.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import os
+import random
+import sys
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+from darrm_opt.errors import InvalidParameter
+from darrm_opt.release.aggregator import SMALL, Aggregator, SystemRandom, _exact_bernoulli
+
+TWO64 = 1 << 64
+K = 5
+# asymmetric; γ(0) < 2^-11 so γ·2^64 has a fractional part (a tie recurses); γ(4) = 1 exactly; γ(5) = 0
+GAMMA = [3e-5, 0.85, 0.05, 0.6, 1.0, 0.0]
+VOTES = np.array(list(itertools.product((0, 1), repeat=K)), dtype=np.uint8)  # all 32 vote vectors
+
+
+def majority(L: int) -> int:
+    return int(L >= (K + 1) // 2)
+
+
+def threshold(g: float) -> int:
+    return math.floor(Fraction(g) * TWO64)
+
+
+class Script:
+    """A random-bytes source that hands out fixed chunks and checks the requested sizes."""
+
+    def __init__(self, chunks: list[bytes]) -> None:
+        self.chunks = list(chunks)
+
+    def __call__(self, n: int) -> bytes:
+        assert self.chunks, "more random bytes requested than scripted"
+        chunk = self.chunks.pop(0)
+        assert len(chunk) == n
+        return chunk
+
+
+def run(agg: Aggregator, votes, us, fair, extra=()) -> np.ndarray:
+    """Answers with U = ``us`` per row, fair bits ``fair`` per row and ``extra`` 64-bit draws for ties
+    (in row order), laid out as each path reads them."""
+    n = len(votes)
+    extra_chunks = [int(v).to_bytes(8, "little") for v in extra]
+    if n <= SMALL:
+        fair_int = sum(int(b) << i for i, b in enumerate(fair))
+        first = b"".join(int(u).to_bytes(8, "little") for u in us) + fair_int.to_bytes((n + 7) // 8, "little")
+        chunks = [first] + extra_chunks
+    else:
+        chunks = [b"".join(int(u).to_bytes(8, sys.byteorder) for u in us)] + extra_chunks  # numpy uint64
+        chunks.append(np.packbits(np.array(fair, dtype=np.uint8)).tobytes())
+    agg.random_bytes = Script(chunks)
+    out = agg(votes)
+    assert not agg.random_bytes.chunks, "scripted bytes left unread"
+    return out
+
+
+@pytest.mark.parametrize("copies", [1, 3], ids=["small-path", "numpy-path"])
+@pytest.mark.parametrize("where", ["below", "above", "zero", "max"])
+def test_answer_is_the_majority_iff_u_below_gamma_two_to_the_64(copies, where):
+    votes = np.tile(VOTES, (copies, 1))
+    L = votes.sum(axis=1).astype(int)
+    agg = Aggregator(GAMMA)
+    us = []
+    for l in L:
+        t = threshold(GAMMA[l])
+        u = {"below": t - 1, "above": t + 1, "zero": 0, "max": TWO64 - 1}[where]
+        u = min(max(u, 0), TWO64 - 1)
+        if u == t and GAMMA[l] < 1:
+            u = t + 1  # ties are the subject of the next test
+        us.append(u)
+    fair = [1 - majority(l) for l in L]  # a fair coin that disagrees with the majority
+    out = run(agg, votes, us, fair)
+    for row, (l, u) in enumerate(zip(L, us)):
+        keep = GAMMA[l] == 1 or Fraction(u, TWO64) < Fraction(GAMMA[l])
+        assert out[row] == (majority(l) if keep else 1 - majority(l)), (row, l, u)
+    assert out.dtype == np.uint8
+
+
+@pytest.mark.parametrize("copies", [1, 3], ids=["small-path", "numpy-path"])
+@pytest.mark.parametrize("second", ["zero", "max", "tie"])
+def test_a_tie_recurses_on_the_exact_remainder(copies, second):
+    votes = np.tile(VOTES, (copies, 1))
+    L = votes.sum(axis=1).astype(int)
+    agg = Aggregator(GAMMA)
+    us = [threshold(GAMMA[l]) if GAMMA[l] < 1 else 12345 for l in L]
+    extra, expect = [], []
+    for l in L:
+        g = Fraction(GAMMA[l])
+        if g == 1:
+            expect.append(majority(l))
+            continue
+        rem = g * TWO64 - threshold(GAMMA[l])  # in [0, 1)
+        if rem == 0:  # U = γ·2^64 exactly: U < γ·2^64 is false, no further bits
+            expect.append(1 - majority(l))
+            continue
+        t2 = math.floor(rem * TWO64)
+        v = {"zero": 0, "max": TWO64 - 1, "tie": t2}[second]
+        extra.append(v)
+        if second == "tie":
+            rem2 = rem * TWO64 - t2
+            assert rem2 == 0  # 3e-5 has 53 bits: two rounds exhaust it
+            keep = False
+        else:
+            keep = Fraction(v) < rem * TWO64
+        expect.append(majority(l) if keep else 1 - majority(l))
+    assert len(extra) == copies * sum(1 for l in L[: len(VOTES)] if l == 0)  # only γ(0) has a remainder
+    out = run(agg, votes, us, [1 - majority(l) for l in L], extra)
+    assert out.tolist() == expect
+
+
+def test_thresholds_and_remainders_are_exact():
+    agg = Aggregator(GAMMA)
+    for l, g in enumerate(GAMMA):
+        if g == 1:
+            assert agg._always[l]
+            continue
+        assert not agg._always[l]
+        assert int(agg._threshold[l]) == threshold(g) == agg._threshold_list[l]
+        assert agg._remainder[l] == Fraction(g) * TWO64 - threshold(g)
+    assert agg.K == K and agg._half == 3
+
+
+def test_exact_bernoulli_reads_64_bits_per_round():
+    p = Fraction(1, 3 * TWO64)  # T = 0 in round one, then ⌊2^64/3⌋
+    t2 = TWO64 // 3
+    assert _exact_bernoulli(p, Script([(0).to_bytes(8, "little"), (t2 - 1).to_bytes(8, "little")]))
+    assert not _exact_bernoulli(p, Script([(0).to_bytes(8, "little"), (t2 + 1).to_bytes(8, "little")]))
+    assert not _exact_bernoulli(p, Script([(1).to_bytes(8, "little")]))
+    assert _exact_bernoulli(Fraction(1, 2), Script([(TWO64 // 2 - 1).to_bytes(8, "little")]))
+    assert not _exact_bernoulli(Fraction(1, 2), Script([(TWO64 // 2).to_bytes(8, "little")]))
+    assert not _exact_bernoulli(Fraction(0), Script([]))
+
+
+def test_probability_of_one_is_gamma_majority_plus_half_the_rest():
+    agg = Aggregator(GAMMA)
+    for l, g in enumerate(GAMMA):
+        assert agg.probability_of_one(l) == g * majority(l) + (1 - g) / 2
+
+
+@pytest.mark.parametrize("rows_per_call", [7, 400], ids=["small-path", "numpy-path"])
+def test_seeded_answer_frequencies_match_the_exact_distribution(rows_per_call):
+    """60,000 rows per L from a seeded byte stream: every count within 4.5 binomial standard deviations
+    of n·Pr[1 | L] (a fixed seed, so the test is deterministic)."""
+    gen = random.Random(20261122)
+    agg = Aggregator(GAMMA, random_bytes=gen.randbytes)
+    n = 60_000
+    rows = np.repeat(np.array([[1] * l + [0] * (K - l) for l in range(K + 1)], dtype=np.uint8), n, axis=0)
+    rows = rows[np.random.default_rng(1).permutation(rows.shape[0])]
+    out = np.concatenate([agg(rows[i : i + rows_per_call]) for i in range(0, rows.shape[0], rows_per_call)])
+    L = rows.sum(axis=1)
+    for l, g in enumerate(GAMMA):
+        p = g * majority(l) + (1 - g) / 2
+        ones = int(out[L == l].sum())
+        assert (L == l).sum() == n
+        if p in (0.0, 1.0):
+            assert ones == p * n
+        else:
+            assert abs(ones - n * p) <= 4.5 * math.sqrt(n * p * (1 - p)), (l, ones / n, p)
+
+
+def test_inputs_are_validated_on_both_paths():
+    for bad in ([0.5, 0.5, 0.5], [0.5], [0.5, 1.5], [0.5, -0.1], [[0.5, 0.5]], [0.5, float("nan")]):
+        with pytest.raises(InvalidParameter, match="gamma"):
+            Aggregator(bad)
+    agg = Aggregator([1.0, 0.5, 0.5, 1.0], random_bytes=random.Random(1).randbytes)
+    for n in (1, SMALL + 1):
+        with pytest.raises(InvalidParameter, match="K = 3"):
+            agg(np.zeros((n, 4), dtype=np.uint8))
+        for dtype in (np.uint8, np.int64):
+            v = np.zeros((n, 3), dtype=dtype)
+            v[0, 1] = 2
+            with pytest.raises(InvalidParameter, match="0 or 1"):
+                agg(v)
+    with pytest.raises(InvalidParameter, match="0 or 1"):
+        agg([[0, 1, -1]])
+    neg = np.zeros((SMALL + 1, 3), dtype=np.int64)
+    neg[3, 2] = -1
+    with pytest.raises(InvalidParameter, match="0 or 1"):
+        agg(neg)
+    with pytest.raises(InvalidParameter, match="K = 3"):
+        agg(np.zeros((SMALL + 1, 3, 1), dtype=np.uint8))
+    assert agg(np.zeros((0, 3), dtype=np.uint8)).shape == (0,)
+    assert agg.answers_from_counts(np.zeros(0, dtype=np.uint16)).shape == (0,)
+    assert agg.answers_from_counts(np.array([3], dtype=np.uint16)).tolist() == [1]  # one row, γ(3) = 1
+    assert agg.answers_from_counts(np.array([0], dtype=np.uint16)).tolist() == [0]
+    one = Aggregator([0.0, 1.0], random_bytes=Script([(0).to_bytes(8, "little") + b"\x01"]))  # K = 1
+    assert one.K == 1 and one([[0]]).tolist() == [1]  # γ(0) = 0: the fair bit
+    # plain lists and int votes on the numpy path give uint8 0/1 answers
+    out = agg([[1, 1, 1]] * (SMALL + 5))
+    assert out.dtype == np.uint8 and out.tolist() == [1] * (SMALL + 5)  # γ(3) = 1: always the majority
+    out = agg(np.zeros((SMALL + 5, 3), dtype=np.int64))
+    assert out.tolist() == [0] * (SMALL + 5)  # γ(0) = 1
+
+
+def test_system_random_serves_each_block_byte_once():
+    sr = SystemRandom(block=64)
+    a, b = sr(8), sr(8)
+    assert len(a) == len(b) == 8 and sr._buf[:16] == a + b and sr._pos == 16
+    big = sr(16)  # 16·4 ≥ 64: straight from os.urandom, the block is untouched
+    assert len(big) == 16 and sr._pos == 16
+    block = sr._buf
+    for _ in range(6):
+        sr(8)
+    assert sr._pos == 64 and sr._buf is block
+    c = sr(8)  # the block is spent: a fresh one
+    assert sr._pos == 8 and sr._buf is not block and sr._buf[:8] == c and len(sr._buf) == 64
+    sr._reset()
+    assert sr._buf == b"" and sr._pos == 0
+    assert sr(15) and sr._pos == 15  # 15 < a quarter of 64: from the block
+    assert SystemRandom().block == 1 << 16  # 64 KiB blocks, as documented
+    assert len(SystemRandom()(8)) == 8 and len(os.urandom(1)) == 1
+
+
+def test_very_large_k_sums_votes_without_overflow():
+    """K = 65,535: L no longer fits the uint16 fast path's headroom; the plain sum must still be exact."""
+    K_big = 65_535
+    agg = Aggregator(np.ones(K_big + 1), random_bytes=random.Random(3).randbytes)
+    rows = np.zeros((SMALL + 2, K_big), dtype=np.uint8)
+    for i in range(rows.shape[0]):
+        rows[i, : (i * 2000) % (K_big + 1)] = 1
+    L = rows.sum(axis=1, dtype=np.int64)
+    assert agg(rows).tolist() == [int(x >= (K_big + 1) // 2) for x in L]

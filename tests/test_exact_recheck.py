@@ -1,0 +1,289 @@
+"""The 40-digit re-check (certify/exact.py) against an independent 60-digit brute force.
+
+The reference below never uses the library's corners, convolution, signed h or bound: it takes the
+vertices from the notes' formulas, enumerates all 2^K vote vectors and evaluates Lemma 3.4 through the
+output probabilities, f = 2(Pr[1 | p] − e^{mε} Pr[1 | p′]) + e^{mε} − 1, with Pr[1 | L] = γ(L)·1{L ≥ (K+1)/2}
++ (1 − γ(L))/2 (Alg. 1). Tables are then placed a few ulps of δ above and below the bound, where only
+the exact re-check can tell the two apart.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from functools import cache
+
+import mpmath
+import numpy as np
+import pytest
+
+from darrm_opt.certify.certificate import certify
+from darrm_opt.certify.exact import MP_DIGITS, exact_bound_mp, exact_cost_mp, exact_excess_mp, recheck
+from darrm_opt.model.corners import corners
+from darrm_opt.model.params import Params
+
+REF_DPS = 60
+
+
+def ref_corners(eps, Delta, *, exp):
+    """The vertices in the documented count-vector order (notes, corners.py docstring)."""
+    e = exp(eps)
+    d = Delta
+    if d == 0:
+        return [(0, 0), (e / (e + 1), 1 / (e + 1)), (1, 1), (1 / (e + 1), e / (e + 1))]
+    return [(0, 0), (0, d), (d, 0), ((e + d) / (e + 1), (1 - d) / (e + 1)),
+            (1, 1), (1, 1 - d), (1 - d, 1), ((1 - d) / (e + 1), (e + d) / (e + 1))]
+
+
+def ref_prob_one(K, gamma, probs):
+    """Pr[out = 1] by enumerating every vote vector; ``probs`` are the K teachers' Pr[vote 1]."""
+    total = mpmath.mpf(0)
+    half = (K + 1) // 2
+    for votes in itertools.product((0, 1), repeat=K):
+        w = mpmath.mpf(1)
+        for v, p in zip(votes, probs):
+            w *= p if v else 1 - p
+        L = sum(votes)
+        g = mpmath.mpf(float(gamma[L]))
+        total += w * (g * (1 if L >= half else 0) + (1 - g) / 2)
+    return total
+
+
+def ref_cost(params: Params, gamma, counts) -> mpmath.mpf:
+    """f(n; γ) at REF_DPS digits from the exact binary values of the parameters."""
+    with mpmath.workdps(REF_DPS):
+        cs = ref_corners(mpmath.mpf(params.epsilon), mpmath.mpf(params.teacher_delta), exp=mpmath.exp)
+        teachers = [cs[c] for c, n in enumerate(counts) for _ in range(int(n))]
+        p1 = ref_prob_one(params.K, gamma, [mpmath.mpf(p) for p, _ in teachers])
+        q1 = ref_prob_one(params.K, gamma, [mpmath.mpf(q) for _, q in teachers])
+        E = mpmath.exp(mpmath.mpf(params.m) * mpmath.mpf(params.epsilon))
+        return 2 * (p1 - E * q1) + E - 1
+
+
+def ref_bound(params: Params) -> mpmath.mpf:
+    with mpmath.workdps(REF_DPS):
+        return mpmath.exp(mpmath.mpf(params.m) * mpmath.mpf(params.epsilon)) - 1 + 2 * mpmath.mpf(params.delta)
+
+
+def all_multisets(K, C):
+    """Count vectors of every multiset of K out of C corners (itertools, not the library's compositions)."""
+    out = []
+    for combo in itertools.combinations_with_replacement(range(C), K):
+        v = [0] * C
+        for c in combo:
+            v[c] += 1
+        out.append(tuple(v))
+    return out
+
+
+def reflect(counts):
+    half = len(counts) // 2
+    return tuple(counts[half:]) + tuple(counts[:half])
+
+
+def float_costs(params: Params, gamma, multisets):
+    """f of every multiset in float64 (brute force over vote vectors), to locate the worst one."""
+    K = params.K
+    cs = np.array(ref_corners(params.epsilon, params.teacher_delta, exp=math.exp), dtype=float)
+    votes = np.array(list(itertools.product((0, 1), repeat=K)), dtype=float)
+    L = votes.sum(axis=1).astype(int)
+    g = np.asarray(gamma)[L]
+    out1 = g * (L >= (K + 1) // 2) + (1 - g) / 2
+    E = math.exp(params.m * params.epsilon)
+    res = []
+    for n in multisets:
+        idx = [c for c, k in enumerate(n) for _ in range(k)]
+        p, q = cs[idx, 0], cs[idx, 1]
+        wp = np.prod(np.where(votes == 1, p, 1 - p), axis=1)
+        wq = np.prod(np.where(votes == 1, q, 1 - q), axis=1)
+        res.append(2 * (wp @ out1 - E * (wq @ out1)) + E - 1)
+    return np.array(res)
+
+
+PARAMS = [
+    Params(5, 2, epsilon=0.1, teacher_delta=0.0, delta=0.0),
+    Params(5, 3, epsilon=0.3, teacher_delta=1e-3),
+    Params(7, 2.5, epsilon=0.2, teacher_delta=0.01, delta=0.05),
+    Params(3, 1, epsilon=1.0, teacher_delta=0.0, delta=1e-4),
+]
+
+
+def test_mp_digits_is_at_least_forty():
+    assert MP_DIGITS >= 40
+
+
+@pytest.mark.parametrize("params", PARAMS + [Params(11, 3), Params(41, 7.5, epsilon=0.05, teacher_delta=1e-6)])
+def test_bound_is_exp_m_eps_minus_one_plus_two_delta_at_forty_digits(params):
+    got = exact_bound_mp(params)
+    ref = ref_bound(params)
+    with mpmath.workdps(REF_DPS):
+        assert abs(got - ref) <= mpmath.mpf(10) ** -39 * ref
+    assert float(got) == pytest.approx(params.bound, rel=4e-16)
+    # δ enters twice: a value off by δ would differ by far more than 40 digits allow
+    assert params.delta == 0 or abs(float(got) - math.expm1(params.m * params.epsilon)) > 1.9 * params.delta
+
+
+def test_corner_order_used_by_count_vectors():
+    for params in PARAMS:
+        ref = np.array(ref_corners(params.epsilon, params.teacher_delta, exp=math.exp), dtype=float)
+        np.testing.assert_allclose(corners(params), ref, rtol=0, atol=1e-15)
+
+
+@pytest.mark.parametrize("params", PARAMS)
+def test_exact_cost_and_excess_agree_with_brute_force(params):
+    rng = np.random.default_rng(int(params.K * 1000 + params.m * 10))
+    C = 4 if params.pure else 8
+    gamma = rng.random(params.K + 1)  # not symmetric
+    gamma[0] = gamma[-1] = 1.0  # h = −1 and h = +1 entries
+    gamma[1] = 0.0  # and an h = 0 entry
+    multisets = all_multisets(params.K, C)
+    picks = [multisets[0], multisets[-1]] + [multisets[i] for i in rng.choice(len(multisets), 5, replace=False)]
+    bound = ref_bound(params)
+    for n in picks:
+        ref = ref_cost(params, gamma, n)
+        got = exact_cost_mp(params, gamma, np.array(n))
+        x1, x0 = exact_excess_mp(params, gamma, np.array(n))
+        with mpmath.workdps(REF_DPS):
+            tol = mpmath.mpf(10) ** -36
+            assert abs(got - ref) <= tol, n
+            assert abs(2 * x1 + bound - ref) <= tol, n  # f = bound + 2 x₁
+            assert abs(2 * x0 + bound + ref) <= tol, n  # −f = bound + 2 x₀
+
+
+@cache
+def tight_setup(pure: bool, kind: str):
+    """A γ scaled so that its worst multiset n* costs c* ≈ e^{mε} − 1 + 6e-5, c* at 60 digits, and the
+    exact δ* = (c* − e^{mε} + 1)/2 that makes n* tight."""
+    K, m, eps = 5, 2, 0.1
+    Delta = 0.0 if pure else 1e-5
+    base = Params(K, m, epsilon=eps, teacher_delta=Delta, delta=0.5)
+    multisets = all_multisets(K, 4 if pure else 8)
+    for seed in range(100):  # the first seed whose scaled table fits in [0, 1] with a unique worst multiset
+        g0 = 0.2 + 0.4 * np.random.default_rng(seed).random(K + 1)
+        if kind == "symmetric":
+            g0 = (g0 + g0[::-1]) / 2
+        f = float_costs(base, g0, multisets)
+        gamma = g0 * (math.expm1(m * eps) + 6e-5) / np.maximum(f, -f).max()
+        f = float_costs(base, gamma, multisets)
+        order = np.argsort(-np.maximum(f, -f))
+        i = int(order[0])
+        n_star = multisets[i]
+        side = 1 if f[i] >= -f[i] else -1
+        runner_up = [j for j in order[1:] if multisets[j] != reflect(n_star)][0]
+        if gamma.max() <= 1 and max(f[i], -f[i]) - max(f[runner_up], -f[runner_up]) > 1e-9:
+            break
+    else:
+        raise AssertionError("no suitable table")
+    if kind == "symmetric" and side == -1:  # the same cost on the f side: the reflected multiset
+        n_star, side = reflect(n_star), 1
+    if kind == "mirrored":  # γ(K − l): f(γ', reflect n) = −f(γ, n), so the worst is on the output-0 side
+        gamma, n_star, side = gamma[::-1].copy(), reflect(n_star), -side
+    with mpmath.workdps(REF_DPS):  # every mp operation at REF_DPS (outside, mpmath rounds to 53 bits)
+        c_star = side * ref_cost(base, gamma, n_star)
+        delta_star = (c_star - mpmath.expm1(mpmath.mpf(m) * mpmath.mpf(eps))) / 2
+    return (K, m, eps, Delta), gamma, n_star, side, c_star, delta_star
+
+
+def _delta_near(delta_star, c_star, where: str, rel: float = 0.0) -> float:
+    """The float just above/below δ* (rel = 0: by one ulp of δ), or δ* ± rel·c*/2 (the bound moves by
+    rel·c*, a relative 1e-15 of itself)."""
+    with mpmath.workdps(REF_DPS):
+        d = float(delta_star)
+        if rel == 0:
+            while (mpmath.mpf(d) <= delta_star) if where == "above" else (mpmath.mpf(d) >= delta_star):
+                d = math.nextafter(d, math.inf if where == "above" else -math.inf)
+            return d
+        return float(delta_star + (1 if where == "above" else -1) * rel * c_star / 2)
+
+
+@pytest.mark.parametrize("pure", [True, False], ids=["Delta0", "Delta1e-5"])
+@pytest.mark.parametrize("kind", ["asymmetric", "mirrored", "symmetric"])
+@pytest.mark.parametrize("rel", [0.0, 1e-15], ids=["ulp", "1e-15rel"])
+def test_table_placed_just_above_and_just_below_the_bound(pure, kind, rel):
+    (K, m, eps, Delta), gamma, n_star, side, c_star, delta_star = tight_setup(pure, kind)
+    above = Params(K, m, epsilon=eps, teacher_delta=Delta, delta=_delta_near(delta_star, c_star, "above", rel))
+    below = Params(K, m, epsilon=eps, teacher_delta=Delta, delta=_delta_near(delta_star, c_star, "below", rel))
+    with mpmath.workdps(REF_DPS):
+        gap_above = ref_bound(above) - c_star
+        gap_below = ref_bound(below) - c_star
+        assert 0 < gap_above < (1e-19 if rel == 0 else 3e-15)
+        assert -(1e-19 if rel == 0 else 3e-15) < gap_below < 0
+    ok = certify(above, gamma)
+    assert ok.certified, ok.reason
+    assert ok.high_precision_checked >= 1  # decided in 40 digits, not by the float sweep
+    assert ok.max_privacy_cost == pytest.approx(float(c_star), rel=1e-15, abs=0)
+    assert ok.max_privacy_cost <= ok.bound
+    bad = certify(below, gamma)
+    assert not bad.certified
+    if kind == "symmetric":
+        assert tuple(bad.worst_multiset) in (n_star, reflect(n_star))
+    else:
+        assert tuple(bad.worst_multiset) == n_star
+        assert str(list(n_star)) in bad.reason
+    assert bad.max_privacy_cost == pytest.approx(float(c_star), rel=1e-15, abs=0)
+    # the re-check alone, on n* among slack multisets, in both orders
+    slack = [m_ for m_ in all_multisets(K, len(n_star))[:4] if m_ not in (n_star, reflect(n_star))]
+    two_sided = kind != "symmetric"
+    for multisets in (slack + [n_star], [n_star] + slack):
+        arr = np.array(multisets)
+        r_ok = recheck(above, gamma, arr, two_sided)
+        r_bad = recheck(below, gamma, arr, two_sided)
+        assert r_ok.certified and not r_bad.certified
+        assert r_ok.worst == r_bad.worst == n_star
+        assert r_ok.checked == r_bad.checked == len(multisets)
+        assert r_ok.max_cost == pytest.approx(float(c_star), rel=1e-15, abs=0)
+        assert r_ok.reason == "" and str(list(n_star)) in r_bad.reason
+
+
+def test_one_sided_recheck_ignores_the_output_zero_side_only_when_told():
+    """A mirrored table's violation is on −f: the two-sided re-check sees it, a one-sided one must not."""
+    (K, m, eps, Delta), gamma, n_star, side, c_star, delta_star = tight_setup(False, "mirrored")
+    assert side == -1
+    below = Params(K, m, epsilon=eps, teacher_delta=Delta, delta=_delta_near(delta_star, c_star, "below"))
+    arr = np.array([n_star])
+    assert not recheck(below, gamma, arr, True).certified
+    one = recheck(below, gamma, arr, False)
+    assert one.certified
+    assert one.max_cost == pytest.approx(float(-c_star), rel=1e-15, abs=0)  # f itself, −c*
+
+
+@pytest.mark.parametrize("K,m", [(3, 3), (5, 5), (11, 11), (11, 6)])
+def test_gamma_one_is_exactly_tight_in_pure_dp(K, m):
+    """γ ≡ 1 with Δ = δ = 0: every multiset whose majority has probability 0 under p and p′ costs exactly
+    e^{mε} − 1 = the bound. The re-check must decide these ties exactly (excess 0), not by rounding noise:
+    the all-(0,0) multiset has x₁ = 0 exactly and x₀ = −δ − (e^{mε} − 1) < 0."""
+    params = Params(K, m, epsilon=0.1, teacher_delta=0.0, delta=0.0)
+    g = np.ones(K + 1)
+    zero = np.zeros(4, dtype=int)
+    zero[0] = K
+    x1, x0 = exact_excess_mp(params, g, zero)
+    assert x1 == 0
+    assert float(x0) == pytest.approx(-math.expm1(0.1 * m), rel=1e-15)
+    r = recheck(params, g, np.array([zero, zero[[2, 3, 0, 1]]]), True)
+    assert r.certified and r.max_cost == float(exact_bound_mp(params))
+    assert r.worst == tuple(zero)  # x₁(zero) = x₀(reflected) = 0: the first of equal excesses is reported
+    if m == K:  # K-fold composition: γ ≡ 1 is (Kε, 0)-DP, and every tie is structural
+        cert = certify(params, g)
+        assert cert.certified, cert.reason
+        assert cert.max_privacy_cost == pytest.approx(cert.bound, rel=1e-15)
+        assert cert.high_precision_checked > 0
+
+
+def test_structural_tie_with_delta():
+    """K = 1, m = 1, δ = Δ: the teacher itself. At the corner (Δ, 0) Pr[1|p] = Δ and Pr[1|p′] = 0, so the
+    excess is Δ − δ = 0 exactly (δ < Δ is invalid input, so the tie is the boundary case)."""
+    params = Params(1, 1, epsilon=0.1, teacher_delta=1e-5, delta=1e-5)
+    x1, _ = exact_excess_mp(params, np.ones(2), np.array([0, 0, 1, 0, 0, 0, 0, 0]))
+    assert x1 == 0
+    assert recheck(params, np.ones(2), np.array([[0, 0, 1, 0, 0, 0, 0, 0]]), True).certified
+
+
+def test_recheck_verdict_is_frozen():
+    r = recheck(Params(3, 1), np.ones(4), np.zeros((0, 8), dtype=int), True)
+    with pytest.raises(AttributeError):
+        r.certified = False  # type: ignore[misc]
+
+
+def test_empty_recheck():
+    r = recheck(Params(3, 1), np.ones(4), np.zeros((0, 8), dtype=int), True)
+    assert r.certified and r.checked == 0 and r.max_cost == -math.inf and r.worst == ()
