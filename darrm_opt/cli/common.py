@@ -38,15 +38,27 @@ class ProgressReporter:
         self.quiet = quiet
         self._progress: Progress | None = None
         self._task: TaskID | None = None
+        self._phase: str | None = None
+
+    def phase(self, name: str) -> None:
+        """A new phase of a command (its sweeps' bars are labelled with it; a plain line in logs)."""
+        self._phase = name
+        if not self.quiet and not err_console.is_terminal:
+            err_console.print(f"{name} ...")
+
+    def certify_progress(self, done: int, total: int, worst: float) -> None:
+        """The ``progress`` callback of :func:`darrm_opt.certify.certificate.certify`."""
+        self("certify-progress", done=done, total=total, worst=worst)
 
     def __call__(self, stage: str, **info) -> None:
         if self.quiet:
             return
         if stage in ("sweep-progress", "certify-progress") and info.get("total", 0) >= 1_000_000:
-            label = "certifying" if stage == "certify-progress" else "sweeping"
+            label = self._phase or ("certifying" if stage == "certify-progress" else "sweeping")
             if not err_console.is_terminal:  # logs and pipes: one plain line per finished sweep
                 if info["done"] >= info["total"]:
-                    err_console.print(f"{label}: {info['total']:,} multisets swept, worst cost {info['worst']:.10g}")
+                    err_console.print(f"{label}: {info['total']:,} multisets swept, worst cost {info['worst']:.10g}",
+                                      soft_wrap=True)
                 return
             if self._progress is None:
                 self._progress = Progress(

@@ -59,19 +59,24 @@ def solve(
         reporter = ProgressReporter(quiet)
         try:
             sol = solve_gamma(params, solver=solver, mode=mode.value, progress=reporter, executor=executor)
-            base = baseline_tables(params, executor=executor) if baselines else {}
+            base: dict = {}
+            if baselines:
+                reporter.phase("certifying the baselines")
+                base = baseline_tables(params, executor=executor, progress=reporter.certify_progress)
+            if fmt is OutputFormat.json:
+                from darrm_opt.privacy.profile import privacy_profile
+
+                reporter.phase("computing the privacy profile")
+                profile = privacy_profile(params, sol.gamma, executor=executor, progress=reporter)
+                doc = _json_doc(params, sol, base, time.perf_counter() - t0)
+                doc = {**doc, "privacy_profile": profile.to_dict(), **_setting_doc(params, base, teachers)}
+                text = json.dumps(doc, indent=2)
+            else:
+                reporter.phase("certifying the printed columns")
+                text = _table_text(params, sol, base, time.perf_counter() - t0, executor, reporter)
+                text += _setting_lines(params, base, teachers)
         finally:
             reporter.close()
-        if fmt is OutputFormat.json:
-            from darrm_opt.privacy.profile import privacy_profile
-
-            profile = privacy_profile(params, sol.gamma, executor=executor, progress=reporter)
-            doc = _json_doc(params, sol, base, time.perf_counter() - t0)
-            doc = {**doc, "privacy_profile": profile.to_dict(), **_setting_doc(params, base, teachers)}
-            text = json.dumps(doc, indent=2)
-        else:
-            text = _table_text(params, sol, base, time.perf_counter() - t0, executor)
-            text += _setting_lines(params, base, teachers)
         write_output(text, out)
 
 
@@ -133,15 +138,17 @@ def _json_doc(params, sol, base, seconds: float) -> dict:
     }
 
 
-def _table_text(params, sol, base, seconds: float, executor) -> str:
+def _table_text(params, sol, base, seconds: float, executor, reporter) -> str:
     from darrm_opt.cli.render import render_gamma_table
     from darrm_opt.release.table_file import certified_decimals
 
-    shown, cert = certified_decimals(params, sol.gamma, 6, executor=executor)
+    progress = reporter.certify_progress
+    shown, cert = certified_decimals(params, sol.gamma, 6, executor=executor, progress=progress)
     columns = {"γ_opt": shown}
     for k, label in BASELINES:
         if base.get(k):
-            columns[label] = certified_decimals(params, base[k].gamma, 6, unit=base[k].unit, executor=executor)[0]
+            columns[label] = certified_decimals(params, base[k].gamma, 6, unit=base[k].unit, executor=executor,
+                                                progress=progress)[0]
         else:
             columns[label] = ["—"] * (params.K + 1)
     labels = dict(zip(["opt", *(k for k, _ in BASELINES)], columns))
