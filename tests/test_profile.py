@@ -137,3 +137,15 @@ def test_solve_json_carries_profile(tmp_path):
     assert doc["privacy_profile"]["infinite_mass"] == prof.infinite_mass
     assert prof.delta(doc["m"] * doc["epsilon"]) <= doc["delta"]
     assert runner.invoke(app, ["verify", str(out), "-q"]).exit_code == 0
+
+
+def test_profile_at_a_large_m_epsilon_is_never_optimistic():
+    """K = 7, m = 3, ε = 3 (mε = 9): the argmax points include ones of equal Pr_D′ (a vertical hull edge),
+    which once divided by zero; the profile must still dominate every multiset's test points."""
+    params = Params(7, 3, 3.0, 1e-5)
+    sol = solve(params)
+    prof = privacy_profile(params, sol.gamma)
+    pts = brute_points(params, sol.gamma)
+    for eps in [0.0, 0.5, 2.0, 5.0, 8.9, 9.0, 12.0]:
+        assert prof.delta(eps) >= brute_delta(pts, eps)
+    assert prof.delta(9.0) <= params.delta + 1e-12

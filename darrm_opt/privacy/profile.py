@@ -299,6 +299,8 @@ def _refine(oracle: _Oracle, lines: dict, progress=None, rounds: int = MAX_ROUND
         todo = []
         hull = _upper_hull({p for _, p in lines.values()})
         for (b1, a1), (b2, a2) in zip(hull, hull[1:], strict=False):
+            if b2 == b1:  # a vertical edge has no finite slope to sweep; skipping it only leaves a line out,
+                continue  # and every swept line is itself a valid bound
             x = (a2 - a1) / (b2 - b1)
             if not (math.isfinite(x) and x >= 1.0):
                 continue
