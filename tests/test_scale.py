@@ -1,5 +1,13 @@
 """Speed-ups change nothing but speed; the Dask path gives the local path's certificate."""
 
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -84,6 +92,95 @@ def test_dask_solve_and_grid_match_local(dask_client):
     for p, s in zip(params, remote):
         assert s.params == p and s.certificate.certified
         assert s.expected_error == pytest.approx(solve(p).expected_error, abs=1e-12)
+
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _env() -> dict:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    env.pop("DARRM_DASK_SCHEDULER", None)
+    return env
+
+
+@pytest.fixture(scope="module")
+def dask_cli_cluster(tmp_path_factory):
+    """A real ``dask scheduler`` and two ``dask worker`` processes on loopback, as a user starts them."""
+    distributed = pytest.importorskip("distributed")
+    dask_bin = Path(sys.executable).with_name("dask")
+    if not dask_bin.exists():
+        pytest.skip("the 'dask' command is not installed next to this Python")
+    port = _free_port()
+    address = f"tcp://127.0.0.1:{port}"
+    logs = tmp_path_factory.mktemp("dask")
+    cmds = [[str(dask_bin), "scheduler", "--host", "127.0.0.1", "--port", str(port), "--no-dashboard"]]
+    cmds += [[str(dask_bin), "worker", address, "--nthreads", "1", "--no-dashboard", "--host", "127.0.0.1"]] * 2
+    procs = []
+    try:
+        for i, cmd in enumerate(cmds):
+            procs.append(subprocess.Popen(cmd, env=_env(), stdout=open(logs / f"{i}.log", "w"),
+                                          stderr=subprocess.STDOUT))
+            if i == 0:
+                time.sleep(1.0)
+        with distributed.Client(address, timeout=30, set_as_default=False) as c:
+            c.wait_for_workers(2, timeout=60)
+        yield address
+    finally:
+        for p in reversed(procs):
+            p.terminate()
+        for p in procs:
+            try:
+                p.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                p.kill()
+
+
+def _cli_json(*args: str) -> object:
+    out = subprocess.run([sys.executable, "-m", "darrm_opt", *args, "--format", "json", "--quiet"],
+                         capture_output=True, text=True, env=_env(), cwd=REPO, timeout=240)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return json.loads(out.stdout)
+
+
+def _cert(c: dict) -> dict:
+    return {k: v for k, v in c.items() if k != "seconds"}
+
+
+def test_cli_solve_on_a_dask_scheduler_gives_the_local_certificate(dask_cli_cluster):
+    """`darrm-opt solve --dask-scheduler tcp://…` as a subprocess (no default client anywhere): the sweep
+    of K = 21 (1,184,040 multisets, several task groups) runs on the two workers."""
+    args = ("solve", "--K", "21", "--m", "3")
+    remote = _cli_json(*args, "--dask-scheduler", dask_cli_cluster)
+    local = _cli_json(*args)
+    assert remote["certificate"]["certified"] and remote["certificate"]["multisets_checked"] == 1_184_040
+    assert _cert(remote["certificate"]) == _cert(local["certificate"])
+    assert remote["gamma"] == local["gamma"]
+    for k in ("sub", "dsub", "const"):
+        if local["baseline_certificates"][k] is not None:
+            assert _cert(remote["baseline_certificates"][k]) == _cert(local["baseline_certificates"][k])
+
+
+def test_cli_grid_on_a_dask_scheduler_matches_local(dask_cli_cluster):
+    """`darrm-opt grid --dask-scheduler …`: one task per table on the workers; each table certified with the
+    local run's certificate (the local run warm-starts, so equal optima are compared by value)."""
+    args = ("grid", "--K", "11,13", "--m", "1,3")
+    remote = _cli_json(*args, "--dask-scheduler", dask_cli_cluster)
+    local = _cli_json(*args)
+    assert [(r["K"], r["m"]) for r in remote] == [(r["K"], r["m"]) for r in local] == [
+        (11, 1.0), (11, 3.0), (13, 1.0), (13, 3.0)]
+    for r, l in zip(remote, local):
+        assert r["certificate"]["certified"] and l["certificate"]["certified"]
+        assert r["certificate"]["multisets_checked"] == l["certificate"]["multisets_checked"]
+        assert r["certificate"]["bound"] == l["certificate"]["bound"]
+        assert r["certificate"]["max_privacy_cost"] == pytest.approx(l["certificate"]["max_privacy_cost"], abs=1e-12)
+        assert r["expected_error"] == pytest.approx(l["expected_error"], abs=1e-12)
 
 
 def test_cli_dask_scheduler_unreachable_is_a_clear_error():
