@@ -34,6 +34,7 @@ import time
 from dataclasses import dataclass
 
 import numpy as np
+from scipy import fft as sfft
 
 from darrm_opt.certify.kernels import block_scan
 from darrm_opt.certify.sweep import SweepProblem, SweepResult, WorkItem
@@ -128,10 +129,10 @@ class StructuredSweepProblem(SweepProblem):
         u_b = np.stack([s - rows[:, 0] - rows[:, 1], rows[:, 0], z_r, rows[:, 1]], axis=1)
         v_a = np.stack([Ks - cols[:, 0] - cols[:, 1], z_c, cols[:, 0], cols[:, 1]], axis=1)
         v_b = np.stack([Ks - cols[:, 0] - cols[:, 1], cols[:, 0], z_c, cols[:, 1]], axis=1)
-        Pa, _ = self._pmfs(u_a, range(0, 4), s + 1)
-        _, Pb = self._pmfs(u_b, range(0, 4), s + 1)
-        Qa, _ = self._pmfs(v_a, range(4, 8), Ks + 1)
-        _, Qb = self._pmfs(v_b, range(4, 8), Ks + 1)
+        Pa = self._side_pmfs(u_a, 0, 0, s + 1)
+        Pb = self._side_pmfs(u_b, 0, 1, s + 1)
+        Qa = self._side_pmfs(v_a, 4, 0, Ks + 1)
+        Qb = self._side_pmfs(v_b, 4, 1, Ks + 1)
         short = min(s, Ks) + 1
         if s <= Ks:
             H = np.lib.stride_tricks.sliding_window_view(h, Ks + 1)[:short].T
@@ -143,6 +144,23 @@ class StructuredSweepProblem(SweepProblem):
             T2 = (Pb @ H) @ Qb.T
         offsets = np.concatenate([[0], np.cumsum([s - u3 + 1 for u3 in range(s + 1)])])
         return _Tables(s, np.ascontiguousarray(T1), np.ascontiguousarray(T2), offsets)
+
+    def _side_pmfs(self, counts: np.ndarray, first: int, side: int, length: int) -> np.ndarray:
+        """The pmfs of one side (0: α with p, 1: α′ with p′) of the corners first..first+3 for each row of
+        ``counts``: irfft(Π_c rfft(Bin(n_c, p_c))). Corners whose spectrum is identically 1 (p_c = 0, or a zero
+        count column) are skipped; multiplying by 1 + 0i is exact, so this equals the generic product."""
+        n, sp, sq = self.spectra()
+        spec = (sp, sq)[side]
+        out = None
+        for j in range(counts.shape[1]):
+            c = first + j
+            if self.probs[c, side] == 0.0 or not counts[:, j].any():
+                continue
+            f = spec[c][counts[:, j]]
+            out = f if out is None else out * f
+        if out is None:
+            return np.eye(1, length).repeat(counts.shape[0], axis=0)
+        return sfft.irfft(out, n=n, axis=1)[:, :length]
 
     def run(self, items, *, threshold=None, top=0, near=None, two_sided=False, near_cap=200_000) -> SweepResult:
         t0 = time.perf_counter()
