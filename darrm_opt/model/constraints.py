@@ -127,7 +127,7 @@ class CandidatePool:
 
     def violated(self, g: np.ndarray, level: float, limit: int, max_checked: int | None = None):
         """Up to ``limit`` pool multisets whose float64 cost at ``g`` exceeds ``level``, most violated first:
-        (count vectors, their float64 rows)."""
+        (count vectors, their float64 rows, the largest such cost or −inf)."""
         screen = self.rows32 @ g.astype(np.float32)
         cand = np.flatnonzero(screen > level - self.MARGIN * max(1.0, abs(level)))
         cand = cand[np.argsort(-screen[cand], kind="stable")][: max_checked or 50 * limit]
@@ -142,11 +142,11 @@ class CandidatePool:
             keep_v.append(cost[hit])
             if sum(v.size for v in keep_v) >= limit:
                 break
-        if not keep_v:
-            return self.counts[:0], np.zeros((0, self.builder.high.size))
-        v = np.concatenate(keep_v)
+        v = np.concatenate(keep_v) if keep_v else np.zeros(0)
+        if v.size == 0:
+            return self.counts[:0], np.zeros((0, self.builder.high.size)), -math.inf
         order = np.argsort(-v, kind="stable")[:limit]
-        return np.concatenate(keep_c)[order], np.concatenate(keep_r)[order]
+        return np.concatenate(keep_c)[order], np.concatenate(keep_r)[order], float(v[order[0]])
 
 
 def candidate_pool(params: Params, builder: RowBuilder | None = None,

@@ -20,6 +20,7 @@ carries a :class:`~darrm_opt.certify.certificate.Certificate` from a full sweep,
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -35,7 +36,7 @@ from darrm_opt.errors import (
     SolverLimitExceeded,
     SolverUnavailable,
 )
-from darrm_opt.model.constraints import CandidatePool, RowBuilder, all_multisets, candidate_pool
+from darrm_opt.model.constraints import RowBuilder, all_multisets, candidate_pool
 from darrm_opt.model.corners import n_corners, n_multisets
 from darrm_opt.model.objective import expected_error, objective_weights
 from darrm_opt.model.params import Params
@@ -306,13 +307,18 @@ class LazyOptions:
     #: LP row cap (default: the backend's licence limit, if any)
     max_active: int | None = None
     #: purge rows slack by more than ``purge_gap``·bound once the LP has more than ``purge_at`` rows
-    purge_at: int = 3000
+    purge_at: int = 4000
     purge_gap: float = 1e-3
+    #: relative optimality gap: stop when no multiset costs more than (1 + gap)·(bound − τ/2) and return γ
+    #: scaled into the bound. The LP over a subset of rows bounds the optimum from above, so the returned
+    #: objective is within a factor 1 − gap of the optimal one.
+    gap: float = 1e-9
 
 
 def _solve_lazy(run: _Run, opts: LazyOptions) -> tuple[np.ndarray, list, Certificate | None]:
-    """Cutting planes until an exhaustive sweep finds no new violated multiset; returns (g, active set, the
-    last sweep's certificate or None if γ was rescaled after it)."""
+    """Cutting planes until an exhaustive sweep finds no new violated multiset (or only violations within
+    the relative ``gap``); returns (g, active set, the last sweep's certificate, or None if γ was rescaled
+    after it and still needs one)."""
     params = run.params
     limit = opts.max_active if opts.max_active is not None else _row_limit(run.backend)
     act = ActiveSet(run.builder, max_rows=limit, rhs=run.b_lp,
@@ -321,35 +327,36 @@ def _solve_lazy(run: _Run, opts: LazyOptions) -> tuple[np.ndarray, list, Certifi
         act.add(np.asarray(opts.seed_multisets), limit=act.max_rows // 2 if act.max_rows else None)
     pool = candidate_pool(params, run.builder) if opts.use_pool else None
     binding = run.b_lp - 1e-9 * max(run.bound, 1.0)  # rows at least this costly are kept when purging
+    within_gap = run.b_sep * (1.0 + opts.gap)
     g = np.ones(params.n_free)
     while True:
         if act.size:
             g = run.lp(act.session.solve)
         run.iterations += 1
-        run.notify("lp", iteration=run.iterations, active=act.size, objective=float(run.w @ g))
         if run.iterations > opts.max_iterations:
             raise SolverFailed(f"cutting planes did not converge in {opts.max_iterations} iterations")
         if act.size > opts.purge_at:
             act.purge(g, run.bound * (1.0 - opts.purge_gap), keep=opts.purge_at // 2)
-        if pool is not None and _pool_round(pool, act, g, run.b_sep, opts.batch, binding):
-            continue
+        worst, counts, rows = -math.inf, None, None
+        if pool is not None:
+            counts, rows, worst = pool.violated(g, run.b_sep, opts.batch)
+        run.notify("lp", iteration=run.iterations, active=act.size, objective=float(run.w @ g),
+                   violation=worst / run.b_sep - 1.0)
+        if worst > within_gap:
+            act.make_room(counts.shape[0], g, binding)
+            if act.add(counts, limit=opts.batch, rows=rows):
+                continue
+        # no pool row is violated beyond the gap: sweep γ scaled into the pool's rows
+        candidate = rescue_after_sweep(g, worst, run.b_sep)
         # the exhaustive sweep separates and certifies at once: when it finds nothing new to add, its
         # certificate is the final one
-        cert, sw = run.separate(g, opts.sweep_cuts)
+        cert, sw = run.separate(candidate, opts.sweep_cuts)
+        if sw.max_cost <= within_gap:  # optimal within the gap (the LP's value bounds the optimum)
+            scaled = rescue_after_sweep(candidate, sw.max_cost, run.b_sep)
+            return scaled, act.keys, (cert if scaled is candidate else None)
         act.make_room(opts.sweep_cuts, g, binding)
-        if sw.violators.shape[0] == 0 or act.add(sw.violators, limit=opts.sweep_cuts) == 0:
-            scaled = rescue_after_sweep(g, sw.max_cost, run.b_sep)
-            return scaled, act.keys, (cert if scaled is g else None)
-
-
-def _pool_round(pool: CandidatePool, act: ActiveSet, g: np.ndarray, level: float, batch: int,
-                binding: float) -> bool:
-    """Add up to ``batch`` violated pool multisets; False when the pool offers none that is new."""
-    counts, rows = pool.violated(g, level, batch)
-    if counts.shape[0] == 0:
-        return False
-    act.make_room(counts.shape[0], g, binding)
-    return act.add(counts, limit=batch, rows=rows) > 0
+        if act.add(sw.violators, limit=opts.sweep_cuts) == 0:  # only LP rows violate: solver tolerance
+            return rescue_after_sweep(candidate, sw.max_cost, run.b_sep), act.keys, None
 
 
 def solve(
