@@ -125,28 +125,41 @@ class CandidatePool:
     def size(self) -> int:
         return self.counts.shape[0]
 
-    def violated(self, g: np.ndarray, level: float, limit: int, max_checked: int | None = None):
+    def violated(self, g: np.ndarray, level: float, limit: int, spread: int = 0, max_checked: int | None = None):
         """Up to ``limit`` pool multisets whose float64 cost at ``g`` exceeds ``level``, most violated first:
-        (count vectors, their float64 rows, the largest such cost or −inf)."""
+        (count vectors, their float64 rows, the largest such cost or −inf).
+
+        With ``spread`` > 0 the picks are kept at least ``spread`` apart in L1 distance of count vectors
+        (greedily, most violated first): neighbouring multisets have nearly parallel rows, and cuts spread
+        over the violated regions move the LP further per round."""
         screen = self.rows32 @ g.astype(np.float32)
         cand = np.flatnonzero(screen > level - self.MARGIN * max(1.0, abs(level)))
-        cand = cand[np.argsort(-screen[cand], kind="stable")][: max_checked or 50 * limit]
-        keep_c, keep_r, keep_v = [], [], []
-        for start in range(0, cand.size, 4 * limit):
-            idx = cand[start : start + 4 * limit]
-            rows = self.builder.rows(self.counts[idx])
-            cost = rows @ g
-            hit = cost > level
-            keep_c.append(self.counts[idx[hit]])
-            keep_r.append(rows[hit])
-            keep_v.append(cost[hit])
-            if sum(v.size for v in keep_v) >= limit:
-                break
-        v = np.concatenate(keep_v) if keep_v else np.zeros(0)
-        if v.size == 0:
+        cand = cand[np.argsort(-screen[cand], kind="stable")][: max_checked or 20 * limit]
+        if cand.size == 0:
             return self.counts[:0], np.zeros((0, self.builder.high.size)), -math.inf
-        order = np.argsort(-v, kind="stable")[:limit]
-        return np.concatenate(keep_c)[order], np.concatenate(keep_r)[order], float(v[order[0]])
+        rows = self.builder.rows(self.counts[cand])
+        cost = rows @ g
+        hit = np.flatnonzero(cost > level)
+        if hit.size == 0:
+            return self.counts[:0], np.zeros((0, self.builder.high.size)), -math.inf
+        hit = hit[np.argsort(-cost[hit], kind="stable")]
+        pick = _spread_out(self.counts[cand[hit]].astype(np.int32), limit, spread)
+        chosen = hit[pick]
+        return self.counts[cand[chosen]], rows[chosen], float(cost[chosen[0]])
+
+
+def _spread_out(counts: np.ndarray, limit: int, spread: int) -> np.ndarray:
+    """Indices of up to ``limit`` rows of ``counts`` (in order), each at L1 distance ≥ ``spread`` from the
+    earlier picks; the first row is always picked."""
+    if spread <= 0:
+        return np.arange(min(limit, counts.shape[0]))
+    picked = [0]
+    for i in range(1, counts.shape[0]):
+        if len(picked) >= limit:
+            break
+        if np.abs(counts[picked] - counts[i]).sum(axis=1).min() >= spread:
+            picked.append(i)
+    return np.array(picked)
 
 
 def candidate_pool(params: Params, builder: RowBuilder | None = None,

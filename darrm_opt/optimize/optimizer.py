@@ -313,6 +313,11 @@ class LazyOptions:
     #: scaled into the bound. The LP over a subset of rows bounds the optimum from above, so the returned
     #: objective is within a factor 1 − gap of the optimal one.
     gap: float = 1e-9
+    #: pool cuts of one round are at least spread_frac·K apart (L1 distance of count vectors); 0: off
+    spread_frac: float = 0.2
+
+    def spread(self, K: int) -> int:
+        return int(round(self.spread_frac * K))
 
 
 def _solve_lazy(run: _Run, opts: LazyOptions) -> tuple[np.ndarray, list, Certificate | None]:
@@ -339,7 +344,7 @@ def _solve_lazy(run: _Run, opts: LazyOptions) -> tuple[np.ndarray, list, Certifi
             act.purge(g, run.bound * (1.0 - opts.purge_gap), keep=opts.purge_at // 2)
         worst, counts, rows = -math.inf, None, None
         if pool is not None:
-            counts, rows, worst = pool.violated(g, run.b_sep, opts.batch)
+            counts, rows, worst = pool.violated(g, run.b_sep, opts.batch, spread=opts.spread(params.K))
         run.notify("lp", iteration=run.iterations, active=act.size, objective=float(run.w @ g),
                    violation=worst / run.b_sep - 1.0)
         if worst > within_gap:
