@@ -89,9 +89,10 @@ def _scan_impl(T1, T2, r0, A, Ks, E, sign, level, coff, out_idx, out_val):
             ra = A - u2
             for v2 in range(W + 1):
                 val = sign * T1[r0 + u2, c0 + v2] - E * pm[ra, W - v2]
-                if val > fmax or (val == fmax and (u2 < bu2 or (u2 == bu2 and (v3 < bv3 or (v3 == bv3 and v2 < bv2))))):
-                    fmax = val
-                    bu2, bv3, bv2 = u2, v3, v2
+                if val >= fmax:  # ties: keep the first in (u2, v3, v2) order, as numpy's argmax does
+                    if val > fmax or u2 < bu2 or (u2 == bu2 and v3 < bv3):
+                        fmax = val
+                        bu2, bv3, bv2 = u2, v3, v2
                 if val > level:
                     if cnt < cap:
                         out_idx[cnt, 0] = u2
