@@ -1,5 +1,13 @@
 """Speed-ups change nothing but speed; the Dask path gives the local path's certificate."""
 
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -86,6 +94,95 @@ def test_dask_solve_and_grid_match_local(dask_client):
         assert s.expected_error == pytest.approx(solve(p).expected_error, abs=1e-12)
 
 
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _env() -> dict:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    env.pop("DARRM_DASK_SCHEDULER", None)
+    return env
+
+
+@pytest.fixture(scope="module")
+def dask_cli_cluster(tmp_path_factory):
+    """A real ``dask scheduler`` and two ``dask worker`` processes on loopback, as a user starts them."""
+    distributed = pytest.importorskip("distributed")
+    dask_bin = Path(sys.executable).with_name("dask")
+    if not dask_bin.exists():
+        pytest.skip("the 'dask' command is not installed next to this Python")
+    port = _free_port()
+    address = f"tcp://127.0.0.1:{port}"
+    logs = tmp_path_factory.mktemp("dask")
+    cmds = [[str(dask_bin), "scheduler", "--host", "127.0.0.1", "--port", str(port), "--no-dashboard"]]
+    cmds += [[str(dask_bin), "worker", address, "--nthreads", "1", "--no-dashboard", "--host", "127.0.0.1"]] * 2
+    procs = []
+    try:
+        for i, cmd in enumerate(cmds):
+            procs.append(subprocess.Popen(cmd, env=_env(), stdout=open(logs / f"{i}.log", "w"),
+                                          stderr=subprocess.STDOUT))
+            if i == 0:
+                time.sleep(1.0)
+        with distributed.Client(address, timeout=30, set_as_default=False) as c:
+            c.wait_for_workers(2, timeout=60)
+        yield address
+    finally:
+        for p in reversed(procs):
+            p.terminate()
+        for p in procs:
+            try:
+                p.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                p.kill()
+
+
+def _cli_json(*args: str) -> object:
+    out = subprocess.run([sys.executable, "-m", "darrm_opt", *args, "--format", "json", "--quiet"],
+                         capture_output=True, text=True, env=_env(), cwd=REPO, timeout=240)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return json.loads(out.stdout)
+
+
+def _cert(c: dict) -> dict:
+    return {k: v for k, v in c.items() if k != "seconds"}
+
+
+def test_cli_solve_on_a_dask_scheduler_gives_the_local_certificate(dask_cli_cluster):
+    """`darrm-opt solve --dask-scheduler tcp://…` as a subprocess (no default client anywhere): the sweep
+    of K = 21 (1,184,040 multisets, several task groups) runs on the two workers."""
+    args = ("solve", "--K", "21", "--m", "3")
+    remote = _cli_json(*args, "--dask-scheduler", dask_cli_cluster)
+    local = _cli_json(*args)
+    assert remote["certificate"]["certified"] and remote["certificate"]["multisets_checked"] == 1_184_040
+    assert _cert(remote["certificate"]) == _cert(local["certificate"])
+    assert remote["gamma"] == local["gamma"]
+    for k in ("sub", "dsub", "const"):
+        if local["baseline_certificates"][k] is not None:
+            assert _cert(remote["baseline_certificates"][k]) == _cert(local["baseline_certificates"][k])
+
+
+def test_cli_grid_on_a_dask_scheduler_matches_local(dask_cli_cluster):
+    """`darrm-opt grid --dask-scheduler …`: one task per table on the workers; each table certified with the
+    local run's certificate (the local run warm-starts, so equal optima are compared by value)."""
+    args = ("grid", "--K", "11,13", "--m", "1,3")
+    remote = _cli_json(*args, "--dask-scheduler", dask_cli_cluster)
+    local = _cli_json(*args)
+    assert [(r["K"], r["m"]) for r in remote] == [(r["K"], r["m"]) for r in local] == [
+        (11, 1.0), (11, 3.0), (13, 1.0), (13, 3.0)]
+    for r, l in zip(remote, local):
+        assert r["certificate"]["certified"] and l["certificate"]["certified"]
+        assert r["certificate"]["multisets_checked"] == l["certificate"]["multisets_checked"]
+        assert r["certificate"]["bound"] == l["certificate"]["bound"]
+        assert r["certificate"]["max_privacy_cost"] == pytest.approx(l["certificate"]["max_privacy_cost"], abs=1e-12)
+        assert r["expected_error"] == pytest.approx(l["expected_error"], abs=1e-12)
+
+
 def test_cli_dask_scheduler_unreachable_is_a_clear_error():
     from typer.testing import CliRunner
 
@@ -137,3 +234,95 @@ def test_pure_k301_m3_solves_despite_hard_lp_numerics():
     assert sol.certificate.certified
     assert sol.certificate.multisets_checked == 4_636_304
     assert 0.06 < sol.expected_error < 0.065
+
+
+class _OvershootingHighs:
+    """The real HiGHS backend whose every LP solution comes back scaled up by ``factor``: a solver that
+    meets its rows only to a loose tolerance. The optimiser must rescue γ by scaling it into the bound."""
+
+    name = "highs"
+
+    def __init__(self, factor: float) -> None:
+        import solvers
+
+        self.inner = solvers.get_backend("highs")
+        self.factor = factor
+
+    def _bump(self, res):
+        import dataclasses
+
+        return dataclasses.replace(res, x=res.x * self.factor)
+
+    def solve(self, lp, **kw):
+        return self._bump(self.inner.solve(lp, **kw))
+
+    def session(self, c, lb, ub, **kw):
+        sess = self.inner.session(c, lb, ub, **kw)
+        outer = self
+
+        class Session:
+            add_rows = sess.add_rows
+            remove_rows = sess.remove_rows
+
+            def solve(self):
+                return outer._bump(sess.solve())
+
+        return Session()
+
+
+def test_rescue_after_sweep_scales_into_the_target():
+    from darrm_opt.optimize.optimizer import rescue_after_sweep
+
+    g = np.array([0.5, 0.9, 1.0])
+    assert rescue_after_sweep(g, 0.3, 0.35) is g  # within the target: untouched
+    out = rescue_after_sweep(g, 0.4, 0.35)
+    assert np.all(out < g) and np.max(out / g) <= 0.35 / 0.4  # rounded down, never up
+
+
+@pytest.mark.parametrize("use_pool", [False, True])
+def test_lazy_mode_rescues_an_overshooting_solver(use_pool):
+    """Lazy mode: only LP rows exceed the bound (the solver's overshoot), so γ is scaled by bound/max_cost.
+    Without the pool the final sweep finds them and the scaled γ gets a fresh certification sweep; with the
+    pool, γ is scaled by the pool's maximum before the sweep, which then certifies it directly."""
+    p = Params(15, 3)
+    events = []
+    sol = solve(p, solver=_OvershootingHighs(1 + 2e-6), use_pool=use_pool,
+                progress=lambda stage, **_: events.append(stage))
+    ref = solve(p)
+    assert sol.certificate.certified and sol.certificate.max_privacy_cost <= p.bound
+    assert ("certify" in events) is (not use_pool)
+    assert sol.gamma != ref.gamma
+    assert sol.expected_error == pytest.approx(ref.expected_error, abs=1e-5)
+    assert sol.expected_error >= ref.expected_error - 1e-12  # scaled down: never better than the optimum
+
+
+def test_full_mode_rescues_an_overshooting_solver():
+    """Full mode: the certificate of the LP's γ fails, γ is scaled into bound − τ and certified again."""
+    p = Params(5, 2)
+    sol = solve(p, mode="full", solver=_OvershootingHighs(1 + 1e-5))
+    ref = solve(p, mode="full")
+    assert ref.sweeps == 1 and sol.sweeps == 2  # the rejected sweep and the rescued one
+    assert sol.certificate.certified and sol.certificate.max_privacy_cost <= p.bound - 0.9e-8
+    assert sol.expected_error == pytest.approx(ref.expected_error, abs=1e-4)
+
+
+def test_candidate_pool_within_a_memory_budget(monkeypatch):
+    """No cliff: a small budget keeps every ≤ 2-corner multiset and thins the 3-corner ones evenly; the
+    optimum is the same (the exhaustive sweep finds whatever the pool misses)."""
+    from darrm_opt.model.constraints import candidate_counts
+    from darrm_opt.model.corners import multisets_with_few_corners
+
+    p = Params(31, 3)
+    full = candidate_counts(p)
+    assert full.shape[0] == multisets_with_few_corners(31, 8, 3).shape[0] == 8 + 28 * 30 + 56 * 435
+    budget = 4 * p.n_free * 5_000
+    thin = candidate_counts(p, budget_bytes=budget)
+    assert 3_000 < thin.shape[0] <= 5_000
+    two = {tuple(int(x) for x in c) for c in multisets_with_few_corners(31, 8, 2)}
+    assert two <= {tuple(int(x) for x in c) for c in thin}
+    assert {tuple(int(x) for x in c) for c in thin} <= {tuple(int(x) for x in c) for c in full}
+    monkeypatch.setenv("DARRM_POOL_BYTES", str(budget))
+    thin_sol = solve(p)
+    monkeypatch.delenv("DARRM_POOL_BYTES")
+    assert thin_sol.certificate.certified
+    assert thin_sol.expected_error == pytest.approx(solve(p).expected_error, abs=1e-8)

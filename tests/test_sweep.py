@@ -172,3 +172,48 @@ def test_solve_with_structured_and_matrix_sweeps_agree(K, m):
     assert a.certificate.certified and b.certificate.certified
     assert a.certificate.max_privacy_cost == pytest.approx(b.certificate.max_privacy_cost, abs=1e-13)
     assert a.expected_error == pytest.approx(b.expected_error, abs=1e-9)
+
+
+@pytest.mark.parametrize("K,teacher_delta", [(15, 1e-5), (12, 0.2)])
+def test_compiled_block_scan_is_bitwise_equal_to_numpy(K, teacher_delta):
+    """The fused numba scan of the structured sweep against its numpy form on every (s, u3) block and both
+    sides: the same maximum, position and above-level entries, bit for bit."""
+    from darrm_opt.certify import kernels
+    from darrm_opt.certify.structured import StructuredSweepProblem
+
+    if not kernels.HAVE_NUMBA:
+        pytest.skip("numba not installed")
+    params = Params(K if K % 2 else K + 1, 2.0, teacher_delta=teacher_delta)
+    g = np.random.default_rng(K).random(params.K + 1)  # not symmetric
+    prob = StructuredSweepProblem(corners(params), signed_h(g), math.exp(params.m * params.epsilon))
+    blocks = 0
+    for s in range(params.K + 1):
+        tabs = prob._tables(s)
+        for u3 in range(s + 1):
+            for sign in (1.0, -1.0):
+                r0, A, Ks = int(tabs.offsets[u3]), s - u3, params.K - s
+                ref = kernels.scan_numpy(tabs.T1, tabs.T2, r0, A, Ks, prob.E, sign, -np.inf)
+                level = float(np.quantile(ref[3], 0.6)) if ref[3].size else 0.0
+                a = kernels.scan_numpy(tabs.T1, tabs.T2, r0, A, Ks, prob.E, sign, level)
+                b = kernels.scan_compiled(tabs.T1, tabs.T2, r0, A, Ks, prob.E, sign, level)
+                assert a[0] == b[0] and a[1] == b[1]
+                np.testing.assert_array_equal(a[2], b[2])
+                np.testing.assert_array_equal(a[3], b[3])
+                blocks += 1
+    assert blocks == 2 * sum(s + 1 for s in range(params.K + 1))
+
+
+def test_structured_sweep_plans_one_item_per_prefix_sum():
+    """The per-s tables are computed once per sweep: one work item per s, covering every u3."""
+    from darrm_opt.certify.structured import StructuredSweepProblem
+
+    params = Params(21, 3)
+    prob = StructuredSweepProblem(corners(params), signed_h(np.ones(22)), math.exp(0.3))
+    items = prob.plan()
+    assert [it.s for it in items] == list(range(22))
+    assert all(it.start == 0 and it.stop == it.s + 1 for it in items)
+    calls = []
+    orig = prob._tables
+    prob._tables = lambda s: calls.append(s) or orig(s)
+    res = sweep(prob, workers=2)
+    assert sorted(calls) == list(range(22)) and res.multisets == n_multisets(21, 8)

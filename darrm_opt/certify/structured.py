@@ -21,14 +21,22 @@ one. The minimum (for non-symmetric γ) is the same computation on (−T1, −T2
 threshold are enumerated on demand: for separation one per (u2, v2, u3, v3) with its best partner
 (u1, v1); for the high-precision re-check all of them. The float error is that of the generic sweep: the
 same products and one subtraction per cost; the minima and maxima are exact.
+
+The tables T1, T2 of one prefix sum s are computed once per sweep (one work item per s), and each
+(s, u3) block is scanned by the fused compiled kernel of :mod:`darrm_opt.certify.kernels` (bitwise equal to
+its numpy form).
 """
 
 from __future__ import annotations
 
 import math
+import time
+from dataclasses import dataclass
 
 import numpy as np
+from scipy import fft as sfft
 
+from darrm_opt.certify.kernels import block_scan
 from darrm_opt.certify.sweep import SweepProblem, SweepResult, WorkItem
 
 
@@ -51,6 +59,34 @@ def _pairs(total: int) -> np.ndarray:
     return np.stack([np.concatenate(xs), np.concatenate(ys)], axis=1)
 
 
+@dataclass(frozen=True)
+class _Tables:
+    """The per-s tables: T1 = Σ_l h_l α_l and T2 = Σ_l h_l α′_l, rows (x, u3) grouped by u3 from
+    ``offsets[u3]``, columns (y, v3) grouped by v3 (see :func:`_pairs`)."""
+
+    s: int
+    T1: np.ndarray
+    T2: np.ndarray
+    offsets: np.ndarray
+
+
+@dataclass(frozen=True)
+class _Block:
+    """One (s, u3) block of a sweep, as seen from the maximum (sign = 1) or minimum (sign = −1) side."""
+
+    tabs: _Tables
+    u3: int
+    sign: float
+
+    @property
+    def r0(self) -> int:
+        return int(self.tabs.offsets[self.u3])
+
+    @property
+    def A(self) -> int:
+        return self.tabs.s - self.u3
+
+
 class StructuredSweepProblem(SweepProblem):
     """Drop-in replacement of :class:`SweepProblem` for the 8-corner set (same plan/run interface)."""
 
@@ -63,10 +99,11 @@ class StructuredSweepProblem(SweepProblem):
         self.__init__(state["probs"], state["h"], state["E"])
 
     def plan(self, rows_per_item: int | None = None) -> list[WorkItem]:
-        """One item per (s, range of u3)."""
+        """One item per prefix sum s (all its u3), so each s's tables are computed once per sweep;
+        ``rows_per_item`` splits the u3 range (tests only: the tables are then recomputed per item)."""
         items = []
         for s in range(self.K + 1):
-            step = rows_per_item or max(1, (s + 1) // 4 or 1)
+            step = rows_per_item or s + 1
             for start in range(0, s + 1, step):
                 items.append(WorkItem(s, start, min(s + 1, start + step)))
         return items
@@ -79,8 +116,8 @@ class StructuredSweepProblem(SweepProblem):
         return sum(math.comb(it.s - u3 + 2, 2) for u3 in range(it.start, it.stop)) * b
 
     # -- per-s tables -------------------------------------------------------------------------------------
-    def _tables(self, s: int):
-        """T1 (α side) and T2 (α′ side) as padded arrays [u3][x, v3, y] for this s."""
+    def _tables(self, s: int) -> _Tables:
+        """T1 (α side) and T2 (α′ side) for prefix sum s."""
         K, h = self.K, self.h
         Ks = K - s
         rows = _pairs(s)  # (x, u3): x = u2 for T1, u1 for T2
@@ -92,10 +129,10 @@ class StructuredSweepProblem(SweepProblem):
         u_b = np.stack([s - rows[:, 0] - rows[:, 1], rows[:, 0], z_r, rows[:, 1]], axis=1)
         v_a = np.stack([Ks - cols[:, 0] - cols[:, 1], z_c, cols[:, 0], cols[:, 1]], axis=1)
         v_b = np.stack([Ks - cols[:, 0] - cols[:, 1], cols[:, 0], z_c, cols[:, 1]], axis=1)
-        Pa, _ = self._pmfs(u_a, range(0, 4), s + 1)
-        _, Pb = self._pmfs(u_b, range(0, 4), s + 1)
-        Qa, _ = self._pmfs(v_a, range(4, 8), Ks + 1)
-        _, Qb = self._pmfs(v_b, range(4, 8), Ks + 1)
+        Pa = self._side_pmfs(u_a, 0, 0, s + 1)
+        Pb = self._side_pmfs(u_b, 0, 1, s + 1)
+        Qa = self._side_pmfs(v_a, 4, 0, Ks + 1)
+        Qb = self._side_pmfs(v_b, 4, 1, Ks + 1)
         short = min(s, Ks) + 1
         if s <= Ks:
             H = np.lib.stride_tricks.sliding_window_view(h, Ks + 1)[:short].T
@@ -105,92 +142,98 @@ class StructuredSweepProblem(SweepProblem):
             H = np.lib.stride_tricks.sliding_window_view(h, s + 1)[:short].T
             T1 = (Pa @ H) @ Qa.T
             T2 = (Pb @ H) @ Qb.T
-        # pad the columns to a (v3, y) grid; rows stay grouped by u3
-        n = Ks + 1
-        colpos = cols[:, 1] * n + cols[:, 0]
         offsets = np.concatenate([[0], np.cumsum([s - u3 + 1 for u3 in range(s + 1)])])
-        vrev = Ks - np.arange(n)[:, None] - np.arange(n)[None, :]  # [v3, y] -> K − s − v3 − y
-        valid_v = vrev >= 0
-        vrev = np.where(valid_v, vrev, 0)
-        return T1, T2, colpos, offsets, n, vrev, valid_v
+        return _Tables(s, np.ascontiguousarray(T1), np.ascontiguousarray(T2), offsets)
+
+    def _side_pmfs(self, counts: np.ndarray, first: int, side: int, length: int) -> np.ndarray:
+        """The pmfs of one side (0: α with p, 1: α′ with p′) of the corners first..first+3 for each row of
+        ``counts``: irfft(Π_c rfft(Bin(n_c, p_c))). Corners whose spectrum is identically 1 (p_c = 0, or a zero
+        count column) are skipped; multiplying by 1 + 0i is exact, so this equals the generic product."""
+        n, sp, sq = self.spectra()
+        spec = (sp, sq)[side]
+        out = None
+        for j in range(counts.shape[1]):
+            c = first + j
+            if self.probs[c, side] == 0.0 or not counts[:, j].any():
+                continue
+            f = spec[c][counts[:, j]]
+            out = f if out is None else out * f
+        if out is None:
+            return np.eye(1, length).repeat(counts.shape[0], axis=0)
+        return sfft.irfft(out, n=n, axis=1)[:, :length]
 
     def run(self, items, *, threshold=None, top=0, near=None, two_sided=False, near_cap=200_000) -> SweepResult:
-        import time
-
         t0 = time.perf_counter()
         res = SweepResult(violators=np.zeros((0, 8), dtype=np.int16), near=np.zeros((0, 8), dtype=np.int16))
-        cache_s, tabs = None, None
+        tabs = None
         for it in items:
-            if it.s != cache_s:
+            if tabs is None or tabs.s != it.s:
                 tabs = self._tables(it.s)
-                cache_s = it.s
             for u3 in range(it.start, it.stop):
-                self._block(it.s, u3, tabs, res, threshold, top, near, near_cap, sign=1.0)
+                self._block(_Block(tabs, u3, 1.0), res, threshold, top, near, near_cap)
                 if two_sided:
-                    self._block(it.s, u3, tabs, res, None, 0, near, near_cap, sign=-1.0)
+                    self._block(_Block(tabs, u3, -1.0), res, None, 0, near, near_cap)
             res.multisets += self.item_multisets(it)
         res.seconds = time.perf_counter() - t0
         return res
 
-    def _block(self, s, u3, tabs, res, threshold, top, near, near_cap, sign) -> None:
+    # -- one block ----------------------------------------------------------------------------------------
+    def _block(self, blk: _Block, res: SweepResult, threshold, top, near, near_cap) -> None:
         """All multisets with prefix sum s and u3 hi-corners; sign = −1 computes the minimum side."""
-        T1, T2, colpos, offsets, n, vrev, valid_v = tabs
-        K, E = self.K, self.E
-        A = s - u3
-        r0, r1 = offsets[u3], offsets[u3 + 1]
-        X1 = np.full((A + 1, n * n), -np.inf)
-        X1[:, colpos] = sign * T1[r0:r1]
-        X2 = np.full((A + 1, n * n), np.inf)
-        X2[:, colpos] = sign * T2[r0:r1]
-        X1 = X1.reshape(A + 1, n, n)  # [u2, v3, v2]
-        X2 = X2.reshape(A + 1, n, n)  # [u1, v3, v1]
-        PM = np.minimum.accumulate(X2, axis=0)
-        PM = np.minimum.accumulate(PM, axis=2)
-        R = np.take_along_axis(PM[::-1], np.broadcast_to(vrev, (A + 1, n, n)), axis=2)
-        M = X1 - E * R  # f for the best partner of each (u2, v3, v2); −inf where invalid
-        fmax = float(M.max())
-        best = fmax if sign > 0 else -fmax
-
-        def multiset(u2, v3, v2, u1, v1):
-            return (s - u1 - u2 - u3, u1, u2, u3, K - s - v1 - v2 - v3, v1, v2, v3)
-
-        def partner(u2, v3, v2):
-            sub = X2[: A - u2 + 1, v3, : K - s - v3 - v2 + 1]
-            u1, v1 = np.unravel_index(int(sub.argmin()), sub.shape)
-            return int(u1), int(v1)
-
-        if sign > 0 and fmax > res.max_cost:
-            u2, v3, v2 = (int(x) for x in np.unravel_index(int(M.argmax()), M.shape))
-            res.max_cost = fmax
-            res.worst = multiset(u2, v3, v2, *partner(u2, v3, v2))
-        if sign < 0 and best < res.min_cost:
-            u2, v3, v2 = (int(x) for x in np.unravel_index(int(M.argmax()), M.shape))
-            res.min_cost = best
-            res.best = multiset(u2, v3, v2, *partner(u2, v3, v2))
+        levels = [x for x, on in ((threshold, top > 0), (near, not res.near_overflow)) if x is not None and on]
+        level = min(levels) if levels else math.inf
+        T = blk.tabs
+        fmax, pos, above, vals = block_scan(T.T1, T.T2, blk.r0, blk.A, self.K - T.s, self.E, blk.sign, level)
+        if blk.sign > 0 and fmax > res.max_cost:
+            res.max_cost, res.worst = fmax, self._multiset(blk, *pos, *self._partner(blk, *pos))
+        if blk.sign < 0 and -fmax < res.min_cost:
+            res.min_cost, res.best = -fmax, self._multiset(blk, *pos, *self._partner(blk, *pos))
         if threshold is not None and top > 0 and fmax > threshold:
-            flat = M.ravel()
-            idx = np.flatnonzero(flat > threshold)
-            if idx.size > top:
-                idx = idx[np.argpartition(-flat[idx], top - 1)[:top]]
-            cnt = []
-            for k in idx:
-                u2, v3, v2 = (int(x) for x in np.unravel_index(int(k), M.shape))
-                cnt.append(multiset(u2, v3, v2, *partner(u2, v3, v2)))
-            part = SweepResult(violators=np.array(cnt, dtype=np.int16), violator_costs=flat[idx].copy())
-            res.merge(part, top, near_cap)
+            self._collect_violators(blk, above, vals, res, threshold, top, near_cap)
         if near is not None and fmax > near and not res.near_overflow:
-            # every multiset above `near`: for each (u2, v3, v2) whose best partner passes, all partners that do
-            found = []
-            have = res.near.shape[0]
-            for k in np.flatnonzero(M.ravel() > near):
-                u2, v3, v2 = (int(x) for x in np.unravel_index(int(k), M.shape))
-                sub = X1[u2, v3, v2] - E * X2[: A - u2 + 1, v3, : K - s - v3 - v2 + 1]
-                for u1, v1 in zip(*np.nonzero(sub > near)):
-                    if have + len(found) >= near_cap:
-                        res.near_overflow = True
-                        break
-                    found.append(multiset(u2, v3, v2, int(u1), int(v1)))
-                if res.near_overflow:
+            self._collect_near(blk, above, vals, res, near, near_cap)
+
+    def _multiset(self, blk: _Block, u2: int, v3: int, v2: int, u1: int, v1: int) -> tuple[int, ...]:
+        s, u3, K = blk.tabs.s, blk.u3, self.K
+        return (s - u1 - u2 - u3, u1, u2, u3, K - s - v1 - v2 - v3, v1, v2, v3)
+
+    def _rect(self, blk: _Block, u2: int, v3: int, v2: int) -> np.ndarray:
+        """σ T2 over the partners (u1, v1) of (u2, v3, v2): u1 ≤ A − u2, v1 ≤ K − s − v3 − v2."""
+        T, s = blk.tabs, blk.tabs.s
+        c0 = (self.K - s + 1) * v3 - v3 * (v3 - 1) // 2  # column offset of group v3
+        return blk.sign * T.T2[blk.r0 : blk.r0 + blk.A - u2 + 1, c0 : c0 + self.K - s - v3 - v2 + 1]
+
+    def _partner(self, blk: _Block, u2: int, v3: int, v2: int) -> tuple[int, int]:
+        """The partner (u1, v1) attaining the prefix minimum (the first in row-major order)."""
+        sub = self._rect(blk, u2, v3, v2)
+        u1, v1 = np.unravel_index(int(sub.argmin()), sub.shape)
+        return int(u1), int(v1)
+
+    def _collect_violators(self, blk: _Block, above, vals, res, threshold, top, near_cap) -> None:
+        """One violator per (u2, v3, v2) above ``threshold`` (with its best partner), at most ``top``."""
+        idx = np.flatnonzero(vals > threshold)
+        if idx.size > top:
+            idx = idx[np.argpartition(-vals[idx], top - 1)[:top]]
+        cnt = [self._multiset(blk, *above[k], *self._partner(blk, *above[k])) for k in idx]
+        part = SweepResult(violators=np.array(cnt, dtype=np.int16), violator_costs=vals[idx].copy())
+        res.merge(part, top, near_cap)
+
+    def _collect_near(self, blk: _Block, above, vals, res, near, near_cap) -> None:
+        """Every multiset above ``near``: for each (u2, v3, v2) whose best partner passes, all partners that do."""
+        found = []
+        have = res.near.shape[0]
+        T1, E = blk.tabs.T1, self.E
+        c_of = lambda v3: (self.K - blk.tabs.s + 1) * v3 - v3 * (v3 - 1) // 2  # noqa: E731
+        for k in np.flatnonzero(vals > near):
+            u2, v3, v2 = (int(x) for x in above[k])
+            x1 = blk.sign * T1[blk.r0 + u2, c_of(v3) + v2]
+            sub = x1 - E * self._rect(blk, u2, v3, v2)
+            for u1, v1 in zip(*np.nonzero(sub > near)):
+                if have + len(found) >= near_cap:
+                    res.near_overflow = True
                     break
-            if found:
-                res.near = np.concatenate([res.near, np.array(found, dtype=np.int16)])
+                found.append(self._multiset(blk, u2, v3, v2, int(u1), int(v1)))
+            if res.near_overflow:
+                break
+        if found:
+            res.near = np.concatenate([res.near, np.array(found, dtype=np.int16)])

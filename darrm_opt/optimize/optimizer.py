@@ -6,19 +6,24 @@
 
 Two modes. ``full``: every row in one LP, the paper's method. ``lazy`` (default): cutting planes — solve
 over an active set, add the most violated multisets found first in a cheap pool (multisets of ≤ 3 distinct
-corners) and otherwise by an exhaustive sweep, until the sweep finds none.
+corners, within a memory budget) and otherwise by an exhaustive sweep, which returns many cuts at once,
+until the sweep finds none. Rows that have been slack for a while are purged so the LP stays small.
 
 LP solvers meet rows only to a feasibility tolerance, so the LP is solved against a bound tightened by
-τ = 1e-8·max(bound, 1); a solution whose exhaustive sweep still exceeds bound − τ/2 on an active row is
-scaled by (bound − τ/2)/max_cost (f is linear in γ, so every constraint is kept). Whatever the path, the
-returned γ carries a :class:`~darrm_opt.certify.certificate.Certificate` from a full sweep, and :func:`solve` raises
+τ = 1e-8·max(bound, 1). Two rescues keep an overshooting solver safe, both by scaling γ by
+(target)/max_cost (f is linear in γ and the bound is positive, so every constraint is kept):
+:func:`rescue_after_sweep` when the final sweep finds only active rows above bound − τ/2, and
+:func:`_certified` when a certification sweep rejects γ (full mode). Whatever the path, the returned γ
+carries a :class:`~darrm_opt.certify.certificate.Certificate` from a full sweep, and :func:`solve` raises
 :class:`~darrm_opt.errors.CertificationFailed` rather than return an uncertified table.
 """
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -96,22 +101,45 @@ class ActiveSet:
     def size(self) -> int:
         return len(self.keys)
 
-    def add(self, counts: np.ndarray, limit: int | None = None) -> int:
-        """Add up to ``limit`` multisets not yet present (in the given order); returns how many."""
-        new = []
-        for c in counts:
+    def add(self, counts: np.ndarray, limit: int | None = None, rows: np.ndarray | None = None) -> int:
+        """Add up to ``limit`` multisets not yet present (in the given order; ``rows`` are their LP rows if
+        already built); returns how many."""
+        new, pick = [], []
+        for i, c in enumerate(counts):
             key = tuple(int(x) for x in c)
             if key not in self._index:
                 self._index.add(key)
                 new.append(key)
+                pick.append(i)
                 if limit is not None and len(new) >= limit:
                     break
         if new:
-            rows = self.builder.rows(np.array(new))
+            new_rows = self.builder.rows(np.array(new)) if rows is None else np.asarray(rows)[pick]
             self.keys.extend(new)
-            self.rows = np.concatenate([self.rows, rows])
-            self.session.add_rows(rows, np.full(len(new), self.rhs))
+            self.rows = np.concatenate([self.rows, new_rows])
+            self.session.add_rows(new_rows, np.full(len(new), self.rhs))
         return len(new)
+
+    def purge(self, g: np.ndarray, slack_level: float, keep: int) -> int:
+        """Drop the rows whose cost at ``g`` is below ``slack_level`` (clearly not binding), keeping at least the
+        ``keep`` costliest; the LP optimum is unchanged (their duals are zero). Returns how many went."""
+        if self.size <= keep:
+            return 0
+        costs = self.rows @ g
+        order = np.argsort(-costs, kind="stable")
+        drop = order[keep:][costs[order[keep:]] < slack_level]
+        self._drop(drop)
+        return int(drop.size)
+
+    def _drop(self, drop: np.ndarray) -> None:
+        if drop.size == 0:
+            return
+        mask = np.ones(self.size, dtype=bool)
+        mask[drop] = False
+        self.session.remove_rows(drop)
+        self.keys = [k for k, m in zip(self.keys, mask) if m]
+        self._index = set(self.keys)
+        self.rows = self.rows[mask]
 
     def make_room(self, incoming: int, g: np.ndarray, binding_level: float) -> None:
         """Keep size + incoming within max_rows by dropping rows that are not binding at ``g``."""
@@ -122,12 +150,7 @@ class ActiveSet:
         excess = self.size + incoming - self.max_rows
         slack_idx = np.flatnonzero(~keep)
         drop = slack_idx[np.argsort(costs[slack_idx])][:excess]  # the slackest first
-        mask = np.ones(self.size, dtype=bool)
-        mask[drop] = False
-        self.session.remove_rows(drop)
-        self.keys = [k for k, m in zip(self.keys, mask) if m]
-        self._index = set(self.keys)
-        self.rows = self.rows[mask]
+        self._drop(drop)
 
 
 def _row_limit(backend) -> int | None:
@@ -135,9 +158,13 @@ def _row_limit(backend) -> int | None:
     return None if limit is None else int(limit * 0.9)
 
 
-def _backend(name: str):
+def _backend(solver):
+    """The backend for a name, or ``solver`` itself if it already is one (a module or object with ``name``,
+    ``solve`` and ``session``, as :mod:`solvers` defines them)."""
+    if not isinstance(solver, str):
+        return solver
     try:
-        return solvers.get_backend(name)
+        return solvers.get_backend(solver)
     except SolverUnavailableError as exc:
         from darrm_opt.extras import EXTRAS, install_hint, missing_modules
 
@@ -158,135 +185,233 @@ def _solve_lp(backend, lp, mode: str):
     return res
 
 
+@dataclass
+class _Run:
+    """One solve's fixed inputs and running totals."""
+
+    params: Params
+    backend: Any
+    mode: str
+    progress: Any
+    executor: Any
+    workers: int | None
+    sweep_method: str
+    builder: RowBuilder = field(init=False)
+    w: np.ndarray = field(init=False)
+    lp_seconds: float = 0.0
+    sweep_seconds: float = 0.0
+    iterations: int = 0
+    sweeps: int = 0
+
+    def __post_init__(self) -> None:
+        self.builder = RowBuilder(self.params)
+        self.w = objective_weights(self.params.K, self.params.prior)
+
+    @property
+    def bound(self) -> float:
+        return self.params.bound
+
+    @property
+    def tighten(self) -> float:
+        """τ: the LP's rows use bound − τ."""
+        return TIGHTEN_REL * max(self.bound, 1.0)
+
+    @property
+    def b_lp(self) -> float:
+        return self.bound - self.tighten
+
+    @property
+    def b_sep(self) -> float:
+        """Separation level: a multiset costlier than bound − τ/2 is violated."""
+        return self.bound - 0.5 * self.tighten
+
+    def notify(self, stage: str, **info) -> None:
+        if self.progress:
+            self.progress(stage, **info)
+
+    def lp(self, lp) -> np.ndarray:
+        res = _solve_lp(self.backend, lp, self.mode)
+        self.lp_seconds += res.seconds
+        return np.clip(res.x, 0.0, 1.0)
+
+    def certify(self, gamma: np.ndarray, stage: str = "certify") -> Certificate:
+        cert = certify(self.params, gamma, executor=self.executor, workers=self.workers, method=self.sweep_method,
+                       progress=self._sweep_progress(f"{stage}-progress"))
+        self.sweep_seconds += cert.seconds
+        self.sweeps += 1
+        return cert
+
+    def separate(self, g: np.ndarray, top: int):
+        """One exhaustive sweep of γ = mirror(g): its certificate and up to ``top`` violated multisets."""
+        self.sweeps += 1
+        self.notify("sweep", iteration=self.iterations)
+        cert, sw = certify_and_separate(
+            self.params, mirror(g, self.params.K), threshold=self.b_sep, top=top, executor=self.executor,
+            workers=self.workers, method=self.sweep_method, progress=self._sweep_progress("sweep-progress"))
+        self.sweep_seconds += sw.seconds
+        return cert, sw
+
+    def _sweep_progress(self, stage: str):
+        return lambda d, t, worst: self.notify(stage, done=d, total=t, worst=worst)
+
+
+def rescue_after_sweep(g: np.ndarray, max_cost: float, target: float) -> np.ndarray:
+    """γ scaled by target / max_cost (rounded down) when the sweep's maximum exceeds ``target``.
+
+    f(n; cγ) = c f(n; γ) for every multiset (Lemma 3.4 is linear in γ) and the bound is positive, so the
+    scaled γ satisfies every constraint that γ met up to max_cost. Used when the only multisets above the
+    separation level are already LP rows: the solver met them only to its tolerance."""
+    if max_cost <= target:
+        return g
+    return g * np.nextafter(target / max_cost, 0.0)
+
+
+def _certified(run: _Run, gamma: np.ndarray, cert: Certificate | None) -> tuple[np.ndarray, Certificate]:
+    """γ and a certificate from a full sweep: ``cert`` if given, else a new one; a rejected γ (full mode, or a
+    solver that overshoots its tolerance) is scaled into bound − τ (see :func:`rescue_after_sweep`) and
+    certified again."""
+    if cert is None:
+        run.notify("certify")
+        cert = run.certify(gamma)
+    if not cert.certified and cert.max_privacy_cost > 0:
+        gamma = rescue_after_sweep(gamma, cert.max_privacy_cost, run.b_lp)
+        cert = run.certify(gamma)
+    return gamma, cert
+
+
+def _solve_full(run: _Run) -> tuple[np.ndarray, list]:
+    """Every row in one LP (the paper's method); refused when the rows would not fit in memory."""
+    params = run.params
+    n_rows = n_multisets(params.K, n_corners(params))
+    rows_bytes = n_rows * (params.n_free + 1) * 8
+    if rows_bytes > FULL_MODE_MAX_BYTES:
+        raise InvalidParameter(
+            "mode", f"full mode holds all {n_rows:,} rows in memory "
+            f"({rows_bytes / 2**30:.1f} GiB > {FULL_MODE_MAX_BYTES / 2**30:.0f} GiB); use --mode lazy")
+    counts = all_multisets(params)
+    run.notify("build", rows=counts.shape[0])
+    rows = run.builder.rows(counts)
+    g = run.lp(LP(-run.w, rows, np.full(rows.shape[0], run.b_lp), 0.0, 1.0))
+    run.iterations = 1
+    active = [tuple(int(x) for x in c) for c in counts[np.abs(rows @ g - run.b_lp) <= 1e-7]]
+    return g, active
+
+
+@dataclass(frozen=True)
+class LazyOptions:
+    """Knobs of the cutting-plane loop (defaults chosen with benchmarks/solve_scaling.py)."""
+
+    use_pool: bool = True
+    #: rows added per round from the pool
+    batch: int = 40
+    #: rows added per exhaustive sweep (many cuts per sweep: sweeps are the expensive step)
+    sweep_cuts: int = 400
+    seed_multisets: Any = None
+    max_iterations: int = 2000
+    #: LP row cap (default: the backend's licence limit, if any)
+    max_active: int | None = None
+    #: purge rows slack by more than ``purge_gap``·bound once the LP has more than ``purge_at`` rows
+    purge_at: int = 4000
+    purge_gap: float = 1e-3
+    #: relative optimality gap: stop when no multiset costs more than (1 + gap)·(bound − τ/2) and return γ
+    #: scaled into the bound. The LP over a subset of rows bounds the optimum from above, so the returned
+    #: objective is within a factor 1 − gap of the optimal one.
+    gap: float = 1e-9
+    #: pool cuts of one round are at least spread_frac·K apart (L1 distance of count vectors); 0: off
+    spread_frac: float = 0.2
+
+    def spread(self, K: int) -> int:
+        return int(round(self.spread_frac * K))
+
+
+def _solve_lazy(run: _Run, opts: LazyOptions) -> tuple[np.ndarray, list, Certificate | None]:
+    """Cutting planes until an exhaustive sweep finds no new violated multiset (or only violations within
+    the relative ``gap``); returns (g, active set, the last sweep's certificate, or None if γ was rescaled
+    after it and still needs one)."""
+    params = run.params
+    limit = opts.max_active if opts.max_active is not None else _row_limit(run.backend)
+    act = ActiveSet(run.builder, max_rows=limit, rhs=run.b_lp,
+                    session=run.backend.session(-run.w, 0.0, 1.0, feasibility_tol=1e-9))
+    if opts.seed_multisets is not None and len(opts.seed_multisets):
+        act.add(np.asarray(opts.seed_multisets), limit=act.max_rows // 2 if act.max_rows else None)
+    pool = candidate_pool(params, run.builder) if opts.use_pool else None
+    binding = run.b_lp - 1e-9 * max(run.bound, 1.0)  # rows at least this costly are kept when purging
+    within_gap = run.b_sep * (1.0 + opts.gap)
+    g = np.ones(params.n_free)
+    while True:
+        if act.size:
+            g = run.lp(act.session.solve)
+        run.iterations += 1
+        if run.iterations > opts.max_iterations:
+            raise SolverFailed(f"cutting planes did not converge in {opts.max_iterations} iterations")
+        if act.size > opts.purge_at:
+            act.purge(g, run.bound * (1.0 - opts.purge_gap), keep=opts.purge_at // 2)
+        worst, counts, rows = -math.inf, None, None
+        if pool is not None:
+            counts, rows, worst = pool.violated(g, run.b_sep, opts.batch, spread=opts.spread(params.K))
+        run.notify("lp", iteration=run.iterations, active=act.size, objective=float(run.w @ g),
+                   violation=worst / run.b_sep - 1.0)
+        if worst > within_gap:
+            act.make_room(counts.shape[0], g, binding)
+            if act.add(counts, limit=opts.batch, rows=rows):
+                continue
+        # no pool row is violated beyond the gap: sweep γ scaled into the pool's rows
+        candidate = rescue_after_sweep(g, worst, run.b_sep)
+        # the exhaustive sweep separates and certifies at once: when it finds nothing new to add, its
+        # certificate is the final one
+        cert, sw = run.separate(candidate, opts.sweep_cuts)
+        if sw.max_cost <= within_gap:  # optimal within the gap (the LP's value bounds the optimum)
+            scaled = rescue_after_sweep(candidate, sw.max_cost, run.b_sep)
+            return scaled, act.keys, (cert if scaled is candidate else None)
+        act.make_room(opts.sweep_cuts, g, binding)
+        if act.add(sw.violators, limit=opts.sweep_cuts) == 0:  # only LP rows violate: solver tolerance
+            return rescue_after_sweep(candidate, sw.max_cost, run.b_sep), act.keys, None
+
+
 def solve(
     params: Params,
     *,
-    solver: str = solvers.DEFAULT_BACKEND,
+    solver: Any = solvers.DEFAULT_BACKEND,
     mode: str = "lazy",
     progress=None,
     executor=None,
     workers: int | None = None,
-    use_pool: bool = True,
-    batch: int = 40,
-    seed_multisets=None,
-    max_iterations: int = 500,
-    max_active: int | None = None,
     sweep_method: str = "auto",
+    **lazy: Any,
 ) -> Solution:
     """Compute the certified optimal γ for ``params``.
 
-    ``progress(stage, **info)`` receives events ("lp", "sweep", "certify") for display. ``executor``
-    distributes sweeps (see :func:`darrm_opt.sweep.sweep`). ``seed_multisets`` (count vectors, e.g. the
-    active set of a nearby problem) warm-start the lazy mode. ``max_active`` caps the LP's rows (default:
-    the backend's licence limit, if any) by dropping non-binding rows, which leaves the LP optimum as is.
+    ``solver`` is a backend name (or a backend object, see :func:`_backend`). ``progress(stage, **info)``
+    receives events ("lp", "sweep", "certify") for display. ``executor`` distributes sweeps (see
+    :func:`darrm_opt.certify.sweep.sweep`). The keyword arguments of :class:`LazyOptions` tune lazy mode:
+    ``seed_multisets`` (count vectors, e.g. the active set of a nearby problem) warm-start it, and
+    ``max_active`` caps the LP's rows (default: the backend's licence limit, if any) by dropping
+    non-binding rows, which leaves the LP optimum as is.
     """
     if mode not in MODES:
         raise InvalidParameter("mode", f"must be one of {', '.join(MODES)}", mode)
     t0 = time.perf_counter()
-    backend = _backend(solver)
-    K, H = params.K, params.n_free
-    B = params.bound
-    tighten = TIGHTEN_REL * max(B, 1.0)
-    B_lp = B - tighten
-    B_sep = B - 0.5 * tighten
-    binding = B_lp - 1e-9 * max(B, 1.0)  # rows at least this costly are kept when purging
-    w = objective_weights(K, params.prior)
-    builder = RowBuilder(params)
-    lp_seconds = sweep_seconds = 0.0
-    iterations = sweeps = 0
-
-    def notify(stage, **info):
-        if progress:
-            progress(stage, **info)
-
+    run = _Run(params, _backend(solver), mode, progress, executor, workers, sweep_method)
+    cert: Certificate | None = None
     if mode == "full":
-        n_rows = n_multisets(K, n_corners(params))
-        rows_bytes = n_rows * (H + 1) * 8
-        if rows_bytes > FULL_MODE_MAX_BYTES:
-            raise InvalidParameter(
-                "mode", f"full mode holds all {n_rows:,} rows in memory "
-                f"({rows_bytes / 2**30:.1f} GiB > {FULL_MODE_MAX_BYTES / 2**30:.0f} GiB); use --mode lazy")
-        counts = all_multisets(params)
-        notify("build", rows=counts.shape[0])
-        rows = builder.rows(counts)
-        res = _solve_lp(backend, LP(-w, rows, np.full(rows.shape[0], B_lp), 0.0, 1.0), mode)
-        lp_seconds += res.seconds
-        iterations = 1
-        g = np.clip(res.x, 0.0, 1.0)
-        active = [tuple(int(x) for x in c) for c in counts[np.abs(rows @ g - B_lp) <= 1e-7]]
-        final_cert = None
+        g, active = _solve_full(run)
     else:
-        act = ActiveSet(builder, max_rows=max_active if max_active is not None else _row_limit(backend),
-                        session=backend.session(-w, 0.0, 1.0, feasibility_tol=1e-9), rhs=B_lp)
-        if seed_multisets is not None and len(seed_multisets):
-            act.add(np.asarray(seed_multisets), limit=act.max_rows // 2 if act.max_rows else None)
-        pool = candidate_pool(params) if use_pool else None
-        pool_rows = builder.rows(pool) if pool is not None else None
-        g = np.ones(H)
-        while True:
-            if act.size:
-                res = _solve_lp(backend, act.session.solve, mode)
-                lp_seconds += res.seconds
-                g = np.clip(res.x, 0.0, 1.0)
-            iterations += 1
-            notify("lp", iteration=iterations, active=act.size, objective=float(w @ g))
-            if iterations > max_iterations:
-                raise SolverFailed(f"cutting planes did not converge in {max_iterations} iterations")
-            if pool_rows is not None:
-                costs = pool_rows @ g
-                viol = np.flatnonzero(costs > B_sep)
-                if viol.size:
-                    order = viol[np.argsort(-costs[viol])]
-                    act.make_room(batch, g, binding)
-                    if act.add(pool[order], limit=batch):
-                        continue
-            # the exhaustive sweep separates and certifies at once: when it finds nothing new to add, its
-            # certificate is the final one
-            sweeps += 1
-            notify("sweep", iteration=iterations)
-            cert, sw = certify_and_separate(
-                params, mirror(g, K), threshold=B_sep, top=batch, executor=executor, workers=workers,
-                method=sweep_method,
-                progress=(lambda d, t, worst: notify("sweep-progress", done=d, total=t, worst=worst)))
-            sweep_seconds += sw.seconds
-            act.make_room(batch, g, binding)
-            if sw.violators.shape[0] == 0 or act.add(sw.violators, limit=batch) == 0:
-                if sw.max_cost > B_sep:  # only active rows violate: solver tolerance; scale down
-                    scale = np.nextafter((B_sep) / sw.max_cost, 0.0)
-                    g = g * scale
-                    cert = None
-                final_cert = cert
-                break
-        active = act.keys
-    gamma = mirror(g, K)
-    cert = final_cert
-    if cert is None:
-        notify("certify")
-        cert = certify(params, gamma, executor=executor, workers=workers, method=sweep_method,
-                       progress=(lambda d, t, worst: notify("certify-progress", done=d, total=t, worst=worst)))
-        sweep_seconds += cert.seconds
-        sweeps += 1
-    if not cert.certified and cert.max_privacy_cost > 0:
-        # full mode (or a solver that overshoots its tolerance): scale γ into the bound and re-certify
-        scale = np.nextafter((B - tighten) / cert.max_privacy_cost, 0.0)
-        gamma = gamma * min(scale, 1.0)
-        cert = certify(params, gamma, executor=executor, workers=workers, method=sweep_method)
-        sweep_seconds += cert.seconds
-        sweeps += 1
+        g, active, cert = _solve_lazy(run, LazyOptions(**lazy))
+    gamma, cert = _certified(run, mirror(g, params.K), cert)
     if not cert.certified:
         raise CertificationFailed(f"γ could not be certified: {cert.reason}", cert)
     return Solution(
         params=params,
         gamma=tuple(float(x) for x in gamma),
         certificate=cert,
-        solver=backend.name,
+        solver=run.backend.name,
         mode=mode,
         expected_error=expected_error(gamma, params.prior),
-        iterations=iterations,
+        iterations=run.iterations,
         active_constraints=len(active),
-        sweeps=sweeps,
+        sweeps=run.sweeps,
         seconds=time.perf_counter() - t0,
-        lp_seconds=lp_seconds,
-        sweep_seconds=sweep_seconds,
+        lp_seconds=run.lp_seconds,
+        sweep_seconds=run.sweep_seconds,
         active_set=tuple(active),
     )
