@@ -168,7 +168,7 @@ def _backend(solver):
     except SolverUnavailableError as exc:
         from darrm_opt.extras import EXTRAS, install_hint, missing_modules
 
-        key = (name or "").strip().lower()
+        key = solver.strip().lower()
         hint = f" (install it with {install_hint(key)})" if key in EXTRAS and missing_modules(key) else ""
         raise SolverUnavailable(f"{exc}{hint}") from None
 
