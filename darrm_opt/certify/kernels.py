@@ -28,7 +28,7 @@ try:  # numba is a dependency; the numpy twin is the reference and the fallback
 
     HAVE_NUMBA = True
 except ImportError:  # pragma: no cover - depends on the environment
-    numba = None
+    numba = None  # type: ignore[assignment]
     HAVE_NUMBA = False
 
 
@@ -45,9 +45,9 @@ def scan_numpy(T1, T2, r0: int, A: int, Ks: int, E: float, sign: float, level: f
     v3 = np.repeat(np.arange(n), n - np.arange(n))
     y = np.arange(coff[-1] + 1) - coff[v3]
     colpos = v3 * n + y
-    X1 = np.full((A + 1, n * n), -np.inf)
+    X1: np.ndarray = np.full((A + 1, n * n), -np.inf)
     X1[:, colpos] = sign * T1[r0 : r0 + A + 1]
-    X2 = np.full((A + 1, n * n), np.inf)
+    X2: np.ndarray = np.full((A + 1, n * n), np.inf)
     X2[:, colpos] = sign * T2[r0 : r0 + A + 1]
     X1 = X1.reshape(A + 1, n, n)
     X2 = X2.reshape(A + 1, n, n)
@@ -113,6 +113,7 @@ def scan_compiled(T1, T2, r0: int, A: int, Ks: int, E: float, sign: float, level
     while True:
         out_idx = np.empty((cap, 3), dtype=np.int64)
         out_val = np.empty(cap)
+        assert _scan_compiled is not None  # only called when numba is present
         fmax, u2, v3, v2, cnt = _scan_compiled(T1, T2, r0, A, Ks, float(E), float(sign), float(level), coff,
                                                out_idx, out_val)
         if cnt <= cap:

@@ -96,7 +96,7 @@ class StructuredSweepProblem(SweepProblem):
             raise ValueError("the structured sweep needs the 8 canonical corners of Δ > 0")
 
     def __setstate__(self, state):
-        self.__init__(state["probs"], state["h"], state["E"])
+        StructuredSweepProblem.__init__(self, state["probs"], state["h"], state["E"])
 
     def plan(self, rows_per_item: int | None = None) -> list[WorkItem]:
         """One item per prefix sum s (all its u3), so each s's tables are computed once per sweep;
@@ -185,9 +185,9 @@ class StructuredSweepProblem(SweepProblem):
         T = blk.tabs
         fmax, pos, above, vals = block_scan(T.T1, T.T2, blk.r0, blk.A, self.K - T.s, self.E, blk.sign, level)
         if blk.sign > 0 and fmax > res.max_cost:
-            res.max_cost, res.worst = fmax, self._multiset(blk, *pos, *self._partner(blk, *pos))
+            res.max_cost, res.worst = fmax, self._multiset(blk, *pos, *self._partner(blk, *pos))  # type: ignore[call-arg]
         if blk.sign < 0 and -fmax < res.min_cost:
-            res.min_cost, res.best = -fmax, self._multiset(blk, *pos, *self._partner(blk, *pos))
+            res.min_cost, res.best = -fmax, self._multiset(blk, *pos, *self._partner(blk, *pos))  # type: ignore[call-arg]
         if threshold is not None and top > 0 and fmax > threshold:
             self._collect_violators(blk, above, vals, res, threshold, top, near_cap)
         if near is not None and fmax > near and not res.near_overflow:
@@ -214,13 +214,13 @@ class StructuredSweepProblem(SweepProblem):
         idx = np.flatnonzero(vals > threshold)
         if idx.size > top:
             idx = idx[np.argpartition(-vals[idx], top - 1)[:top]]
-        cnt = [self._multiset(blk, *above[k], *self._partner(blk, *above[k])) for k in idx]
+        cnt = [self._multiset(blk, *above[k], *self._partner(blk, *above[k])) for k in idx]  # type: ignore[call-arg]
         part = SweepResult(violators=np.array(cnt, dtype=np.int16), violator_costs=vals[idx].copy())
         res.merge(part, top, near_cap)
 
     def _collect_near(self, blk: _Block, above, vals, res, near, near_cap) -> None:
         """Every multiset above ``near``: for each (u2, v3, v2) whose best partner passes, all partners that do."""
-        found = []
+        found: list[tuple[int, ...]] = []
         have = res.near.shape[0]
         T1, E = blk.tabs.T1, self.E
         c_of = lambda v3: (self.K - blk.tabs.s + 1) * v3 - v3 * (v3 - 1) // 2  # noqa: E731

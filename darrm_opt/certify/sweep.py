@@ -30,6 +30,7 @@ import os
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 from scipy import fft as sfft
@@ -134,13 +135,13 @@ class SweepProblem:
         # use the reflection symmetry when h is antisymmetric (γ symmetric) and the corners pair up
         sym = bool(np.array_equal(self.h, -self.h[::-1])) and self.K % 2 == 1 and self.C % 2 == 0
         self.reflect = sym if reflect is None else (reflect and sym)
-        self._spectra = None
+        self._spectra: tuple[int, np.ndarray, np.ndarray] | None = None
 
     def __getstate__(self):
         return {"probs": self.probs, "h": self.h, "E": self.E, "reflect": self.reflect}
 
     def __setstate__(self, state):
-        self.__init__(state["probs"], state["h"], state["E"], reflect=state["reflect"])
+        SweepProblem.__init__(self, state["probs"], state["h"], state["E"], reflect=state["reflect"])
 
     @property
     def n_multisets(self) -> int:
@@ -245,7 +246,7 @@ class SweepProblem:
             idx = np.flatnonzero(flat < -threshold)
             if idx.size > top:
                 idx = idx[np.argpartition(flat[idx], top - 1)[:top]]
-            i, j = np.divmod(idx, F.shape[1])
+            i, j = np.divmod(idx, F.shape[1])  # type: ignore[assignment]  # arrays here, ints above
             cnt = np.concatenate([V[j], U[i]], axis=1).astype(np.int16)
             part = SweepResult(violators=cnt, violator_costs=-flat[idx])
             res.merge(part, top, near_cap)
@@ -254,7 +255,7 @@ class SweepProblem:
             if res.near.shape[0] + idx.size > near_cap:
                 res.near_overflow = True
                 idx = idx[: max(0, near_cap - res.near.shape[0])]
-            i, j = np.divmod(idx, F.shape[1])
+            i, j = np.divmod(idx, F.shape[1])  # type: ignore[assignment]  # arrays here, ints above
             res.near = np.concatenate([res.near, np.concatenate([V[j], U[i]], axis=1).astype(np.int16)])
 
     def _reduce(self, F, U, V, res, threshold, top, near, two_sided, near_cap) -> None:
@@ -275,7 +276,7 @@ class SweepProblem:
             idx = np.flatnonzero(flat > threshold)
             if idx.size > top:
                 idx = idx[np.argpartition(-flat[idx], top - 1)[:top]]
-            i, j = np.divmod(idx, F.shape[1])
+            i, j = np.divmod(idx, F.shape[1])  # type: ignore[assignment]  # arrays here, ints above
             cnt = np.concatenate([U[i], V[j]], axis=1).astype(np.int16)
             part = SweepResult(violators=cnt, violator_costs=flat[idx].copy())
             part.max_cost = -math.inf
@@ -288,7 +289,7 @@ class SweepProblem:
             if res.near.shape[0] + idx.size > near_cap:
                 res.near_overflow = True
                 idx = idx[: max(0, near_cap - res.near.shape[0])]
-            i, j = np.divmod(idx, F.shape[1])
+            i, j = np.divmod(idx, F.shape[1])  # type: ignore[assignment]  # arrays here, ints above
             cnt = np.concatenate([U[i], V[j]], axis=1).astype(np.int16)
             res.near = np.concatenate([res.near, cnt])
 
@@ -322,7 +323,7 @@ def sweep(
     out = SweepResult(
         violators=np.zeros((0, problem.C), dtype=np.int16), near=np.zeros((0, problem.C), dtype=np.int16)
     )
-    kwargs = dict(threshold=threshold, top=top, near=near, two_sided=two_sided, near_cap=near_cap)
+    kwargs: dict[str, Any] = dict(threshold=threshold, top=top, near=near, two_sided=two_sided, near_cap=near_cap)
     workers = workers or default_workers()
     # groups of about equal work, several per worker and at most ~2·10⁸ multisets each, so progress is
     # smooth and an interrupt takes effect within a second or two

@@ -291,7 +291,8 @@ def _solve_full(run: _Run) -> tuple[np.ndarray, list]:
     counts = all_multisets(params)
     run.notify("build", rows=counts.shape[0])
     rows = run.builder.rows(counts)
-    g = run.lp(LP(-run.w, rows, np.full(rows.shape[0], run.b_lp), 0.0, 1.0))
+    n = run.w.size
+    g = run.lp(LP(-run.w, rows, np.full(rows.shape[0], run.b_lp), np.zeros(n), np.ones(n)))
     run.iterations = 1
     active = [tuple(int(x) for x in c) for c in counts[np.abs(rows @ g - run.b_lp) <= 1e-7]]
     return g, active
@@ -351,7 +352,7 @@ def _solve_lazy(run: _Run, opts: LazyOptions) -> tuple[np.ndarray, list, Certifi
             counts, rows, worst = pool.violated(g, run.b_sep, opts.batch, spread=opts.spread(params.K))
         run.notify("lp", iteration=run.iterations, active=act.size, objective=float(run.w @ g),
                    violation=worst / run.b_sep - 1.0)
-        if worst > within_gap:
+        if worst > within_gap and counts is not None:
             act.make_room(counts.shape[0], g, binding)
             if act.add(counts, limit=opts.batch, rows=rows):
                 continue
