@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from darrm_opt.certify.kernels import column_offsets
 from darrm_opt.certify.structured import StructuredSweepProblem
 from darrm_opt.certify.sweep import SweepProblem, WorkItem, _balance, default_workers, single_threaded_blas
 from darrm_opt.model.corners import compositions
@@ -125,16 +126,29 @@ def _run_structured(p: StructuredSweepProblem, items: list[WorkItem], xs: np.nda
     return res
 
 
+def _column_layout(Ks: int) -> tuple[int, np.ndarray, np.ndarray]:
+    """The padded (v3, y) grid of the structured tables' columns (ordered by v3, then y = 0..Ks − v3; see
+    :func:`darrm_opt.certify.kernels.column_offsets`): its side n, each column's flat position, and the
+    index K − s − v3 − y of the partner's last coordinate (0 where negative: those cells are padding)."""
+    n = Ks + 1
+    coff = column_offsets(Ks)
+    v3 = np.repeat(np.arange(n), n - np.arange(n))
+    colpos = v3 * n + (np.arange(coff[-1] + 1) - coff[v3])
+    vrev = Ks - np.arange(n)[:, None] - np.arange(n)[None, :]
+    return n, colpos, np.where(vrev >= 0, vrev, 0)
+
+
 def _structured_block(p: StructuredSweepProblem, s: int, u3: int, tabs, xs: np.ndarray, sign: float,
                       res: SlopeResult) -> None:
     """max over the multisets with prefix sum s and u3 hi-corners of sign·F_x, for every x."""
-    T1, T2, colpos, offsets, n, vrev, valid_v = tabs
+    T1, T2, offsets = tabs.T1, tabs.T2, tabs.offsets
     K = p.K
+    n, colpos, vrev = _column_layout(K - s)
     A = s - u3
     r0, r1 = offsets[u3], offsets[u3 + 1]
-    X1 = np.full((A + 1, n * n), -np.inf)
+    X1: np.ndarray = np.full((A + 1, n * n), -np.inf)
     X1[:, colpos] = sign * T1[r0:r1]
-    X2 = np.full((A + 1, n * n), np.inf)
+    X2: np.ndarray = np.full((A + 1, n * n), np.inf)
     X2[:, colpos] = sign * T2[r0:r1]
     X1 = X1.reshape(A + 1, n, n)
     X2 = X2.reshape(A + 1, n, n)
