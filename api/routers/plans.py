@@ -65,7 +65,7 @@ class PlanAccepted(BaseModel):
     ledger: LedgerOut | None = None
 
 
-_COMMON = {401: {"model": ErrorOut, "description": "missing or invalid API key"},
+_COMMON: dict[int | str, dict[str, Any]] = {401: {"model": ErrorOut, "description": "missing or invalid API key"},
            422: {"model": HTTPValidationErrorOut,
                  "description": "invalid inputs, or a budget no certified table fits (the message gives the "
                                 "smallest ε reachable at budget_delta, or the δ the answers must spend)"}}
