@@ -16,7 +16,13 @@ from darrm_opt.model.params import Params
 from darrm_opt.optimize.optimizer import solve
 from darrm_opt.optimize.plan import BudgetInfeasible, plan
 from darrm_opt.privacy.pld import exact_epsilon
-from darrm_opt.privacy.profile import FULL_ROUNDS, MARGIN, privacy_profile, profile_and_certificate
+from darrm_opt.privacy.profile import (
+    FULL_ROUNDS,
+    MARGIN,
+    PrivacyProfile,
+    privacy_profile,
+    profile_and_certificate,
+)
 
 SMALL = (5, 0.2, 1e-4, 20, 3.0, 0.01)  # K, ε, Δ, Q, ε_B, δ_B: the optimum is an interior m
 
@@ -119,6 +125,9 @@ def test_cli_json_is_a_table_that_verify_and_budget_accept(tmp_path, small_plan)
                 "expected_error"):
         assert key in doc
     assert doc["m"] == small_plan.m and doc["gamma"] == list(small_plan.solution.gamma)
+    assert doc["expected_error"]["opt"] == small_plan.expected_error
+    assert doc["expected_error"]["opt"] <= doc["expected_error"]["const_opt"]  # as solve: baselines beside
+    assert PrivacyProfile.from_dict(doc["privacy_profile"]) == small_plan.profile
     assert doc["plan"]["queries"] == Q and doc["plan"]["spent_epsilon"] <= be
     assert doc["plan"]["budget_epsilon"] == be and doc["plan"]["budget_delta"] == bd
     assert len(doc["plan"]["candidates"]) == len(small_plan.candidates)

@@ -24,6 +24,8 @@ def plan(
     fmt: OutputFormat = typer.Option(OutputFormat.table, "--format", help="table | json"),
     out: Optional[Path] = typer.Option(None, "--out", help="write the result here instead of stdout"),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress on stderr"),
+    baselines: bool = typer.Option(True, "--baselines/--no-baselines",
+                                   help="also compute the baselines for the chosen (m, δ) (JSON, as solve)"),
 ) -> None:
     """Search the per-answer (m, δ) for the certified table of least expected error whose Q-fold exact
     composition (its privacy profile's PLD) fits the budget; the JSON output is a table file that
@@ -39,7 +41,7 @@ def plan(
         finally:
             reporter.close()
         if fmt is OutputFormat.json:
-            text = json.dumps(result.to_dict(), indent=2)
+            text = json.dumps(_json_doc(result, baselines), indent=2)
         else:
             text = _table_text(result)
         write_output(text, out)
@@ -58,6 +60,20 @@ class _PlanProgress(ProgressReporter):
         err_console.print(f"plan: #{info['evaluations']} m={info['m']:.6g} δ={info['delta']:.3g} → ε spent "
                           f"{shown}, {'fits' if info['fits'] else 'over'}, E[error] {info['error']:.3e}",
                           highlight=False)
+
+
+def _json_doc(result, baselines: bool) -> dict:
+    """The document ``solve --format json`` writes for the chosen (m, δ) (baselines, certificates, errors,
+    privacy profile, setting), plus ``plan``."""
+    from darrm_opt.cli.options import Teachers
+    from darrm_opt.cli.solve import _json_doc as solve_doc
+    from darrm_opt.cli.solve import _setting_doc
+    from darrm_opt.release.table_file import baseline_tables
+
+    base = baseline_tables(result.params) if baselines else {}
+    doc = solve_doc(result.params, result.solution, base, result.seconds)
+    return {**doc, "privacy_profile": result.profile.to_dict(), **_setting_doc(result.params, base, Teachers.shared),
+            "plan": result.plan_dict()}
 
 
 def _table_text(result) -> str:
