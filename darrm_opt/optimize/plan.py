@@ -38,10 +38,10 @@ from darrm_opt.privacy.profile import PrivacyProfile, profile_and_certificate
 
 #: loss interval of the screening PLDs (a multiple of pld.INTERVAL, so screening is pessimistic w.r.t. it)
 SCREEN_INTERVAL = 1e-4
-#: per-answer δ grid: multiples of δ_B / Q (clipped to [Δ, δ_B)), plus Δ itself
-DELTA_FACTORS = (0.25, 0.5, 1.0, 2.0)
+#: per-answer δ grid: multiples of δ_B / Q (within [Δ, δ_B)), plus Δ itself; the last is tried after Δ
+DELTA_FACTORS = (1.0, 0.5, 0.25, 2.0)
 #: the m search stops when the bracket's ends differ by less than this factor ...
-M_RTOL = 0.005
+M_RTOL = 0.01
 #: ... or when the fitting end spends at least this share of ε_B
 FILL = 0.995
 MAX_STEPS = 8
@@ -148,12 +148,15 @@ class PlanRequest:
                 "budget_epsilon": self.budget_epsilon, "budget_delta": self.budget_delta, "prior": self.prior.spec}
 
     def delta_grid(self) -> list[float]:
-        """Per-answer δ values: Δ and δ_B/Q·DELTA_FACTORS within [Δ, δ_B), the δ_B/Q one first."""
+        """Per-answer δ values within [Δ, δ_B), in the order tried: δ_B/Q·(1, ½, ¼), then Δ, then 2·δ_B/Q
+        (a larger per-answer δ rarely fits: Q answers' infinite-loss mass alone must stay below δ_B)."""
         unit = self.budget_delta / self.queries
-        grid = [unit * f for f in sorted(DELTA_FACTORS, key=lambda f: abs(math.log(f)))]
-        grid = [d for d in grid if self.teacher_delta <= d < self.budget_delta]
-        return grid + [self.teacher_delta] if self.teacher_delta not in grid else grid
-
+        grid = [unit * f for f in DELTA_FACTORS[:-1]] + [self.teacher_delta, unit * DELTA_FACTORS[-1]]
+        out: list[float] = []
+        for d in grid:
+            if (self.teacher_delta <= d < self.budget_delta or d == self.teacher_delta) and d not in out:
+                out.append(d)
+        return out
 
 class _Search:
     """Evaluates per-answer targets (cached), warm-starting each solve with the last active set."""
