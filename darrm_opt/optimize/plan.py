@@ -197,7 +197,8 @@ class _Search:
             one = self(1.0, delta)
             if not one.fits:
                 return None
-            start = min(K, max(1.0, (self.req.budget_epsilon / one.spent_epsilon) ** (1 / 1.3)))
+            ratio = self.req.budget_epsilon / one.spent_epsilon if one.spent_epsilon > 0 else math.inf
+            start = min(K, max(1.0, ratio ** (1 / 1.3)))  # spent ε grows about like m^1.3 near m = 1
         lo, hi = _bracket(self, delta, self(round(start, 6), delta), K, best_error)
         if lo is None or hi is None:
             return lo
