@@ -48,7 +48,8 @@ class PlanInfo(BaseModel):
     budget_delta: float
     spent_epsilon: float = Field(..., description="ε the Q answers spend at budget_delta (exact composition)")
     seconds: float
-    candidates: list[dict[str, Any]] = Field(..., description="every (m, delta) tried: error, spent ε, fits")
+    candidates: list[dict[str, Any]] = Field(
+        ..., description="every (m, delta) tried: expected error, spent ε (screening PLD, an upper bound), fits")
 
 
 class PlanOut(TableOut):
