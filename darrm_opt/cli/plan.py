@@ -88,4 +88,4 @@ def _table_text(result) -> str:
         f"plan: {result.queries} answers within (ε={result.budget_epsilon:g}, δ={result.budget_delta:g}): "
         f"per answer m={params.m:.6g}, δ={result.delta:.6g}; the {result.queries} answers spend "
         f"ε={result.spent_epsilon:.6g} at δ={result.budget_delta:g} (exact composition of the certified "
-        f"privacy profile); {len(result.candidates)} candidates tried\n")
+        f"privacy profile); E[error] = {result.expected_error:.3g}; {len(result.candidates)} candidates tried\n")
