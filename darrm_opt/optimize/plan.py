@@ -13,12 +13,14 @@ decreases in m (the LP's bound e^{mε} − 1 + 2δ grows, so its feasible set gr
 m, so for each δ of a log grid the largest fitting m is found by a bracketed false-position search
 (Illinois variant) on φ(m) = spent(m, δ) − ε_B over [1, K]; the δ with the least error wins.
 
-Screening uses the pessimistic PLD at the coarser interval SCREEN_INTERVAL: its losses are rounded up to
-multiples of SCREEN_INTERVAL, which are multiples of the ledger's interval, so every loss is at least the
-ledger's and δ(ε) = E_P[(1 − e^{ε − L})₊] (monotone in L) is larger — a screened "fits" is a rigorous fit.
-The chosen table's spent ε is then recomputed exactly as the ledger computes it
-(:func:`darrm_opt.privacy.pld.exact_epsilon`) and checked again against ε_B. Every candidate is a certified
-table (``solve`` raises rather than return an uncertified one) with its certified profile.
+Screening uses the pessimistic PLD at the coarser interval SCREEN_INTERVAL (every loss rounded up, so its
+ε is an upper bound, like the ledger's); up to Q answers at 100 its losses are multiples of the ledger's
+interval and at least the ledger's losses, so δ(ε) = E_P[(1 − e^{ε − L})₊] (monotone in L) is larger. A
+candidate that the screen puts within Q·SCREEN_INTERVAL above ε_B is decided by the ledger's own composition
+(:func:`darrm_opt.privacy.pld.exact_epsilon`), so the planner accepts at the budget's edge exactly what a
+ledger accepts. The chosen table's spent ε is recomputed by that composition and checked again against
+ε_B. Every candidate is a certified table (``solve`` raises rather than return an uncertified one) with its
+certified profile.
 """
 
 from __future__ import annotations
@@ -180,6 +182,8 @@ class _Search:
             if not cert.certified:  # pragma: no cover - solve() returned a certified γ
                 raise AssertionError("a solved table failed its re-certification")
             spent = screen_epsilon(profile, r.queries, r.budget_delta)
+            if r.budget_epsilon < spent <= r.budget_epsilon + r.queries * SCREEN_INTERVAL:
+                spent = exact_epsilon([(profile, r.queries)], r.budget_delta)  # the edge: the ledger decides
             cand = Candidate(params.m, float(params.delta), sol.expected_error,  # type: ignore[arg-type]
                              spent, spent <= r.budget_epsilon)
             self.seen[key] = (cand, sol, profile)
@@ -282,10 +286,10 @@ def _infeasible(req: PlanRequest, search: _Search) -> BudgetInfeasible:
     """The error for a budget no table fits: the least ε that m = 1 (the most private allowed target)
     spends at δ_B over the per-answer δ tried, or the δ that Q answers must at least spend."""
     ones = [(c, prof) for (m, _), (c, _, prof) in search.seen.items() if m == 1.0]
-    finite = [c.spent_epsilon for c, _ in ones if math.isfinite(c.spent_epsilon)]
+    finite = [(c.spent_epsilon, prof) for c, prof in ones if math.isfinite(c.spent_epsilon)]
     q = req.queries
     if finite:
-        least = min(finite)
+        least = exact_epsilon([(min(finite, key=lambda t: t[0])[1], q)], req.budget_delta)  # as a ledger says
         return BudgetInfeasible(
             "budget", f"epsilon {req.budget_epsilon:g} is below the smallest epsilon reachable at delta "
             f"{req.budget_delta:g} for {q} answers: {least:.6g} (m = 1, the most private target; per-answer "
