@@ -1,0 +1,137 @@
+"""Budget plans in the service: the planned table is stored and served like any table, and the plan is cached.
+
+A plan's id is a hash of its canonical inputs (K, ε, Δ, Q, ε_B, δ_B, prior). The search
+(:func:`darrm_opt.optimize.plan.plan`) runs on the table service's solve pool; identical concurrent
+requests share one run (in-process single flight). The planned table is stored in ``gamma_tables`` under
+its own ``Params.key()`` (so ``/v1/tables/{id}``, ``/v1/aggregate`` and ledgers' exact accounting see it);
+the plan itself (its inputs, spent ε and candidates) is kept in an in-memory LRU, per process.
+
+If the table's parameters were stored before (a direct solve), the stored certified table is the one served,
+and the plan's spent ε is recomputed from *its* profile by the ledger's exact composition; a stored table that
+does not fit the budget is refused (409) rather than served as planned.
+
+200 or 202: a plan whose problems have at most ``inline_max_multisets`` corner multisets runs while the request
+waits, up to ``inline_timeout_s``; otherwise 202 with ``/v1/plans/{id}`` to poll.
+"""
+
+from __future__ import annotations
+
+import collections
+import hashlib
+import json
+import threading
+from concurrent.futures import Future, wait
+from dataclasses import dataclass, field
+from typing import Any
+
+from darrm_opt.errors import DarrmError, InvalidParameter
+from darrm_opt.model.corners import n_corners, n_multisets
+from darrm_opt.model.params import Params
+from darrm_opt.optimize.plan import Plan, PlanRequest, plan
+from darrm_opt.privacy.pld import exact_epsilon
+
+from .table_service import TableNotServable, TableService, _jsonable
+
+CACHE_SIZE = 256
+
+
+def plan_key(req: PlanRequest) -> str:
+    text = json.dumps(req.canonical(), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(("plan:" + text).encode()).hexdigest()[:32]
+
+
+@dataclass
+class PlanState:
+    """One plan run: its future, its last progress event, and its result or error once done."""
+
+    future: Future
+    progress: dict[str, Any] = field(default_factory=dict)
+
+
+class PlanService:
+    def __init__(self, tables: TableService) -> None:
+        self.tables = tables
+        self._lock = threading.Lock()
+        self._done: collections.OrderedDict[str, dict[str, Any]] = collections.OrderedDict()
+        self._running: dict[str, PlanState] = {}
+        self._failed: dict[str, str] = {}
+
+    def request(self, req: PlanRequest, solver: str) -> tuple[str, str, dict[str, Any] | None]:
+        """(plan id, cache status 'hit' | 'miss' | 'shared' | 'pending', the planned table or None)."""
+        self.tables._check_solver(solver)
+        key = plan_key(req)
+        settings = self.tables.settings
+        size = n_multisets(req.K, n_corners(Params(K=req.K, m=1, epsilon=req.epsilon,
+                                                    teacher_delta=req.teacher_delta)))
+        if size > settings.max_multisets:
+            raise InvalidParameter("K", f"too large for this service: {size} corner multisets exceed "
+                                        f"DARRM_MAX_MULTISETS = {settings.max_multisets}", req.K)
+        with self._lock:
+            hit = self._done.get(key)
+            if hit is not None:
+                self._done.move_to_end(key)
+                return key, "hit", hit
+            state = self._running.get(key)
+            role = "shared" if state is not None else "miss"
+            if state is None:
+                self._failed.pop(key, None)
+                state = PlanState(Future())
+                self._running[key] = state
+                state.future = self.tables._executor.submit(self._run, key, req, solver, state)  # the solve pool
+        if size <= settings.inline_max_multisets:
+            wait([state.future], timeout=settings.inline_timeout_s)
+            if state.future.done():
+                return key, role, state.future.result()  # raises the plan's DarrmError (422)
+        return key, "pending", None
+
+    def _run(self, key: str, req: PlanRequest, solver: str, state: PlanState) -> dict[str, Any]:
+        def progress(stage: str, **info: Any) -> None:
+            state.progress = {"stage": stage, **_jsonable(info)}
+
+        try:
+            result = plan(req.K, req.epsilon, req.teacher_delta, req.queries, req.budget_epsilon,
+                          req.budget_delta, req.prior, solver=solver, progress=progress)
+            doc = self._publish(key, result)
+        except DarrmError as exc:
+            with self._lock:
+                self._failed[key] = str(exc)
+                self._running.pop(key, None)
+            raise
+        except Exception:
+            with self._lock:
+                self._failed[key] = "internal error"
+                self._running.pop(key, None)
+            raise
+        with self._lock:
+            self._done[key] = doc
+            while len(self._done) > CACHE_SIZE:
+                self._done.popitem(last=False)
+            self._running.pop(key, None)
+        return doc
+
+    def _publish(self, key: str, result: Plan) -> dict[str, Any]:
+        """Store the planned table (unless stored already) and return the served table with its plan."""
+        table_id = result.params.key()
+        if self.tables.get(table_id) is None:
+            self.tables._store(table_id, result.solution, result.profile)
+        table = self.tables.get(table_id)
+        if table is None or table.profile is None:  # pragma: no cover - just stored, with a profile
+            raise TableNotServable(f"planned table {table_id} could not be served")
+        spent = exact_epsilon([(table.profile, result.queries)], result.budget_delta)
+        if spent > result.budget_epsilon:
+            raise TableNotServable(f"the stored table {table_id} for the planned parameters spends {spent:.6g} > "
+                                   f"budget {result.budget_epsilon:g}; not served as this plan")
+        info = {**result.plan_dict(), "spent_epsilon": spent}
+        return {**table.to_dict(), "plan_id": key, "plan": info}
+
+    def get(self, key: str) -> tuple[str, dict[str, Any] | None, dict[str, Any] | str | None]:
+        """('done', table, None) | ('running', None, progress) | ('failed', None, error) | ('unknown', ...)."""
+        with self._lock:
+            if key in self._done:
+                return "done", self._done[key], None
+            if key in self._running:
+                return "running", None, dict(self._running[key].progress)
+            if key in self._failed:
+                return "failed", None, self._failed[key]
+        return "unknown", None, None
+
