@@ -13,12 +13,13 @@ from __future__ import annotations
 import json
 import math
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
 import numpy as np
-from sqlalchemy import insert, or_, select, text
+from sqlalchemy import insert, or_, select, text, update
 from sqlalchemy.exc import SQLAlchemyError
 
 from darrm_opt.certify.certificate import Certificate
@@ -49,18 +50,16 @@ def database_url(spec: str | None) -> str:
     return spec if "://" in spec else f"sqlite:///{Path(spec).expanduser().resolve()}"
 
 
-def largest_batch(groups: list[tuple[float, float, int]], epsilon0: float, delta0: float,
-                  epsilon_budget: float, delta_budget: float, upper: int) -> int:
-    """The most answers (< ``upper``) of cost (ε₀, δ₀) that ``groups`` can still pay for (bisection: the
-    spend of :func:`accounting.account` grows with the count)."""
-    def fits(n: int) -> bool:
-        return n == 0 or accounting.account(groups + [(epsilon0, delta0, n)], delta_budget).within(
-            epsilon_budget, delta_budget)
-
-    lo, hi = 0, upper  # fits(lo), not fits(hi)
+def largest_batch(fits: Callable[[int], bool], upper: int) -> int:
+    """The most answers (< ``upper``) for which ``fits(n)`` holds, by bisection: the spend grows with the
+    count, so ``fits`` is monotone (``fits(0)`` always holds, ``fits(upper)`` does not)."""
+    lo, hi = 0, upper
     while hi - lo > 1:
         mid = (lo + hi) // 2
-        lo, hi = (mid, hi) if fits(mid) else (lo, mid)
+        if fits(mid):
+            lo = mid
+        else:
+            hi = mid
     return lo
 
 
@@ -128,13 +127,18 @@ class Ledger:
         v["delta_remaining"] = max(v["delta_budget"] - v["delta_spent"], 0.0)
         return v
 
-    def register(self, params: Params, gamma: Any, certificate: Certificate) -> str:
-        """Record a certified table in ``gamma_tables`` (its id is ``params.key()``, as in the service)."""
+    def register(self, params: Params, gamma: Any, certificate: Certificate, profile: Any = None) -> str:
+        """Record a certified table in ``gamma_tables`` (its id is ``params.key()``, as in the service), with
+        its certified privacy profile when given (then its answers compose exactly, as in the service)."""
         if not certificate.certified or certificate.bound != params.bound:
             raise InvalidParameter("table", "only a table certified for its parameters can be paid for")
         key = params.key()
+        stored = None if profile is None else json.dumps(profile.to_dict())
         with self.db.write() as conn:
-            if conn.execute(select(GammaTable.id).where(GammaTable.id == key)).first() is None:
+            row = conn.execute(select(GammaTable.id, GammaTable.privacy_profile).where(GammaTable.id == key)).first()
+            if row is not None and row.privacy_profile is None and stored is not None:
+                conn.execute(update(GammaTable).where(GammaTable.id == key).values(privacy_profile=stored))
+            if row is None:
                 from darrm_opt.model.objective import expected_error
 
                 conn.execute(insert(GammaTable).values(
@@ -142,18 +146,30 @@ class Ledger:
                     delta=params.delta, prior=params.prior.spec, solver="file",
                     gamma=json.dumps([float(x) for x in gamma]), certificate=json.dumps(certificate.to_dict()),
                     expected_error=float(expected_error(np.asarray(gamma, dtype=np.float64), params.prior)),
-                    solve_seconds=0.0, created_at=utcnow()))
+                    solve_seconds=0.0, created_at=utcnow(), privacy_profile=stored))
         return key
 
-    def pay(self, params: Params, gamma: Any, certificate: Certificate, answers: np.ndarray) -> DebitResult:
+    def profile_of(self, table_id: str) -> Any:
+        """The stored privacy profile of a table (None when it has none): the ledger's exact accounting."""
+        from darrm_opt.privacy.profile import PrivacyProfile
+
+        with self.db.read() as conn:
+            row = conn.execute(select(GammaTable.privacy_profile).where(GammaTable.id == table_id)).first()
+        if row is None or row.privacy_profile is None:
+            return None
+        return PrivacyProfile.from_dict(json.loads(row.privacy_profile))
+
+    def pay(self, params: Params, gamma: Any, certificate: Certificate, answers: np.ndarray,
+            profile: Any = None) -> DebitResult:
         """Debit ``len(answers)`` answers of the certified table (``params``, ``gamma``), each (mε, δ)-DP,
-        durably, before the answers may be released. Raises BudgetExceeded (nothing is written) when the
-        batch does not fit."""
-        table_id = self.register(params, gamma, certificate)
+        durably, before the answers may be released. With the table's certified ``profile``
+        (:func:`darrm_opt.privacy.profile.profile_and_certificate`) the spend includes the exact composition,
+        as in the service. Raises BudgetExceeded (nothing is written) when the batch does not fit."""
+        table_id = self.register(params, gamma, certificate, profile)
         if self._writer is None:
-            self._writer = DebitWriter(self.db, max_batch=1)
+            self._writer = DebitWriter(self.db, max_batch=1, profile_of=self.profile_of)
         debit = Debit(self.id, table_id, params.m * params.epsilon, float(params.delta or 0.0),
-                      np.asarray(answers, dtype=np.uint8))
+                      np.asarray(answers, dtype=np.uint8), profile=profile)
         try:
             result: DebitResult = self._writer.submit(debit).result()
         except SQLAlchemyError as exc:
@@ -166,17 +182,24 @@ class Ledger:
 
     def _refusal(self, d: Debit) -> BudgetExceeded:
         v = self.view()
-        groups = [(g["epsilon0"], g["delta0"], g["answers"]) for g in v["groups"]]
         eb, db = v["epsilon_budget"], v["delta_budget"]
-        spend = accounting.account(groups + [(d.epsilon0, d.delta0, d.rows)], db).spend
+        spend = self._spend(v["groups"], db, d, d.rows).spend
         binding = [name for name, over in (("epsilon", spend.epsilon > eb), ("delta", spend.delta > db)) if over]
-        fits = largest_batch(groups, d.epsilon0, d.delta0, eb, db, d.rows)
+        fits = largest_batch(lambda n: self._spend(v["groups"], db, d, n).within(eb, db), d.rows)
         limits = " and ".join(f"{n} (would be {getattr(spend, n):.6g} > budget {b:.6g})"
                               for n, b in (("epsilon", eb), ("delta", db)) if n in binding)
         return BudgetExceeded(
             f"ledger {self.name!r} cannot pay for {d.rows} answer(s): the binding limit is {limits} by "
             f"{spend.method} composition; at most {fits} answer(s) fit now; nothing was released",
             ",".join(binding), fits)
+
+    def _spend(self, groups: list[dict[str, Any]], delta_budget: float, d: Debit, n: int) -> accounting.Accounting:
+        """The ledger's spend with ``n`` more answers of ``d``'s table: every valid bound, the exact
+        composition included when every table's profile is known (the decision the debit writer makes)."""
+        counts = [(g["epsilon0"], g["delta0"], g["answers"]) for g in groups] + [(d.epsilon0, d.delta0, n)]
+        parts = [(self.profile_of(g["table_id"]), g["answers"]) for g in groups] + [(d.profile, n)]
+        known = all(p is not None for p, _ in parts) and delta_budget > 0
+        return accounting.account(counts, delta_budget, profiles=parts if known else None)
 
     def close(self) -> None:
         if self._writer is not None:

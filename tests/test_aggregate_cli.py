@@ -97,9 +97,10 @@ def test_ledger_debits_durably_and_refuses_a_batch_that_does_not_fit(table, tmp_
 
 
 def test_delta_is_named_when_it_binds(table, tmp_path):
+    # one answer is (0.2, 2e-5)-DP, and by its exact profile (10, 5.5e-6)-DP: δ = 1e-6 binds at any ε
     votes = write_votes(tmp_path / "v.csv", [[1, 1, 1, 0, 0]])
     r = run("aggregate", "--table", str(table), "--votes", str(votes), "--ledger-db", str(tmp_path / "l.db"),
-            "--ledger", "tight", "--epsilon-budget", "10", "--delta-budget", "1e-5")
+            "--ledger", "tight", "--epsilon-budget", "10", "--delta-budget", "1e-6")
     assert r.exit_code == 1 and "binding limit is delta" in r.output and "at most 0 answer" in r.output
     assert ledger_row(tmp_path / "l.db", "tight") == (0, 0.0, 0.0)
 
@@ -199,3 +200,34 @@ def test_python_api(table, tmp_path):
         assert book.view()["answers"] == 2
     with pytest.raises(AttributeError):
         darrm_opt.no_such_name  # noqa: B018
+
+
+def test_offline_ledger_composes_exactly_like_the_service(table, tmp_path):
+    """A budget above the exact composition of n answers (the table's certified profile) but below both the
+    tightest generic bound for n and the exact one for n + 1: the offline ledger pays all n, as the service
+    would, reports the exact composition, and refuses one more."""
+    from darrm_opt.privacy import accounting
+    from darrm_opt.privacy.pld import exact_epsilon
+    from darrm_opt.privacy.profile import privacy_profile
+    from darrm_opt.release.table_file import load_table
+
+    params, gamma = load_table(table)
+    n, delta_budget = 8, 1e-3
+    exact = exact_epsilon([(privacy_profile(params, gamma), n)], delta_budget)
+    generic = accounting.account([(params.m * params.epsilon, params.delta, n)], delta_budget).spend.epsilon
+    one_more = exact_epsilon([(privacy_profile(params, gamma), n + 1)], delta_budget)
+    assert exact < generic and exact < one_more
+    budget = (exact + min(generic, one_more)) / 2  # n answers fit only by exact composition; n + 1 never
+    votes = write_votes(tmp_path / "v.csv", [[1, 0, 1, 0, 1]] * n)
+    db = tmp_path / "ledger.db"
+    r = cli("aggregate", "--table", str(table), "--votes", str(votes), "--ledger-db", str(db), "--ledger", "x",
+            "--epsilon-budget", repr(budget), "--delta-budget", repr(delta_budget), "--format", "json", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["ledger"]["answers"] == n and doc["ledger"]["composition"] == "exact"
+    assert doc["ledger"]["epsilon_spent"] == pytest.approx(exact, rel=1e-9) and exact <= budget
+    write_votes(tmp_path / "one.csv", [[1, 0, 1, 0, 1]])  # one more does not fit: refused, nothing written
+    r = cli("aggregate", "--table", str(table), "--votes", str(tmp_path / "one.csv"), "--ledger-db", str(db),
+            "--ledger", "x", cwd=tmp_path)
+    assert r.returncode == 1 and "at most 0 answer(s) fit now" in r.stderr
+    assert ledger_row(db, "x")[0] == n

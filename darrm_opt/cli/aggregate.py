@@ -55,7 +55,8 @@ def aggregate(
     """Answer each vote row with DaRRM (Algorithm 1) using a certified γ table.
 
     The table is certified again before use. With --ledger the batch is paid for first, atomically and
-    durably, with the service's ledger code; a batch that does not fit releases nothing and exits 1."""
+    durably, with the service's ledger code (its answers compose exactly, from the table's privacy profile
+    computed here); a batch that does not fit releases nothing and exits 1."""
     import os
 
     from darrm_opt.certify.certificate import certify
@@ -67,7 +68,13 @@ def aggregate(
         if ledger is None and (ledger_db or epsilon_budget is not None or delta_budget is not None):
             raise InvalidParameter("ledger", "--ledger-db, --epsilon-budget and --delta-budget need --ledger NAME")
         params, gamma = load_table(table)
-        cert = certify(params, gamma)
+        profile = None
+        if ledger is None:
+            cert = certify(params, gamma)
+        else:  # one pass gives the certificate and the profile the ledger composes exactly
+            from darrm_opt.privacy.profile import profile_and_certificate
+
+            profile, cert = profile_and_certificate(params, gamma)
         if not cert.certified:
             raise CertificationFailed(f"table {str(table)!r} is not (mε, δ)-DP: {cert.reason}", cert)
         rows = read_votes(votes, params.K)
@@ -77,7 +84,7 @@ def aggregate(
             local_ledger = _require_service_extra()
             url = ledger_db or os.environ.get("DARRM_DATABASE_URL")
             with local_ledger.Ledger(url, ledger, epsilon_budget=epsilon_budget, delta_budget=delta_budget) as book:
-                book.pay(params, gamma, cert, answers)
+                book.pay(params, gamma, cert, answers, profile=profile)
                 spend = book.view()
         write_output(_render(answers, params, spend, fmt), out)
         if spend is not None:
