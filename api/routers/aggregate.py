@@ -116,6 +116,11 @@ async def aggregate(request: Request) -> Response:
         log.error("debit failed (%s): no answer released", type(exc).__name__)
         return JSONResponse(status_code=503, content={"detail": "the ledger database is unavailable; "
                                                                 "no answer was released"})
+    return _response(result)
+
+
+def _response(result) -> Response:
+    """The HTTP answer for a debit's result: the answers once paid (or replayed), else why not."""
     if result.status in ("paid", "replayed"):
         tail = json.dumps({
             "epsilon_spent": result.epsilon_spent,

@@ -63,21 +63,25 @@ def solve(
             if baselines:
                 reporter.phase("certifying the baselines")
                 base = baseline_tables(params, executor=executor, progress=reporter.certify_progress)
-            if fmt is OutputFormat.json:
-                from darrm_opt.privacy.profile import privacy_profile
-
-                reporter.phase("computing the privacy profile")
-                profile = privacy_profile(params, sol.gamma, executor=executor, progress=reporter)
-                doc = _json_doc(params, sol, base, time.perf_counter() - t0)
-                doc = {**doc, "privacy_profile": profile.to_dict(), **_setting_doc(params, base, teachers)}
-                text = json.dumps(doc, indent=2)
-            else:
-                reporter.phase("certifying the printed columns")
-                text = _table_text(params, sol, base, time.perf_counter() - t0, executor, reporter)
-                text += _setting_lines(params, base, teachers)
+            text = _output(params, sol, base, fmt, t0, executor, reporter, teachers)
         finally:
             reporter.close()
         write_output(text, out)
+
+
+def _output(params, sol, base, fmt: OutputFormat, t0: float, executor, reporter, teachers) -> str:
+    """The JSON document (with the table's privacy profile) or the table view (printed columns certified)."""
+    if fmt is OutputFormat.json:
+        from darrm_opt.privacy.profile import privacy_profile
+
+        reporter.phase("computing the privacy profile")
+        profile = privacy_profile(params, sol.gamma, executor=executor, progress=reporter)
+        doc = _json_doc(params, sol, base, time.perf_counter() - t0)
+        doc = {**doc, "privacy_profile": profile.to_dict(), **_setting_doc(params, base, teachers)}
+        return json.dumps(doc, indent=2)
+    reporter.phase("certifying the printed columns")
+    text = _table_text(params, sol, base, time.perf_counter() - t0, executor, reporter)
+    return text + _setting_lines(params, base, teachers)
 
 
 def _pate_output(K, m, target_epsilon, delta, prior, solver, fmt, out, teachers) -> bool:
