@@ -20,7 +20,7 @@ from fractions import Fraction
 import mpmath
 import numpy as np
 
-from darrm_opt.errors import InvalidParameter
+from darrm_opt.certify.certificate import validate_gamma
 from darrm_opt.model.multiclass import MulticlassParams, PairType, pair_types, type_hockey_sticks
 
 #: Below this distance from δ a type is always re-checked exactly.
@@ -69,24 +69,13 @@ def exact_hockey_stick(pt: PairType, gamma, C: int, E: Fraction) -> Fraction:
     return total
 
 
-def validate_table(gamma, K: int) -> np.ndarray:
-    try:
-        g = np.asarray(gamma, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise InvalidParameter("gamma", "must be a list of numbers") from None
-    if g.ndim != 1 or g.size != K + 1:
-        raise InvalidParameter("gamma", f"must have K + 1 = {K + 1} values", f"{g.size} values")
-    if not np.all(np.isfinite(g)) or g.min() < 0 or g.max() > 1:
-        raise InvalidParameter("gamma", "every value must be in [0, 1]")
-    return g
-
 
 def certify_multiclass(params: MulticlassParams, gamma) -> MulticlassCertificate:
     """Check (MC-2) for every neighbouring histogram type of (K, C), both orders (float sweep with an
     error bound, exact rational re-check near δ)."""
     t0 = time.perf_counter()
     K, C = params.K, params.C
-    g = validate_table(gamma, K)
+    g = validate_gamma(gamma, K)
     E = math.exp(params.epsilon)
     types = pair_types(K, C)
     hs = type_hockey_sticks(types, g, C, E)
@@ -126,7 +115,7 @@ def round_down_certified(params: MulticlassParams, gamma, decimals: int) -> tupl
     (ρ = δ + (e^ε − 1)/C, the smallest right-hand side of the linearised rows, so every row gains a margin
     (1 − λ)ρ, more than the ≤ 2(1 + e^ε)·10^{−d} that rounding each value down can add), then rounded down
     and certified. The certificate is of the written values."""
-    g = validate_table(gamma, params.K)
+    g = validate_gamma(gamma, params.K)
     E = math.exp(params.epsilon)
     rho = params.delta + (E - 1.0) / params.C
     lam = max(0.0, 1.0 - 4.0 * (1.0 + E) * 10.0**-decimals / rho)
