@@ -136,7 +136,9 @@ class GroupOut(BaseModel):
     answers: int
 
 
-class LedgerOut(BaseModel):
+class LedgerSpend(BaseModel):
+    """A ledger's budgets and its spend by the tightest valid bound (shared by the full view and the list)."""
+
     id: str
     name: str
     epsilon_budget: float
@@ -147,9 +149,12 @@ class LedgerOut(BaseModel):
     epsilon_remaining: float = Field(..., description="epsilon_budget − epsilon_spent (≥ 0)")
     delta_remaining: float = Field(..., description="delta_budget − delta_spent (≥ 0)")
     composition: str = Field(..., description="the composition the spend is computed by")
+    created_at: datetime
+
+
+class LedgerOut(LedgerSpend):
     bounds: dict[str, BoundOut] = Field(..., description="every method's bound at delta_budget")
     groups: list[GroupOut]
-    created_at: datetime
     teachers: str = Field("shared", description="shared | disjoint-private")
     total_cap: BoundOut | None = Field(None, description="disjoint-private: the teachers' (ε, Δ), which caps "
                                                          "the total by parallel composition")

@@ -29,7 +29,7 @@ from darrm_opt.errors import DarrmError
 
 from ..deps import keyed, services
 from ..models import Ledger, SpendRecord
-from ..schemas import ID_PATTERN, ErrorOut
+from ..schemas import ID_PATTERN, ErrorOut, LedgerSpend
 
 STATIC = FilePath(__file__).resolve().parent.parent / "static"
 ASSETS = {"app.js": "text/javascript", "app.css": "text/css"}
@@ -58,18 +58,7 @@ def dashboard_asset(asset: str):
     return FileResponse(STATIC / asset, media_type=ASSETS[asset], headers=HEADERS)
 
 
-class LedgerSummary(BaseModel):
-    id: str
-    name: str
-    epsilon_budget: float
-    delta_budget: float
-    answers: int
-    epsilon_spent: float
-    delta_spent: float
-    epsilon_remaining: float = Field(..., description="epsilon_budget − epsilon_spent (≥ 0)")
-    delta_remaining: float = Field(..., description="delta_budget − delta_spent (≥ 0)")
-    composition: str
-    created_at: datetime
+class LedgerSummary(LedgerSpend):
     updated_at: datetime
 
 
