@@ -7,6 +7,8 @@ The Python API (each name is imported on first use, so ``import darrm_opt`` stay
     sol = solve(Params(K=11, m=3))              # certified optimal γ (sol.gamma, sol.certificate)
     params, gamma = load_table("table.json")    # a table file (``darrm-opt solve --format json``)
     cert = verify(params, gamma)                # recompute its certificate (cert.certified)
+    profile = privacy_profile(params, gamma)    # its certified privacy profile (profile.delta(eps))
+    job = plan(K=11, epsilon=0.0892, teacher_delta=1e-4, queries=100, budget_epsilon=15.044, budget_delta=0.03)
     answers = Aggregator(gamma)(votes)          # DaRRM Algorithm 1 on a (rows, K) 0/1 array
     with Ledger("ledger.db", "labels", epsilon_budget=10, delta_budget=1e-3) as ledger:
         ledger.pay(params, gamma, cert, answers)  # durable debit; raises BudgetExceeded, writing nothing
@@ -26,6 +28,8 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and editors only
     from darrm_opt.extras import MissingExtra
     from darrm_opt.model.params import Params
     from darrm_opt.optimize.optimizer import Solution, solve
+    from darrm_opt.optimize.plan import Plan, plan
+    from darrm_opt.privacy.profile import PrivacyProfile, privacy_profile
     from darrm_opt.release.aggregator import Aggregator
     from darrm_opt.release.table_file import load_table
     from darrm_opt.release.verify import verify
@@ -34,6 +38,10 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and editors only
 _EXPORTS = {
     "solve": "darrm_opt.optimize.optimizer",
     "Solution": "darrm_opt.optimize.optimizer",
+    "plan": "darrm_opt.optimize.plan",
+    "Plan": "darrm_opt.optimize.plan",
+    "privacy_profile": "darrm_opt.privacy.profile",
+    "PrivacyProfile": "darrm_opt.privacy.profile",
     "verify": "darrm_opt.release.verify",
     "certify": "darrm_opt.certify.certificate",
     "Certificate": "darrm_opt.certify.certificate",
@@ -49,7 +57,8 @@ _EXPORTS = {
 
 __all__ = [
     "Aggregator", "BudgetExceeded", "Certificate", "DarrmError", "InvalidParameter", "Ledger", "MissingExtra", "Params",
-    "Solution", "__version__", "certify", "load_table", "solve", "verify",
+    "Plan", "PrivacyProfile", "Solution", "__version__", "certify", "load_table", "plan", "privacy_profile", "solve",
+    "verify",
 ]
 
 

@@ -231,3 +231,13 @@ def test_offline_ledger_composes_exactly_like_the_service(table, tmp_path):
             "--ledger", "x", cwd=tmp_path)
     assert r.returncode == 1 and "at most 0 answer(s) fit now" in r.stderr
     assert ledger_row(db, "x")[0] == n
+
+
+def test_python_api_exports_planning_and_profiles():
+    import darrm_opt
+    from darrm_opt.optimize import plan as plan_module
+    from darrm_opt.privacy import profile as profile_module
+
+    assert darrm_opt.plan is plan_module.plan and darrm_opt.Plan is plan_module.Plan
+    assert darrm_opt.privacy_profile is profile_module.privacy_profile
+    assert set(darrm_opt.__all__) >= {"plan", "privacy_profile", "solve", "verify", "Aggregator", "Ledger"}
