@@ -121,7 +121,7 @@ class Ledger:
 
     def view(self) -> dict[str, Any]:
         """Budgets, spend (the composition used and every method's bound) and what remains."""
-        v = LedgerStore(self.db).get(self.id)
+        v = LedgerStore(self.db, profile_of=self.profile_of).get(self.id)
         assert v is not None  # ledgers are never deleted
         v["epsilon_remaining"] = max(v["epsilon_budget"] - v["epsilon_spent"], 0.0)
         v["delta_remaining"] = max(v["delta_budget"] - v["delta_spent"], 0.0)
