@@ -80,7 +80,7 @@ def _build(pulp, lp: LP):
         expr = pulp.LpAffineExpression([(xs[i], float(row[i])) for i in nz])
         con = pulp.LpConstraint(expr, pulp.LpConstraintLE, rhs=float(lp.b_ub[r]), name=f"r{r}")
         prob += con
-        cons.append(prob.constraints[f"r{r}"])
+        cons.append(prob.get_constraint_by_name(f"r{r}"))
     return prob, xs, cons
 
 
