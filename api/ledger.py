@@ -206,9 +206,7 @@ def ledger_view(row: Any, usage: Sequence[Any], profile_of: ProfileOf = no_profi
     the exact composition of its tables' profiles when tighter), the method used and every method's bound."""
     groups = [(u.epsilon0, u.delta0, int(u.answers)) for u in usage]
     profiles = [(profile_of(u.table_id), int(u.answers)) for u in usage]
-    known = all(p is not None for p, _ in profiles) and row.delta_budget > 0
-    acc = capped(accounting.account(groups, row.delta_budget, profiles=profiles if known and usage else None),
-                 _cap(row), row.delta_budget)
+    acc = capped(accounting.account(groups, row.delta_budget, profiles=profiles), _cap(row), row.delta_budget)
     spend = accounting.Spend(row.epsilon_spent, row.delta_spent, row.composition)
     if acc.spend.epsilon < spend.epsilon and acc.spend.delta <= row.delta_budget:
         spend = acc.spend

@@ -183,23 +183,23 @@ class Ledger:
     def _refusal(self, d: Debit) -> BudgetExceeded:
         v = self.view()
         eb, db = v["epsilon_budget"], v["delta_budget"]
-        spend = self._spend(v["groups"], db, d, d.rows).spend
+        # the debit writer's decision: every valid bound, the exact composition included when every table's
+        # profile is known (the ledger's profiles are read once, not per bisection step)
+        counts = [(g["epsilon0"], g["delta0"], g["answers"]) for g in v["groups"]]
+        parts = [(self.profile_of(g["table_id"]), g["answers"]) for g in v["groups"]]
+
+        def with_more(n: int) -> accounting.Accounting:
+            return accounting.account(counts + [(d.epsilon0, d.delta0, n)], db, profiles=parts + [(d.profile, n)])
+
+        spend = with_more(d.rows).spend
         binding = [name for name, over in (("epsilon", spend.epsilon > eb), ("delta", spend.delta > db)) if over]
-        fits = largest_batch(lambda n: self._spend(v["groups"], db, d, n).within(eb, db), d.rows)
+        fits = largest_batch(lambda n: with_more(n).within(eb, db), d.rows)
         limits = " and ".join(f"{n} (would be {getattr(spend, n):.6g} > budget {b:.6g})"
                               for n, b in (("epsilon", eb), ("delta", db)) if n in binding)
         return BudgetExceeded(
             f"ledger {self.name!r} cannot pay for {d.rows} answer(s): the binding limit is {limits} by "
             f"{spend.method} composition; at most {fits} answer(s) fit now; nothing was released",
             ",".join(binding), fits)
-
-    def _spend(self, groups: list[dict[str, Any]], delta_budget: float, d: Debit, n: int) -> accounting.Accounting:
-        """The ledger's spend with ``n`` more answers of ``d``'s table: every valid bound, the exact
-        composition included when every table's profile is known (the decision the debit writer makes)."""
-        counts = [(g["epsilon0"], g["delta0"], g["answers"]) for g in groups] + [(d.epsilon0, d.delta0, n)]
-        parts = [(self.profile_of(g["table_id"]), g["answers"]) for g in groups] + [(d.profile, n)]
-        known = all(p is not None for p, _ in parts) and delta_budget > 0
-        return accounting.account(counts, delta_budget, profiles=parts if known else None)
 
     def close(self) -> None:
         if self._writer is not None:

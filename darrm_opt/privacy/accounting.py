@@ -324,10 +324,10 @@ def account(groups: Iterable[Group | tuple[float, float, int]], delta_budget: fl
             profiles: Sequence[tuple[Any, int]] | None = None) -> Accounting:
     """Every method's bound for ``groups`` at target ``delta_budget`` and the tightest valid one.
 
-    ``profiles``: the (PrivacyProfile, count) of the same answers, when every table's profile is known; it
-    adds the ``exact`` bound. The tightest is the smallest ε among bounds with δ ≤ ``delta_budget``; ties
-    go to ``basic`` (listed first). When no bound meets the δ target, ``basic`` is returned (it has the
-    smallest δ of all).
+    ``profiles``: the (PrivacyProfile or None, count) of the same answers; when every table's profile is
+    known (no None) and ``delta_budget`` > 0 it adds the ``exact`` bound. The tightest is the smallest ε
+    among bounds with δ ≤ ``delta_budget``; ties go to ``basic`` (listed first). When no bound meets the δ
+    target, ``basic`` is returned (it has the smallest δ of all).
     """
     _check_target(delta_budget)
     merged = merge_groups(groups)
@@ -344,7 +344,7 @@ def account(groups: Iterable[Group | tuple[float, float, int]], delta_budget: fl
             optimal_grouped(merged, delta_budget),
             kov_heterogeneous(merged, delta_budget),
         ]
-    if profiles is not None:
+    if profiles is not None and delta_budget > 0 and all(p is not None for p, _ in profiles):
         if sum(n for _, n in profiles) != sum(g.count for g in merged):
             raise InvalidParameter("profiles", "must count the same answers as the groups")
         candidates.append(exact(profiles, delta_budget))
