@@ -20,6 +20,7 @@ import mpmath
 
 from darrm_opt.certify.certificate import Certificate
 from darrm_opt.certify.exact import MP_DIGITS, exact_bound_mp
+from darrm_opt.model.baselines import const_opt_value
 from darrm_opt.model.params import Params
 
 
@@ -32,11 +33,13 @@ def ones_upper_bound(unit: Certificate) -> float | None:
 
 
 def best_constant(params: Params, unit: Certificate) -> float:
-    """c* = min(1, bound / U) with U from :func:`ones_upper_bound`, rounded down so c*·U ≤ bound exactly."""
+    """c* = min(1, bound / U) with U from :func:`ones_upper_bound`, rounded down so c*·U ≤ bound exactly.
+    Where the sweep bounds nothing, bound / max f(γ ≡ 1) (eq. of :func:`const_opt_value`), which the
+    constant table's own sweep must then certify."""
     if unit.certified:
         return 1.0
     if ones_upper_bound(unit) is None:
-        raise ValueError("the sweep of γ ≡ 1 bounds nothing: certify the constant table by its own sweep")
+        return const_opt_value(params.bound, unit.max_privacy_cost)
     with mpmath.workdps(MP_DIGITS):
         c = float(exact_bound_mp(params) / (mpmath.mpf(unit.max_privacy_cost) + mpmath.mpf(unit.error_bound)))
     c = min(1.0, c)

@@ -112,7 +112,3 @@ def const_opt_value(bound: float, max_cost_of_ones: float) -> float:
         return 1.0
     return bound / max_cost_of_ones
 
-
-def gamma_const_opt(params: Params, max_cost_of_ones: float) -> np.ndarray:
-    """γ ≡ c* for the swept maximum privacy cost of γ ≡ 1 (see :func:`const_opt_value`)."""
-    return np.full(params.K + 1, const_opt_value(params.bound, max_cost_of_ones))

@@ -19,9 +19,9 @@ from pathlib import Path
 import numpy as np
 
 from darrm_opt.certify.certificate import Certificate, certify
-from darrm_opt.certify.linear import best_constant, constant_certificate, constant_certified, ones_upper_bound
+from darrm_opt.certify.linear import best_constant, constant_certificate, constant_certified
 from darrm_opt.errors import CertificationFailed, InvalidParameter, TableFileError
-from darrm_opt.model.baselines import gamma_const, gamma_const_opt, gamma_dsub, gamma_sub
+from darrm_opt.model.baselines import gamma_const, gamma_dsub, gamma_sub
 from darrm_opt.model.params import Params
 
 
@@ -93,8 +93,7 @@ def _constant_tables(params: Params, const: str, delta_prime: float,
     unit = certify(params, np.ones(params.K + 1), **kwargs)
     values: dict[str, Callable[[], float]] = {
         "const": lambda: float(gamma_const(params, const, delta_prime)[0]),
-        "const_opt": lambda: best_constant(params, unit) if ones_upper_bound(unit) or unit.certified
-        else float(gamma_const_opt(params, unit.max_privacy_cost)[0]),
+        "const_opt": lambda: best_constant(params, unit),
     }
     out: dict[str, CertifiedTable | Unavailable] = {}
     for name, value in values.items():
