@@ -11,7 +11,7 @@ import uuid
 
 import numpy as np
 import pytest
-from svc_helpers import make_ledger
+from svc_helpers import Server, make_ledger
 
 from darrm_opt.certify.multiclass import certify_multiclass
 from darrm_opt.model.multiclass import MulticlassParams
@@ -46,6 +46,11 @@ def test_a_multiclass_table_is_created_certified_and_cached(client, table):
     assert four.status_code == 200 and four.json()["id"] == MulticlassParams(7, 4, 1.0, 1e-5).key() != table["id"]
     binary = client.post("/v1/tables", json={"K": 5, "m": 2, "epsilon": 0.1, "teacher_delta": 1e-5})
     assert binary.status_code == 200 and "classes" not in binary.json()  # binary tables unchanged
+    listed = client.get("/v1/tables", params={"K": 7, "limit": 500}).json()["items"]
+    assert table in listed and all(t["K"] == 7 for t in listed)
+    base = client.get(f"/v1/tables/{table['id']}/baselines").json()  # the dashboard's view: γ_opt only
+    assert base["gamma"]["opt"] == table["gamma"] and base["gamma"]["sub"] is None
+    assert base["expected_error"]["opt"] == pytest.approx(table["expected_error"], rel=1e-9)
 
 
 @pytest.mark.parametrize("change, loc", [
@@ -150,6 +155,25 @@ def test_large_label_bodies_and_two_digit_labels_with_replay(client):
     assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "votes", 999], r.text
     assert "[0, 11]" in r.json()["detail"][0]["msg"]
     assert client.get(f"/v1/ledgers/{ledger['id']}").json()["answers"] == rows
+
+
+def test_multiclass_round_trip_on_postgres(pg_database, tmp_path):
+    """The same on PostgreSQL (migration 0005 adds ``classes`` there too): create, answer labels, pay."""
+    server = Server(tmp_path, pg_database, name="mc-pg").start()
+    try:
+        with server.client() as c:
+            r = c.post("/v1/tables", json=BODY)
+            assert r.status_code == 200, r.text
+            tid = r.json()["id"]
+            assert tid == MulticlassParams(7, 3, 1.0, 1e-5).key() and r.json()["classes"] == 3
+            ledger = make_ledger(c, epsilon_budget=20.0, delta_budget=1e-3, name="mc-pg")
+            r = c.post("/v1/aggregate", json={"table_id": tid, "ledger_id": ledger["id"],
+                                              "votes": [[1] * 7, [0, 1, 2, 2, 2, 2, 2]]})
+            assert r.status_code == 200, r.text
+            assert set(r.json()["answers"]) <= {0, 1, 2} and r.json()["ledger_answers"] == 2
+            assert r.json()["epsilon_spent"] == accounting.account([(1.0, 1e-5, 2)], 1e-3).spend.epsilon
+    finally:
+        server.stop()
 
 
 # ---------------------------------------------------------------------------------------------------------
