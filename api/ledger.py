@@ -32,6 +32,7 @@ PostgreSQL's default ``synchronous_commit=on`` gives the same.
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import math
 import queue
@@ -72,10 +73,15 @@ def no_profiles(table_id: str) -> PrivacyProfile | None:
 
 
 def encode_answers(answers: np.ndarray) -> str:
+    """One digit per answer (binary answers, class labels up to 9); a JSON list when a label exceeds 9."""
+    if answers.size and int(answers.max()) > 9:
+        return json.dumps([int(a) for a in answers.tolist()], separators=(",", ":"))
     return (answers.astype(np.uint8) + ord("0")).tobytes().decode("ascii")
 
 
 def decode_answers(text: str) -> np.ndarray:
+    if text.startswith("["):
+        return np.asarray(json.loads(text), dtype=np.uint16)
     return np.frombuffer(text.encode("ascii"), dtype=np.uint8) - ord("0")
 
 
@@ -85,9 +91,12 @@ def request_digest(table_id: str, ledger_id: str, votes: np.ndarray | Sequence[S
     Stored with an idempotency key; a later request with the key is replayed only if its digest is equal.
     One-way, so the votes cannot be read back from it (low-entropy votes could be guessed by brute force,
     as from the answers stored beside it; only a key's owner can query it)."""
-    arr = np.ascontiguousarray(np.asarray(votes, dtype=np.uint8))
+    arr = np.asarray(votes)
+    wide = arr.size > 0 and int(arr.max()) > 255  # class labels above 255: two bytes each, tagged
+    arr = np.ascontiguousarray(arr.astype("<u2" if wide else np.uint8))
     h = hashlib.sha256()
-    h.update(f"darrm-aggregate-v1\0{table_id}\0{ledger_id}\0{arr.shape[0]}x{arr.shape[-1] if arr.ndim == 2 else 0}\0"
+    tag = "darrm-aggregate-v1-u16" if wide else "darrm-aggregate-v1"
+    h.update(f"{tag}\0{table_id}\0{ledger_id}\0{arr.shape[0]}x{arr.shape[-1] if arr.ndim == 2 else 0}\0"
              .encode())
     h.update(arr.tobytes())
     return h.hexdigest()

@@ -22,8 +22,8 @@ import numpy as np
 from sqlalchemy import insert, or_, select, text, update
 from sqlalchemy.exc import SQLAlchemyError
 
-from darrm_opt.certify.certificate import Certificate
 from darrm_opt.errors import BudgetExceeded, DarrmError, InvalidParameter
+from darrm_opt.model.multiclass import MulticlassParams
 from darrm_opt.model.params import Params
 from darrm_opt.privacy import accounting
 
@@ -61,6 +61,35 @@ def largest_batch(fits: Callable[[int], bool], upper: int) -> int:
         else:
             hi = mid
     return lo
+
+
+def per_answer(params: Params | MulticlassParams) -> tuple[float, float]:
+    """(ε₀, δ₀) of one answer: (mε, δ) for a binary table, the stated (ε, δ) for a multi-class one."""
+    if isinstance(params, MulticlassParams):
+        return params.epsilon, params.delta
+    return params.m * params.epsilon, float(params.delta or 0.0)
+
+
+def table_columns(params: Params | MulticlassParams, gamma: Any, certificate: Any) -> dict[str, Any]:
+    """The ``gamma_tables`` parameter columns and expected error of a table certified for ``params``
+    (InvalidParameter otherwise). A multi-class table: ``classes`` = C, ``epsilon`` = its per-answer ε,
+    m = 1, teacher_delta = 0 (the per-answer cost mε is then its ε)."""
+    g = np.asarray(gamma, dtype=np.float64)
+    if isinstance(params, MulticlassParams):
+        from darrm_opt.model.multiclass import expected_error as mc_error
+
+        if not getattr(certificate, "certified", False) or getattr(certificate, "delta", None) != params.delta:
+            raise InvalidParameter("table", "only a table certified for its parameters can be paid for")
+        return {"K": params.K, "m": 1.0, "epsilon": params.epsilon, "teacher_delta": 0.0, "delta": params.delta,
+                "prior": params.prior.spec, "classes": params.C,
+                "expected_error": float(mc_error(g, params.K, params.C, params.prior))}
+    from darrm_opt.model.objective import expected_error
+
+    if not certificate.certified or certificate.bound != params.bound:
+        raise InvalidParameter("table", "only a table certified for its parameters can be paid for")
+    return {"K": params.K, "m": params.m, "epsilon": params.epsilon, "teacher_delta": params.teacher_delta,
+            "delta": params.delta, "prior": params.prior.spec,
+            "expected_error": float(expected_error(g, params.prior))}
 
 
 class Ledger:
@@ -127,11 +156,11 @@ class Ledger:
         v["delta_remaining"] = max(v["delta_budget"] - v["delta_spent"], 0.0)
         return v
 
-    def register(self, params: Params, gamma: Any, certificate: Certificate, profile: Any = None) -> str:
+    def register(self, params: Params | MulticlassParams, gamma: Any, certificate: Any, profile: Any = None) -> str:
         """Record a certified table in ``gamma_tables`` (its id is ``params.key()``, as in the service), with
-        its certified privacy profile when given (then its answers compose exactly, as in the service)."""
-        if not certificate.certified or certificate.bound != params.bound:
-            raise InvalidParameter("table", "only a table certified for its parameters can be paid for")
+        its certified privacy profile when given (then its answers compose exactly, as in the service).
+        A multi-class table (``MulticlassParams`` with its ``MulticlassCertificate``) is stored as the service
+        stores it (``classes`` = C, ``epsilon`` its per-answer ε, m = 1)."""
         key = params.key()
         stored = None if profile is None else json.dumps(profile.to_dict())
         with self.db.write() as conn:
@@ -139,13 +168,9 @@ class Ledger:
             if row is not None and row.privacy_profile is None and stored is not None:
                 conn.execute(update(GammaTable).where(GammaTable.id == key).values(privacy_profile=stored))
             if row is None:
-                from darrm_opt.model.objective import expected_error
-
                 conn.execute(insert(GammaTable).values(
-                    id=key, K=params.K, m=params.m, epsilon=params.epsilon, teacher_delta=params.teacher_delta,
-                    delta=params.delta, prior=params.prior.spec, solver="file",
+                    id=key, **table_columns(params, gamma, certificate), solver="file",
                     gamma=json.dumps([float(x) for x in gamma]), certificate=json.dumps(certificate.to_dict()),
-                    expected_error=float(expected_error(np.asarray(gamma, dtype=np.float64), params.prior)),
                     solve_seconds=0.0, created_at=utcnow(), privacy_profile=stored))
         return key
 
@@ -159,7 +184,7 @@ class Ledger:
             return None
         return PrivacyProfile.from_dict(json.loads(row.privacy_profile))
 
-    def pay(self, params: Params, gamma: Any, certificate: Certificate, answers: np.ndarray,
+    def pay(self, params: Params | MulticlassParams, gamma: Any, certificate: Any, answers: np.ndarray,
             profile: Any = None) -> DebitResult:
         """Debit ``len(answers)`` answers of the certified table (``params``, ``gamma``), each (mε, δ)-DP,
         durably, before the answers may be released. With the table's certified ``profile``
@@ -168,8 +193,8 @@ class Ledger:
         table_id = self.register(params, gamma, certificate, profile)
         if self._writer is None:
             self._writer = DebitWriter(self.db, max_batch=1, profile_of=self.profile_of)
-        debit = Debit(self.id, table_id, params.m * params.epsilon, float(params.delta or 0.0),
-                      np.asarray(answers, dtype=np.uint8), profile=profile)
+        epsilon0, delta0 = per_answer(params)
+        debit = Debit(self.id, table_id, epsilon0, delta0, np.asarray(answers), profile=profile)
         try:
             result: DebitResult = self._writer.submit(debit).result()
         except SQLAlchemyError as exc:

@@ -51,6 +51,8 @@ class GammaTable(Base):
     gamma: Mapped[str] = mapped_column(Text)
     certificate: Mapped[str] = mapped_column(Text)
     privacy_profile: Mapped[str | None] = mapped_column(Text, nullable=True)
+    #: C for a multi-class table (class-label votes; ``epsilon`` is then its per-answer ε, m = 1); NULL: binary
+    classes: Mapped[int | None] = mapped_column(Integer, nullable=True)
     expected_error: Mapped[float] = mapped_column(Double)
     solve_seconds: Mapped[float] = mapped_column(Double)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)

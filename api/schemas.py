@@ -43,12 +43,20 @@ class BudgetExceededOut(BaseModel):
 
 
 class TableRequest(BaseModel):
-    """Parameters of a DaRRM problem: K teachers, each (ε, Δ)-DP; the answer is (mε, δ)-DP."""
+    """Parameters of a DaRRM problem: K teachers, each (ε, Δ)-DP; the answer is (mε, δ)-DP. With ``classes``:
+    a multi-class table (class-label votes) for teachers trained non-privately on disjoint shards, each answer
+    (target_epsilon, delta)-DP (m, epsilon and teacher_delta do not apply)."""
 
     model_config = ConfigDict(extra="forbid", strict=True)  # "1", true: not numbers
 
-    K: int = Field(..., ge=1, description="number of teachers (odd)")
-    m: float = Field(..., ge=1, allow_inf_nan=False, description="privacy allowance, 1 <= m <= K")
+    K: int = Field(..., ge=1, description="number of teachers (odd for a binary table)")
+    m: float | None = Field(None, ge=1, allow_inf_nan=False,
+                            description="privacy allowance, 1 <= m <= K (required for a binary table)")
+    classes: int | None = Field(None, ge=2, le=1000, description="C: a multi-class table over classes 0..C-1")
+    teachers: Literal["disjoint-nonprivate"] | None = Field(
+        None, description="with classes: teachers trained non-privately on disjoint shards (the only setting)")
+    target_epsilon: float | None = Field(None, gt=0, le=700, allow_inf_nan=False,
+                                         description="with classes: the per-answer epsilon")
     epsilon: float = Field(0.1, gt=0, allow_inf_nan=False, description="each teacher's epsilon")
     teacher_delta: float = Field(1e-5, ge=0, lt=1, description="each teacher's delta (Δ)")
     delta: float | None = Field(
@@ -79,8 +87,31 @@ class TableOut(BaseModel):
     created_at: datetime
 
 
+class MulticlassTableOut(BaseModel):
+    """A certified multi-class table: γ[g] for the gap g between the top two vote counts (g = 0: a tie)."""
+
+    id: str = Field(..., description="hash of the canonical parameters (classes included)")
+    K: int
+    classes: int
+    teachers: Literal["disjoint-nonprivate"]
+    target_epsilon: float = Field(..., description="each answer's epsilon")
+    delta: float = Field(..., description="each answer's delta")
+    prior: str
+    solver: str
+    gamma: list[float] = Field(..., description="γ(0..K) by gap, certified")
+    certificate: dict[str, Any] = Field(..., description="every neighbouring histogram type checked "
+                                                         "(darrm_opt.certify.multiclass)")
+    privacy_profile: dict[str, Any] | None = None
+    expected_error: float
+    solve_seconds: float
+    created_at: datetime
+
+
+AnyTableOut = TableOut | MulticlassTableOut
+
+
 class TableListOut(BaseModel):
-    items: list[TableOut]
+    items: list[AnyTableOut]
     total: int
     limit: int
     offset: int
@@ -99,7 +130,7 @@ class JobOut(BaseModel):
     progress: dict[str, Any]
     error: str | None = None
     table_id: str | None = None
-    table: TableOut | None = None
+    table: AnyTableOut | None = None
 
 
 class LedgerRequest(BaseModel):

@@ -35,10 +35,11 @@ from sqlalchemy.exc import IntegrityError
 import solvers
 from darrm_opt.errors import DarrmError, InvalidParameter
 from darrm_opt.model.corners import n_corners, n_multisets
+from darrm_opt.model.multiclass import MulticlassParams, MulticlassPrior
 from darrm_opt.model.params import Params
 from darrm_opt.optimize.optimizer import Solution, solve
 from darrm_opt.privacy.profile import PrivacyProfile, privacy_profile
-from darrm_opt.release.aggregator import Aggregator, RandomBytes, system_random
+from darrm_opt.release.aggregator import Aggregator, MulticlassAggregator, RandomBytes, system_random
 
 from .db import Database
 from .models import GammaTable, SolveJob, utcnow
@@ -62,22 +63,33 @@ def _aware(ts: datetime) -> datetime:
     return ts if ts.tzinfo is not None else ts.replace(tzinfo=UTC)
 
 
+#: the parameters of a served table: binary (0/1 votes) or multi-class (class-label votes, PATE setting)
+TableParams = Params | MulticlassParams
+
+
 @dataclass(frozen=True)
 class ServedTable:
     id: str
-    params: Params
+    params: TableParams
     solver: str
     gamma: tuple[float, ...]
     certificate: dict
     expected_error: float
     solve_seconds: float
     created_at: datetime
-    aggregator: Aggregator
+    aggregator: Aggregator | MulticlassAggregator
     profile: PrivacyProfile | None = None  #: the certified privacy profile (exact accounting)
 
     @property
+    def classes(self) -> int | None:
+        """C of a multi-class table (its votes are class labels 0..C−1); None for a binary table."""
+        return self.params.C if isinstance(self.params, MulticlassParams) else None
+
+    @property
     def epsilon0(self) -> float:
-        """Per-answer ε: m·ε."""
+        """Per-answer ε: m·ε (binary), the table's target ε (multi-class)."""
+        if isinstance(self.params, MulticlassParams):
+            return self.params.epsilon
         return self.params.m * self.params.epsilon
 
     @property
@@ -88,7 +100,7 @@ class ServedTable:
     def to_dict(self) -> dict[str, Any]:
         return {
             "id": self.id,
-            **self.params.canonical(),
+            **self.params.canonical(),  # a multi-class table: K, classes, teachers, target_epsilon, delta, prior
             "solver": self.solver,
             "gamma": list(self.gamma),
             "certificate": self.certificate,
@@ -108,30 +120,39 @@ class Outcome:
     table: ServedTable | None = None
 
 
-def _check_row(row: GammaTable) -> tuple[Params, tuple[float, ...], dict]:
-    params = Params(row.K, row.m, row.epsilon, row.teacher_delta, row.delta, row.prior)
+def _check_row(row: GammaTable) -> tuple[TableParams, tuple[float, ...], dict]:
+    """The row's parameters, γ and certificate, checked: parameters hash to the id, K + 1 values in [0, 1],
+    a certificate for these parameters (its bound, or for a multi-class table its δ)."""
+    classes = getattr(row, "classes", None)
+    params: TableParams
+    if classes is not None:
+        params = MulticlassParams(row.K, classes, row.epsilon, row.delta, MulticlassPrior.parse(row.prior))
+    else:
+        params = Params(row.K, row.m, row.epsilon, row.teacher_delta, row.delta, row.prior)
     if params.key() != row.id:
         raise TableNotServable(f"table {row.id}: stored parameters do not hash to its id")
     gamma = tuple(float(x) for x in json.loads(row.gamma))
     cert = json.loads(row.certificate)
     if len(gamma) != params.K + 1 or not all(0.0 <= g <= 1.0 for g in gamma):
         raise TableNotServable(f"table {row.id}: γ does not have K + 1 values in [0, 1]")
-    if cert.get("certified") is not True or cert.get("bound") != params.bound:
+    stated = ("delta", params.delta) if isinstance(params, MulticlassParams) else ("bound", params.bound)
+    if cert.get("certified") is not True or cert.get(stated[0]) != stated[1]:
         raise TableNotServable(f"table {row.id}: its certificate does not certify these parameters")
     return params, gamma, cert
 
 
-def _row_profile(row: Any, params: Params, gamma: tuple[float, ...]) -> PrivacyProfile | None:
-    """The stored profile of a row; computed from γ for rows stored before it was kept (its sweeps cost
-    about as much as the certificate's, so only small tables are computed here; larger ones serve without
-    exact accounting until re-solved)."""
+def _row_profile(row: Any, params: TableParams, gamma: tuple[float, ...]) -> PrivacyProfile | None:
+    """The stored profile of a row, whatever the table's kind (the ledger composes it exactly); computed
+    from γ for binary rows stored before it was kept (its sweeps cost about as much as the certificate's, so
+    only small tables are computed here; larger ones serve without exact accounting until re-solved). A
+    multi-class row without one serves with the ledger's generic bounds at its per-answer (ε, δ)."""
     text = getattr(row, "privacy_profile", None)
     if text:
         try:
             return PrivacyProfile.from_dict(json.loads(text))
         except (ValueError, TypeError) as exc:
             raise TableNotServable(f"table {row.id}: its stored privacy profile is malformed") from exc
-    if params.K <= PROFILE_ON_READ_MAX_K:
+    if isinstance(params, Params) and params.K <= PROFILE_ON_READ_MAX_K:
         return privacy_profile(params, gamma)
     return None
 
@@ -147,6 +168,32 @@ def _jsonable(info: dict) -> dict:
             except (TypeError, ValueError):
                 continue
     return out
+
+
+def _binary_columns(sol: Solution) -> dict[str, Any]:
+    """The ``gamma_tables`` columns of a solved binary table (never an uncertified one)."""
+    if not sol.certificate.certified:  # solve() raises first; never store an uncertified table
+        raise TableNotServable("refusing to store an uncertified table")
+    p = sol.params
+    return {"K": p.K, "m": p.m, "epsilon": p.epsilon, "teacher_delta": p.teacher_delta, "delta": p.delta,
+            "prior": p.prior.spec, "solver": sol.solver, "gamma": json.dumps(list(sol.gamma)),
+            "certificate": json.dumps(sol.certificate.to_dict()), "expected_error": float(sol.expected_error),
+            "solve_seconds": float(sol.seconds)}
+
+
+def _solve_multiclass(params: MulticlassParams, solver: str) -> tuple[dict[str, Any], PrivacyProfile | None]:
+    """Solve and certify a multi-class table; its ``gamma_tables`` columns (``classes`` = C, ``epsilon`` its
+    per-answer ε, m = 1, teacher_delta = 0: migration 0005) and its privacy profile (None: this version
+    computes none for multi-class tables; the ledger then uses its generic bounds)."""
+    from darrm_opt.optimize.multiclass import solve_multiclass
+
+    sol = solve_multiclass(params, solver=solver)  # raises CertificationFailed rather than return uncertified
+    if not sol.certificate.certified:
+        raise TableNotServable("refusing to store an uncertified table")
+    return {"K": params.K, "m": 1.0, "epsilon": params.epsilon, "teacher_delta": 0.0, "delta": params.delta,
+            "prior": params.prior.spec, "classes": params.C, "solver": sol.solver,
+            "gamma": json.dumps(list(sol.gamma)), "certificate": json.dumps(sol.certificate.to_dict()),
+            "expected_error": float(sol.expected_error), "solve_seconds": float(sol.seconds)}, None
 
 
 class TableService:
@@ -177,7 +224,8 @@ class TableService:
             expected_error=row.expected_error,
             solve_seconds=row.solve_seconds,
             created_at=_aware(row.created_at),
-            aggregator=Aggregator(gamma, self.random_bytes),
+            aggregator=(MulticlassAggregator(gamma, params.C, self.random_bytes)
+                        if isinstance(params, MulticlassParams) else Aggregator(gamma, self.random_bytes)),
         )
 
     def cached(self, table_id: str) -> ServedTable | None:
@@ -228,13 +276,12 @@ class TableService:
         return out, total
 
     # --- solving ---------------------------------------------------------------------------------------
-    def request(self, params: Params, solver: str) -> Outcome:
-        """A certified table for ``params``: cached, solved now, or a pending job (see the module doc)."""
-        self._check_solver(solver)
-        key = params.key()
-        cached = self.get(key)
-        if cached is not None:
-            return Outcome("hit", key, cached)
+    def _inline(self, params: TableParams) -> bool:
+        """Whether a solve is awaited by the request (a binary table up to ``inline_max_multisets`` corner
+        multisets; a multi-class one always: its LP has K + 1 variables, K = 250, C = 10 in seconds), up to
+        ``inline_timeout_s``. Raises InvalidParameter (422) for a binary table over DARRM_MAX_MULTISETS."""
+        if isinstance(params, MulticlassParams):
+            return True
         size = n_multisets(params.K, n_corners(params))
         if size > self.settings.max_multisets:
             raise InvalidParameter(
@@ -243,8 +290,18 @@ class TableService:
                 f"{self.settings.max_multisets}",
                 params.K,
             )
+        return size <= self.settings.inline_max_multisets
+
+    def request(self, params: TableParams, solver: str) -> Outcome:
+        """A certified table for ``params``: cached, solved now, or a pending job (see the module doc)."""
+        self._check_solver(solver)
+        key = params.key()
+        cached = self.get(key)
+        if cached is not None:
+            return Outcome("hit", key, cached)
+        inline = self._inline(params)
         future, role = self._flight(key, params, solver)
-        if size <= self.settings.inline_max_multisets:
+        if inline:
             deadline = time.monotonic() + self.settings.inline_timeout_s
             if future is not None:
                 wait([future], timeout=self.settings.inline_timeout_s)
@@ -277,7 +334,7 @@ class TableService:
         if error is not None:
             raise InvalidParameter("solver", error)
 
-    def _flight(self, key: str, params: Params, solver: str) -> tuple[Future | None, str]:
+    def _flight(self, key: str, params: TableParams, solver: str) -> tuple[Future | None, str]:
         with self._lock:
             running = self._flights.get(key)
             if running is not None:
@@ -300,7 +357,7 @@ class TableService:
         with self._lock:
             self._flights.pop(key, None)
 
-    def _claim(self, key: str, params: Params, solver: str) -> str:
+    def _claim(self, key: str, params: TableParams, solver: str) -> str:
         """Claim the solve of ``key`` for this process: 'claimed', 'foreign' (live elsewhere) or 'done'."""
         now = utcnow()
         values = {
@@ -341,7 +398,7 @@ class TableService:
         except Exception:  # noqa: BLE001 - progress reports are best effort; the solve goes on
             log.warning("could not record progress of job %s", key, exc_info=True)
 
-    def _solve(self, key: str, params: Params, solver: str) -> ServedTable:
+    def _solve(self, key: str, params: TableParams, solver: str) -> ServedTable:
         self._progress[key] = {"stage": "starting"}
         self._set_job(key, status="running", stage="starting")
         last = [time.monotonic()]
@@ -355,9 +412,12 @@ class TableService:
                 self._set_job(key, stage=stage[:32], progress=json.dumps(state))
 
         try:
-            solution = solve(params, solver=solver, mode="lazy", progress=progress)
-            profile = privacy_profile(params, solution.gamma, progress=progress)
-            self._store(key, solution, profile)
+            if isinstance(params, MulticlassParams):
+                self._store_row(key, *_solve_multiclass(params, solver))
+            else:
+                solution = solve(params, solver=solver, mode="lazy", progress=progress)
+                profile = privacy_profile(params, solution.gamma, progress=progress)
+                self._store(key, solution, profile)
         except DarrmError as exc:
             self._set_job(key, status="failed", stage="failed", error=str(exc))
             raise
@@ -373,25 +433,13 @@ class TableService:
         return table
 
     def _store(self, key: str, sol: Solution, profile: PrivacyProfile) -> None:
-        if not sol.certificate.certified:  # solve() raises first; never store an uncertified table
-            raise TableNotServable("refusing to store an uncertified table")
-        p = sol.params
-        row = {
-            "id": key,
-            "K": p.K,
-            "m": p.m,
-            "epsilon": p.epsilon,
-            "teacher_delta": p.teacher_delta,
-            "delta": p.delta,
-            "prior": p.prior.spec,
-            "solver": sol.solver,
-            "gamma": json.dumps(list(sol.gamma)),
-            "certificate": json.dumps(sol.certificate.to_dict()),
-            "privacy_profile": json.dumps(profile.to_dict()),
-            "expected_error": float(sol.expected_error),
-            "solve_seconds": float(sol.seconds),
-            "created_at": utcnow(),
-        }
+        self._store_row(key, _binary_columns(sol), profile)
+
+    def _store_row(self, key: str, columns: dict[str, Any], profile: PrivacyProfile | None) -> None:
+        """Insert a solved table's row (``columns`` from :func:`_binary_columns` or :func:`_solve_multiclass`)
+        and mark its job done."""
+        row = {"id": key, **columns, "privacy_profile": None if profile is None else json.dumps(profile.to_dict()),
+               "created_at": utcnow()}
         with self.db.write() as conn:
             exists = conn.execute(select(GammaTable.id).where(GammaTable.id == key)).first()
             if exists is None:

@@ -10,8 +10,11 @@ per invalid vote, ~1.7 kB each: 10⁵ invalid rows took 35 s and 1.9 GB). So:
   :data:`REST_LIMIT` bytes; the array after it is compacted (JSON whitespace dropped) block by block up to
   its end (the first ``]`` followed, after whitespace, by ``]``), its rows counted on the way (more than
   ``max_rows`` → 422 at once); the compact bytes must be n copies of the pattern ``[d,d,…,d],``
-  (d ∈ {0, 1}, one length), checked block by block; the rest of the body, with ``[]`` in place of the
-  array, must be at most :data:`REST_LIMIT` bytes and validate as the request model with ``votes == []``.
+  (d ∈ {0, 1}, one length), checked block by block; or else (class labels of a multi-class table) the
+  same pattern once every run of digits (1 to 3, no leading zero) is replaced by one ``0``, the values read
+  off the runs, and no whitespace between two digits in the body (compaction would join them); the rest of
+  the body, with ``[]`` in place of the array, must be at most :data:`REST_LIMIT` bytes and validate as the
+  request model with ``votes == []``.
 
 A body is accepted only through pydantic or through both checks of the numpy path, so the array was the
 top-level ``votes`` value and nothing else is wrong or extra. A large body in another layout (an escaped
@@ -41,9 +44,13 @@ BLOCK_BYTES = 1 << 20
 _SPACES = tuple(b" \t\n\r")  # JSON whitespace, exactly (a control character is not dropped: invalid)
 _OPEN, _CLOSE = ord("["), ord("]")
 LAYOUT = ('a body over 16 KiB is read only in the plain layout: a top-level "votes" key followed by '
-          'an array of rows of 0/1 numbers ([[0,1,...],...]; JSON whitespace allowed)')
+          'an array of rows of 0/1 numbers or class labels ([[0,1,...],...]; JSON whitespace allowed)')
 
-Vote = Annotated[int, Field(strict=True, ge=0, le=1)]
+#: a vote: 0/1 for a binary table, a class label 0..C−1 for a multi-class one (checked against the table's
+#: C once it is known; C ≤ 1000)
+Vote = Annotated[int, Field(strict=True, ge=0, le=999)]
+#: the most digits of a label (C ≤ 1000)
+LABEL_DIGITS = 3
 
 
 class InvalidBody(ValueError):
@@ -66,7 +73,9 @@ class AggregateRequest(BaseModel):
     table_id: Id = Field(..., description="id of a certified table")
     ledger_id: Id = Field(..., description="id of the ledger that pays")
     votes: list[Annotated[list[Vote], Field(fail_fast=True)]] = Field(
-        ..., min_length=1, fail_fast=True, description="rows of K teacher votes, each 0 or 1 (K of the table)"
+        ..., min_length=1, fail_fast=True,
+        description="rows of K teacher votes (K of the table): each 0 or 1 for a binary table, a class label "
+                    "0..C-1 for a multi-class one"
     )
     idempotency_key: PlainText | None = Field(
         None, min_length=1, max_length=200,
@@ -94,7 +103,20 @@ def _first_bad_row(rows: np.ndarray, pattern: np.ndarray, mask: np.ndarray) -> i
 
 
 def _votes(compact: np.ndarray) -> np.ndarray:
-    """The (rows, k) uint8 votes of ``compact`` = the array's inside without whitespace, plus ','.
+    """The (rows, k) votes of ``compact`` = the array's inside without whitespace, plus ',': 0/1 votes
+    (uint8, :func:`_binary_votes`) or else class labels (uint16, :func:`_labels`); the 0/1 reading's
+    error when neither reads it."""
+    try:
+        return _binary_votes(compact)
+    except InvalidBody:
+        labels = _labels(compact)
+        if labels is None:
+            raise
+        return labels
+
+
+def _binary_votes(compact: np.ndarray) -> np.ndarray:
+    """The (rows, k) uint8 0/1 votes of ``compact`` = the array's inside without whitespace, plus ','.
 
     n rows of k votes are exactly n copies of the (2k + 2)-byte pattern ``[d,d,…,d],``, so the grammar is a
     comparison of an (n, 2k + 2) byte matrix with that pattern. Whitespace removal cannot turn invalid JSON
@@ -102,7 +124,8 @@ def _votes(compact: np.ndarray) -> np.ndarray:
     closes = np.flatnonzero(compact[: min(compact.size, 1 << 16)] == _CLOSE)
     close = int(closes[0]) if closes.size else -1
     if close < 2 or close % 2 or compact[0] != _OPEN:
-        raise _invalid("votes", 0, msg="each row must be a non-empty list of votes, each 0 or 1")
+        raise _invalid("votes", 0, msg="each row must be a non-empty list of votes, each 0 or 1 (or a class "
+                       "label for a multi-class table)")
     k = close // 2
     width = close + 2
     whole = compact.size // width
@@ -114,8 +137,38 @@ def _votes(compact: np.ndarray) -> np.ndarray:
     if bad is None and compact.size % width:
         bad = whole
     if bad is not None:
-        raise _invalid("votes", bad, msg=f"must be a list of {k} votes (the length of row 0), each 0 or 1")
+        raise _invalid("votes", bad, msg=f"must be a list of {k} votes (the length of row 0), each 0 or 1 (or, "
+                       "for a multi-class table, a class label: an integer without leading zeros)")
     return rows[:, 1 : 2 * k : 2] & 1
+
+
+def _labels(compact: np.ndarray) -> np.ndarray | None:
+    """The (rows, k) uint16 class labels of ``compact`` (as :func:`_votes`), or None when it is not n rows
+    of k integers of 1 to :data:`LABEL_DIGITS` digits without leading zeros.
+
+    Each run of digits is one integer; with every run replaced by the one byte '0' the bytes must be the
+    0/1 rows' pattern ``[0,0,…,0],`` (checked by :func:`_votes`); the values are read off the runs."""
+    digit = (compact >= ord("0")) & (compact <= ord("9"))
+    start = digit.copy()
+    start[1:] &= ~digit[:-1]
+    starts = np.flatnonzero(start)
+    if starts.size == 0:
+        return None
+    ends = np.flatnonzero(digit & ~np.append(digit[1:], False))
+    length = ends - starts + 1
+    if length.max() > LABEL_DIGITS or np.any((length > 1) & (compact[starts] == ord("0"))):
+        return None
+    tokens = compact.copy()
+    tokens[starts] = ord("0")
+    try:
+        shape = _binary_votes(tokens[~digit | start]).shape  # the structure, with every integer as 0
+    except InvalidBody:
+        return None
+    values = np.zeros(starts.size, dtype=np.uint16)
+    for d in range(LABEL_DIGITS):
+        more = length > d
+        values[more] = values[more] * 10 + (compact[starts[more] + d] - ord("0"))
+    return values.reshape(shape)
 
 
 def _compact_array(data: np.ndarray, start: int, max_rows: int) -> tuple[int, np.ndarray]:
@@ -169,9 +222,35 @@ def parse_large(body: bytes | bytearray, max_rows: int) -> tuple[_Rest, np.ndarr
     if head is None:
         raise _invalid("votes", msg=f"missing in the first {REST_LIMIT} bytes; {LAYOUT}")
     start = head.end() - 1
-    end, compact = _compact_array(np.frombuffer(body, dtype=np.uint8), start, max_rows)
+    data = np.frombuffer(body, dtype=np.uint8)
+    end, compact = _compact_array(data, start, max_rows)
     rest = _rest(body, start, end)
-    return rest, _votes(compact)
+    votes = _votes(compact)
+    if votes.dtype != np.uint8 and _split_number(data, start, end):
+        raise _invalid("votes", msg=f"whitespace between two digits (a label must be one JSON number); {LAYOUT}")
+    return rest, votes
+
+
+def _split_number(data: np.ndarray, start: int, end: int) -> bool:
+    """Whether JSON whitespace separates two digits anywhere in ``data[start:end]``, block by block."""
+    prev_digit, prev_pos = False, -2
+    for lo in range(start, end, BLOCK_BYTES):
+        block = data[lo : min(lo + BLOCK_BYTES, end)]
+        keep = block != _SPACES[0]
+        for sp in _SPACES[1:]:
+            keep &= block != sp
+        idx = np.flatnonzero(keep)
+        if not idx.size:
+            continue
+        c = block[idx]
+        digit = (c >= ord("0")) & (c <= ord("9"))
+        pos = idx + lo
+        if digit[0] and prev_digit and pos[0] - prev_pos > 1:
+            return True
+        if np.any(digit[1:] & digit[:-1] & (np.diff(pos) > 1)):
+            return True
+        prev_digit, prev_pos = bool(digit[-1]), int(pos[-1])
+    return False
 
 
 def parse_fast(body: bytes | bytearray) -> tuple[_Rest, np.ndarray] | None:
@@ -196,11 +275,33 @@ def parse(body: bytes | bytearray, max_rows: int) -> tuple[str, str, str | None,
     return req.table_id, req.ledger_id, req.idempotency_key, req.votes
 
 
+def check_labels(votes: np.ndarray | list[list[int]], K: int, classes: int | None) -> tuple[int, str] | None:
+    """(row, message) of the first row that is not K votes of the table (0/1 for a binary table,
+    ``classes`` None; class labels below C for a multi-class one), None when every row is."""
+    top = 1 if classes is None else classes - 1
+    rule = "every vote must be 0 or 1 (a binary table)" if classes is None else \
+        f"every vote must be a class label, an integer in [0, {top}] (C = {classes} classes)"
+    if isinstance(votes, list):
+        for i, row in enumerate(votes):
+            if len(row) != K:
+                return i, f"every row must have K = {K} votes"
+            if max(row) > top:
+                return i, rule
+        return None
+    if votes.shape[1] != K:
+        return 0, f"every row must have K = {K} votes"
+    over = np.flatnonzero((votes > top).any(axis=1)) if votes.size else np.zeros(0, dtype=np.int64)
+    return (int(over[0]), rule) if over.size else None
+
+
 def render_answers(answers: np.ndarray) -> bytes:
-    """``0,1,…`` for a uint8 0/1 array (the inside of a JSON list), without a Python list."""
+    """``0,1,…`` for an array of answers (0/1, or class labels; the inside of a JSON list); answers of one
+    digit without a Python list."""
     n = answers.shape[0]
+    if n and int(answers.max()) > 9:
+        return ",".join(map(str, answers.tolist())).encode()
     if n <= 64:
-        return b",".join(b"1" if a else b"0" for a in answers.tolist())
+        return b",".join(b"%d" % a for a in answers.tolist())
     out = np.empty(2 * n - 1, dtype=np.uint8)
     out[0::2] = answers + ord("0")
     out[1::2] = ord(",")

@@ -71,7 +71,9 @@ async def _read_body(request: Request) -> bytearray:
 )
 async def aggregate(request: Request) -> Response:
     """Answers, one per row, in order: for each row DaRRM outputs its majority with probability γ(L),
-    L = Σ votes, otherwise a fair coin. The answers are returned only after the ledger's debit for them is
+    L = Σ votes, otherwise a fair coin; for a multi-class table (votes are class labels 0..C−1) the plurality
+    class (ties split uniformly) with probability γ(g), g the gap between the top two counts, otherwise a
+    uniformly random class. The answers are returned only after the ledger's debit for them is
     committed. A repeated ``idempotency_key`` (per ledger) with the same table and votes returns the stored
     answers and spends nothing; with a different request it is a 422 naming ``idempotency_key``."""
     s = services(request)
@@ -90,14 +92,12 @@ async def aggregate(request: Request) -> Response:
     table = s.tables.cached(table_id) or await run_in_threadpool(s.tables.get, table_id)
     if table is None:
         return JSONResponse(status_code=404, content={"detail": f"table_id {table_id!r} not found"})
-    K = table.params.K
     n_rows = len(votes)
     if n_rows > s.settings.max_rows:
         return invalid("body", "votes", message=f"at most {s.settings.max_rows} rows per request (DARRM_MAX_ROWS)")
-    bad = (next((i for i, row in enumerate(votes) if len(row) != K), None) if isinstance(votes, list)
-           else (0 if votes.shape[1] != K else None))
+    bad = votes_io.check_labels(votes, table.params.K, table.classes)
     if bad is not None:
-        return invalid("body", "votes", bad, message=f"every row must have K = {K} votes (table {table_id})")
+        return invalid("body", "votes", bad[0], message=f"{bad[1]} (table {table_id})")
 
     if n_rows > THREAD_ROWS:
         answers = await run_in_threadpool(table.aggregator, votes)

@@ -7,18 +7,20 @@ from typing import Any
 from fastapi import APIRouter, Path, Query, Request, Response
 from fastapi.responses import JSONResponse
 
+from darrm_opt.errors import InvalidParameter
+from darrm_opt.model.multiclass import MulticlassParams, MulticlassPrior
 from darrm_opt.model.params import Params
 
 from ..deps import keyed, services
 from ..schemas import (
     ID_PATTERN,
+    AnyTableOut,
     ErrorOut,
     HTTPValidationErrorOut,
     JobAccepted,
     JobOut,
     PlainText,
     TableListOut,
-    TableOut,
     TableRequest,
 )
 
@@ -30,9 +32,32 @@ _INVALID: dict[int | str, dict[str, Any]] = {
 }
 
 
+def table_params(body: TableRequest) -> Params | MulticlassParams:
+    """The problem of a request: multi-class when ``classes`` is given, else binary. A field that does not
+    apply to the kind, or a missing one, is a 422 naming it."""
+    given = body.model_fields_set
+    if body.classes is None:
+        for name in ("teachers", "target_epsilon"):
+            if name in given:
+                raise InvalidParameter(name, "applies to a multi-class table only (give classes)")
+        if body.m is None:
+            raise InvalidParameter("m", "is required for a binary table (or give classes for a multi-class one)")
+        return Params(body.K, body.m, body.epsilon, body.teacher_delta, body.delta, body.prior)
+    for name in ("m", "epsilon", "teacher_delta"):
+        if name in given:
+            raise InvalidParameter(name, "does not apply to a multi-class table (its teachers are non-private; "
+                                   "give target_epsilon, the per-answer epsilon)")
+    if body.teachers is None:
+        raise InvalidParameter("teachers", "is required with classes: 'disjoint-nonprivate'")
+    if body.target_epsilon is None:
+        raise InvalidParameter("target_epsilon", "is required with classes (the per-answer epsilon)")
+    return MulticlassParams(body.K, body.classes, body.target_epsilon, 0.0 if body.delta is None else body.delta,
+                            MulticlassPrior.parse(body.prior))
+
+
 @router.post(
     "/tables",
-    response_model=TableOut,
+    response_model=AnyTableOut,
     summary="Get the certified optimal γ table for these parameters",
     responses={
         202: {"model": JobAccepted, "description": "solving in the background; poll status_url"},
@@ -45,7 +70,7 @@ def post_table(body: TableRequest, request: Request, response: Response):
     """200 with the table when it is cached or solves quickly (``X-Darrm-Cache``: ``hit``, ``miss`` = solved
     by this request, ``shared`` = joined an identical request's solve); otherwise 202 with a job id."""
     s = services(request)
-    params = Params(body.K, body.m, body.epsilon, body.teacher_delta, body.delta, body.prior)
+    params = table_params(body)
     outcome = s.tables.request(params, body.solver or s.settings.default_solver)
     if outcome.table is None:
         url = f"/v1/jobs/{outcome.job_id}"
@@ -60,7 +85,7 @@ def post_table(body: TableRequest, request: Request, response: Response):
 
 @router.get(
     "/tables/{table_id}",
-    response_model=TableOut,
+    response_model=AnyTableOut,
     summary="One certified table",
     responses={404: {"model": ErrorOut, "description": "unknown table_id"}, 409: {"model": ErrorOut},
                **_UNAUTHORIZED, **_INVALID},

@@ -26,6 +26,7 @@ from pydantic import BaseModel, Field
 from sqlalchemy import func, select
 
 from darrm_opt.errors import DarrmError
+from darrm_opt.model.params import Params
 
 from ..deps import keyed, services
 from ..models import Ledger, SpendRecord
@@ -145,6 +146,12 @@ def _baselines(params, gamma: tuple[float, ...]) -> dict:
     from darrm_opt.model.objective import expected_error
 
     curves: dict[str, np.ndarray | None] = {"opt": np.asarray(gamma), "sub": None, "dsub": None, "const": None}
+    if not isinstance(params, Params):  # a multi-class table: the binary baselines do not apply
+        from darrm_opt.model.multiclass import expected_error as multiclass_error
+
+        none = dict.fromkeys(("sub", "dsub", "const"))
+        return {"gamma": {"opt": [float(x) for x in gamma], **none},
+                "expected_error": {"opt": multiclass_error(gamma, params.K, params.C, params.prior), **none}}
     if params.m_is_integer:
         curves["sub"] = gamma_sub(params.K, params.m)
         if params.pure and params.delta == 0:

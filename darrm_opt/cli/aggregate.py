@@ -40,9 +40,38 @@ def read_votes(path: Path, K: int):
     return np.array(rows, dtype=np.uint8).reshape(len(rows), K)
 
 
+def read_labels(path: Path, K: int, C: int):
+    """The class-label rows of a CSV file as a (rows, K) array: K comma-separated integers in [0, C − 1]
+    per line. Blank lines are skipped; any other bad line is an error naming its line number and the rule."""
+    import numpy as np
+
+    from darrm_opt.errors import InvalidParameter, TableFileError
+
+    try:
+        lines = path.read_text().splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise TableFileError(f"cannot read votes file {str(path)!r}: {getattr(exc, 'strerror', None) or exc}") from None
+    rows: list[list[int]] = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        cells = [c.strip() for c in line.split(",")]
+        if len(cells) != K:
+            raise InvalidParameter("votes", f"row {number} has {len(cells)} labels; every row needs K = {K} "
+                                   f"(the table's K)")
+        for c in cells:
+            if not (c.isascii() and c.isdigit()) or int(c) >= C:
+                raise InvalidParameter("votes", f"row {number}: every vote must be a class label, an integer in "
+                                       f"[0, {C - 1}] (C = {C} classes)", c)
+        rows.append([int(c) for c in cells])
+    return np.array(rows, dtype=np.uint8 if C <= 256 else np.uint16).reshape(len(rows), K)
+
+
 def aggregate(
-    table: Path = typer.Option(..., "--table", help="a γ table JSON file (darrm-opt solve --format json)"),
-    votes: Path = typer.Option(..., "--votes", help="CSV: one row of K 0/1 votes per line"),
+    table: Path = typer.Option(..., "--table", help="a γ table JSON file (darrm-opt solve --format json), "
+                               "binary or multi-class (--classes)"),
+    votes: Path = typer.Option(..., "--votes", help="CSV: one row of K votes per line: 0/1 for a binary table, "
+                               "class labels 0..C-1 for a multi-class one"),
     ledger_db: Optional[str] = typer.Option(
         None, "--ledger-db", help="ledger database: sqlite:///PATH, a file path or postgresql://USER@HOST/DB "
         "(default: $DARRM_DATABASE_URL, else sqlite:///darrm.db, as the service)"),
@@ -52,33 +81,22 @@ def aggregate(
     fmt: TabularFormat = typer.Option(TabularFormat.csv, "--format", help="csv | json"),
     out: Optional[Path] = typer.Option(None, "--out", help="write the answers here instead of stdout"),
 ) -> None:
-    """Answer each vote row with DaRRM (Algorithm 1) using a certified γ table.
+    """Answer each vote row with DaRRM (Algorithm 1) using a certified γ table; with a multi-class table
+    (class labels), multi-class DaRRM: the plurality class with probability γ(gap), else a uniform class.
 
     The table is certified again before use. With --ledger the batch is paid for first, atomically and
     durably, with the service's ledger code (its answers compose exactly, from the table's privacy profile
     computed here); a batch that does not fit releases nothing and exits 1."""
     import os
 
-    from darrm_opt.certify.certificate import certify
-    from darrm_opt.errors import CertificationFailed, InvalidParameter
-    from darrm_opt.release.aggregator import Aggregator
-    from darrm_opt.release.table_file import load_table
+    from darrm_opt.errors import InvalidParameter
+    from darrm_opt.release.table_file import load_any_table
 
     with handle_errors():
         if ledger is None and (ledger_db or epsilon_budget is not None or delta_budget is not None):
             raise InvalidParameter("ledger", "--ledger-db, --epsilon-budget and --delta-budget need --ledger NAME")
-        params, gamma = load_table(table)
-        profile = None
-        if ledger is None:
-            cert = certify(params, gamma)
-        else:  # one pass gives the certificate and the profile the ledger composes exactly
-            from darrm_opt.privacy.profile import profile_and_certificate
-
-            profile, cert = profile_and_certificate(params, gamma)
-        if not cert.certified:
-            raise CertificationFailed(f"table {str(table)!r} is not (mε, δ)-DP: {cert.reason}", cert)
-        rows = read_votes(votes, params.K)
-        answers = Aggregator(gamma.tolist())(rows)
+        params, gamma = load_any_table(table)
+        answers, cert, profile = _answer(table, params, gamma, votes, exact=ledger is not None)
         spend = None
         if ledger is not None:
             local_ledger = _require_service_extra()
@@ -92,6 +110,35 @@ def aggregate(
                 f"ledger {spend['name']!r}: {spend['answers']} answers, spent ε={spend['epsilon_spent']:.6g} of "
                 f"{spend['epsilon_budget']:g}, δ={spend['delta_spent']:.3e} of {spend['delta_budget']:.3e} "
                 f"({spend['composition']} composition)", soft_wrap=True, markup=False)
+
+
+def _answer(table: Path, params, gamma, votes: Path, *, exact: bool):
+    """(answers, certificate, privacy profile or None) for a table file and a votes file; the table is
+    certified again first (CertificationFailed, exit 1, when it is not). A binary table's profile is
+    computed with its certificate when ``exact`` (a ledger pays: exact composition); a multi-class table is
+    certified over every neighbouring histogram type and paid by the ledger's generic bounds at its
+    per-answer (ε, δ) (no multi-class privacy profile is computed here)."""
+    from darrm_opt.certify.certificate import certify
+    from darrm_opt.certify.multiclass import certify_multiclass
+    from darrm_opt.errors import CertificationFailed
+    from darrm_opt.model.multiclass import MulticlassParams
+    from darrm_opt.release.aggregator import Aggregator, MulticlassAggregator
+
+    if isinstance(params, MulticlassParams):
+        mc = certify_multiclass(params, gamma)
+        if not mc.certified:
+            raise CertificationFailed(f"table {str(table)!r} is not (ε, δ)-DP per answer: {mc.reason}", mc)
+        return MulticlassAggregator(gamma.tolist(), params.C)(read_labels(votes, params.K, params.C)), mc, None
+    profile = None
+    if exact:  # one pass gives the certificate and the profile the ledger composes exactly
+        from darrm_opt.privacy.profile import profile_and_certificate
+
+        profile, cert = profile_and_certificate(params, gamma)
+    else:
+        cert = certify(params, gamma)
+    if not cert.certified:
+        raise CertificationFailed(f"table {str(table)!r} is not (mε, δ)-DP: {cert.reason}", cert)
+    return Aggregator(gamma.tolist())(read_votes(votes, params.K)), cert, profile
 
 
 def _require_service_extra():

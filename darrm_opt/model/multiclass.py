@@ -33,6 +33,8 @@ Whether a type occurs depends on (K, C); a witness histogram is searched for eac
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -151,6 +153,11 @@ class MulticlassParams:
     def canonical(self) -> dict:
         return {"K": self.K, "classes": self.C, "teachers": "disjoint-nonprivate",
                 "target_epsilon": self.epsilon, "delta": self.delta, "prior": self.prior.spec}
+
+    def key(self) -> str:
+        """A stable hash of the canonical parameters (the table id in the service; C is part of it)."""
+        text = json.dumps(self.canonical(), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
 # ------------------------------------------------------------------------------------------------------

@@ -159,3 +159,122 @@ class Aggregator:
         """Pr[answer = 1 | L] = γ(L) + (1 − γ(L))/2 if L is a majority of ones, else (1 − γ(L))/2."""
         g = float(self.gamma[L])
         return g + (1 - g) / 2 if L >= self._half else (1 - g) / 2
+
+
+# ------------------------------------------------------------------------------------------------------
+# Multi-class DaRRM (PATE setting, darrm_opt.model.multiclass): class-label votes
+
+def _uniform_limits(C: int) -> list[int]:
+    """For n = 0..C: the number of 64-bit values kept by rejection sampling of Uniform{0..n−1},
+    2^64 − (2^64 mod n) (0 for n = 0, unused)."""
+    return [0] + [_TWO64 - _TWO64 % n for n in range(1, C + 1)]
+
+
+class MulticlassAggregator:
+    """Multi-class DaRRM_γ for one certified table (:func:`darrm_opt.model.multiclass.output_distribution`):
+    for a histogram h of the K votes over C classes, gap g = h₍₁₎ − h₍₂₎ (0 for a tie) and top set T,
+
+        P(c) = (1 − γ(g))/C + γ(g)·1{c ∈ T}/|T|                                        (MC-1)
+
+    realised as: keep with probability exactly γ(g) (the binary aggregator's exact coin: a uniform 64-bit
+    U against ⌊γ·2^64⌋, recursing on the remainder when equal); if kept, a uniformly random class of T
+    (no draw when |T| = 1), else a uniformly random class of all C. A uniform index in {0..n−1} is
+    U mod n for a 64-bit U below 2^64 − (2^64 mod n) (rejection sampling, exactly uniform).
+
+    Random bytes are read in this order: 8 per row for the coins (one call); 8 per tied coin, in row order;
+    8 per row that needs an index (one call, row order); then 8 per rejected index, until none is rejected.
+    """
+
+    def __init__(self, gamma: Sequence[float], classes: int, random_bytes: RandomBytes = system_random) -> None:
+        g = np.asarray(gamma, dtype=np.float64)
+        if g.ndim != 1 or g.size < 2 or not np.all((g >= 0) & (g <= 1)):
+            raise InvalidParameter("gamma", "must be K + 1 values in [0, 1]")
+        if isinstance(classes, bool) or not isinstance(classes, (int, np.integer)) or not 2 <= classes <= 65535:
+            raise InvalidParameter("classes", "must be an integer in [2, 65535]", classes)
+        self.K, self.C = g.size - 1, int(classes)
+        self.gamma = g
+        self.random_bytes = random_bytes
+        fracs = [Fraction(float(x)) for x in g]
+        self._always = np.array([f == 1 for f in fracs])
+        self._threshold = np.array([0 if f == 1 else int(f * _TWO64) for f in fracs], dtype=np.uint64)
+        self._remainder = [Fraction(0) if f == 1 else f * _TWO64 - int(f * _TWO64) for f in fracs]
+        limits = _uniform_limits(self.C)
+        self._all_kept = np.array([lim == _TWO64 for lim in limits])  # n a power of two: no rejection
+        self._limit = np.array([lim % _TWO64 for lim in limits], dtype=np.uint64)
+        self.dtype = np.uint8 if self.C <= 256 else np.uint16
+
+    def histograms(self, votes: np.ndarray | Sequence[Sequence[int]]) -> np.ndarray:
+        """The (rows, C) histograms of (rows, K) class labels; InvalidParameter naming the first bad row."""
+        if not isinstance(votes, np.ndarray):
+            bad = next((i for i, r in enumerate(votes) if len(r) != self.K), None)
+            if bad is not None:
+                raise InvalidParameter("votes", f"row {bad}: every row must have K = {self.K} class labels")
+        v = np.asarray(votes)
+        if v.ndim != 2 or v.shape[1] != self.K:
+            raise InvalidParameter("votes", f"must be rows of K = {self.K} class labels")
+        if v.size and not np.issubdtype(v.dtype, np.integer):
+            raise InvalidParameter("votes", "every vote must be an integer class label")
+        bad_rows = np.flatnonzero(((v < 0) | (v >= self.C)).any(axis=1)) if v.size else np.zeros(0, np.int64)
+        if bad_rows.size:
+            raise InvalidParameter("votes", f"row {int(bad_rows[0])}: every label must be an integer in "
+                                   f"[0, {self.C - 1}] (C = {self.C} classes)")
+        n = v.shape[0]
+        idx = (np.arange(n, dtype=np.int64)[:, None] * self.C + v.astype(np.int64)).ravel()
+        return np.bincount(idx, minlength=n * self.C).reshape(n, self.C)
+
+    def __call__(self, votes: np.ndarray | Sequence[Sequence[int]]) -> np.ndarray:
+        """One released class per row of K class labels (integers 0..C−1)."""
+        return self.answers_from_histograms(self.histograms(votes))
+
+    def answers_from_histograms(self, h: np.ndarray) -> np.ndarray:
+        """One released class per histogram row (counts over the C classes summing to K), by (MC-1)."""
+        h = np.asarray(h, dtype=np.int64)
+        n = h.shape[0]
+        if h.ndim != 2 or h.shape[1] != self.C or (n and (h.min() < 0 or np.any(h.sum(axis=1) != self.K))):
+            raise InvalidParameter("votes", f"histograms must be rows of C = {self.C} counts >= 0 summing to "
+                                   f"K = {self.K}")
+        if n == 0:
+            return np.zeros(0, dtype=self.dtype)
+        top = h == h.max(axis=1, keepdims=True)
+        t = top.sum(axis=1)
+        second = np.partition(h, self.C - 2, axis=1)[:, self.C - 2]
+        gap = np.where(t > 1, 0, h.max(axis=1) - second)
+        keep = self._coins(gap)
+        size = np.where(keep, t, self.C)  # draw among the top set, or among all classes
+        index = self._uniform_indices(size)
+        # the index-th top class (classes in increasing order) where kept, the index-th class otherwise
+        rank = np.cumsum(top, axis=1) - 1
+        kept_class = np.argmax(top & (rank == index[:, None]), axis=1)
+        return np.where(keep, kept_class, index).astype(self.dtype)
+
+    def _coins(self, gap: np.ndarray) -> np.ndarray:
+        """Bernoulli(γ(g)) per row, exactly (8 bytes per row, then 8 per tie in row order)."""
+        n = gap.shape[0]
+        u = np.frombuffer(self.random_bytes(8 * n), dtype=np.uint64, count=n)
+        t = self._threshold[gap]
+        always = self._always[gap]
+        keep = (u < t) | always
+        for i in np.flatnonzero((u == t) & ~always):  # probability 2^-64 per row
+            keep[i] = _exact_bernoulli(self._remainder[int(gap[i])], self.random_bytes)
+        return keep
+
+    def _uniform_indices(self, size: np.ndarray) -> np.ndarray:
+        """Uniform{0..size_i − 1} per row (0 without a draw where size_i = 1), by rejection sampling."""
+        out = np.zeros(size.shape[0], dtype=np.int64)
+        todo = np.flatnonzero(size > 1)
+        while todo.size:
+            u = np.frombuffer(self.random_bytes(8 * todo.size), dtype=np.uint64, count=todo.size)
+            s = size[todo]
+            ok = self._all_kept[s] | (u < self._limit[s])
+            out[todo[ok]] = (u[ok] % s[ok].astype(np.uint64)).astype(np.int64)
+            todo = todo[~ok]
+        return out
+
+    def distribution(self, h: Sequence[int]) -> list[Fraction]:
+        """(MC-1) in exact rationals for one histogram: the law of the released class."""
+        h = list(map(int, h))
+        M = max(h)
+        T = [c for c in range(self.C) if h[c] == M]
+        gap = 0 if len(T) > 1 else M - sorted(h)[-2]
+        g = Fraction(float(self.gamma[gap]))
+        return [(1 - g) / self.C + (g / len(T) if c in T else 0) for c in range(self.C)]

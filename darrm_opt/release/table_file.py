@@ -222,6 +222,9 @@ def load_table(path: str | Path) -> tuple[Params, np.ndarray]:
     data = _read_json(p)
     if not isinstance(data, dict):
         raise TableFileError(f"table file {str(path)!r} must hold a JSON object")
+    if is_multiclass(data):
+        raise TableFileError(f"table file {str(path)!r} is a multi-class table (classes = {data['classes']!r}); "
+                             "read it with load_any_table or load_multiclass_table")
     missing = [k for k in TABLE_FIELDS if data.get(k) is None]
     if missing:
         raise TableFileError(f"table file {str(path)!r} lacks field(s) {', '.join(missing)}: every privacy "
@@ -238,3 +241,66 @@ def load_table(path: str | Path) -> tuple[Params, np.ndarray]:
     if not isinstance(gamma, list) or not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in gamma):
         raise InvalidParameter("gamma", "must be a list of numbers")
     return params, np.asarray(gamma, dtype=np.float64)
+
+
+#: every field a multi-class table file must give (``darrm-opt solve --classes C --format json`` writes them)
+MULTICLASS_FIELDS = ("K", "classes", "teachers", "target_epsilon", "delta", "gamma")
+
+
+def is_multiclass(data: object) -> bool:
+    """Whether a table document is a multi-class one (it states ``classes``)."""
+    return isinstance(data, dict) and data.get("classes") is not None
+
+
+def _gamma_values(data: dict) -> np.ndarray:
+    gamma = data["gamma"]
+    if not isinstance(gamma, list) or not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in gamma):
+        raise InvalidParameter("gamma", "must be a list of numbers")
+    return np.asarray(gamma, dtype=np.float64)
+
+
+def multiclass_from_dict(data: dict, source: str = "table"):
+    """(MulticlassParams, γ) of a multi-class table document: K, classes, teachers = disjoint-nonprivate,
+    target_epsilon (per answer), delta, gamma (K + 1 values, γ[g] for gap g); prior optional. Every
+    privacy field is required (null counts as missing)."""
+    from darrm_opt.model.multiclass import MulticlassParams, MulticlassPrior
+
+    missing = [k for k in MULTICLASS_FIELDS if data.get(k) is None]
+    if missing:
+        raise TableFileError(f"{source} lacks field(s) {', '.join(missing)}: every privacy parameter of a "
+                             "multi-class table must be stated (no defaults are assumed)")
+    if data["teachers"] != "disjoint-nonprivate":
+        raise InvalidParameter("teachers", "a multi-class table must be for 'disjoint-nonprivate' teachers",
+                               data["teachers"])
+    params = MulticlassParams(K=data["K"], C=data["classes"], epsilon=data["target_epsilon"], delta=data["delta"],
+                              prior=MulticlassPrior.parse(data.get("prior") or "paper"))
+    gamma = _gamma_values(data)
+    if gamma.size != params.K + 1:
+        raise InvalidParameter("gamma", f"must have K + 1 = {params.K + 1} values (γ[g] for gap g = 0..K)",
+                               f"{gamma.size} values")
+    return params, gamma
+
+
+def load_multiclass_table(path: str | Path):
+    """(MulticlassParams, γ) of a multi-class table file (see :func:`multiclass_from_dict`)."""
+    data = _read_json(Path(path))
+    if not is_multiclass(data):
+        raise TableFileError(f"table file {str(path)!r} is not a multi-class table (it has no 'classes')")
+    assert isinstance(data, dict)
+    return multiclass_from_dict(data, f"table file {str(path)!r}")
+
+
+def load_any_table(path: str | Path):
+    """(params, γ) of a binary table file (:class:`Params`) or a multi-class one (``MulticlassParams``)."""
+    data = _read_json(Path(path))
+    if is_multiclass(data):
+        assert isinstance(data, dict)
+        return multiclass_from_dict(data, f"table file {str(path)!r}")
+    return load_table(path)
+
+
+def multiclass_document(params, gamma, certificate) -> dict:
+    """The JSON document of a certified multi-class table (what :func:`load_multiclass_table` reads)."""
+    if not certificate.certified:
+        raise CertificationFailed("only a certified multi-class table is written", certificate)
+    return {**params.canonical(), "gamma": [float(x) for x in gamma], "certificate": certificate.to_dict()}
