@@ -88,31 +88,39 @@ def tables(draw_values, s, Ks):
 
 @pytest.mark.parametrize("compiled", COMPILED)
 @settings(max_examples=40, deadline=None)
-@given(K=st.integers(1, 8), frac=st.floats(0, 1), seed=st.integers(0, 2**31), ties=st.booleans(),
-       sign=st.sampled_from([1.0, -1.0]))
-def test_block_front_keeps_the_maximum_and_first_argmax_of_every_slope(compiled, K, frac, seed, ties, sign):
+@given(K=st.integers(1, 8), frac=st.floats(0, 1), split=st.floats(0, 1), seed=st.integers(0, 2**31),
+       ties=st.booleans(), sign=st.sampled_from([1.0, -1.0]))
+def test_block_front_keeps_the_maximum_and_first_argmax_of_every_slope(compiled, K, frac, split, seed, ties,
+                                                                      sign):
     """Kernel against brute force on synthetic tables — with ties=True entries on a grid of eighths, so
-    exact ties (of values and of partners) are everywhere: at every slope x ≥ 1 the kept points give the
-    scan's maximum, bit for bit, and its first argmax (u3, u2, v3, v2) with its partner (u1, v1)."""
+    exact ties (of values and of partners) are everywhere. The blocks u3 < mid are kept first; their margin
+    front is then the staircase of the blocks u3 ≥ mid (earlier points, as a group's front is). At every
+    slope x ≥ 1 the kept points give the scan's maximum, bit for bit, and its first argmax
+    (u3, u2, v3, v2) with its partner (u1, v1)."""
     rng = np.random.default_rng(seed)
     s = int(round(frac * K))
-    Ks = K - s
+    Ks, mid = K - s, int(round(split * (s + 1)))
     draw = (lambda r, c: rng.integers(-8, 9, (r, c)) / 8.0) if ties else (lambda r, c: rng.uniform(-1, 1, (r, c)))
     T1, T2, offsets = tables(draw, s, Ks)
     S = drop_margin(float(max(np.abs(T1).max(), np.abs(T2).max())))
     with kernel_kind(compiled):
-        rows, vals = block_front(T1, T2, offsets, 0, s + 1, s, Ks, sign, S, staircase(np.zeros(0), np.zeros(0)))
+        r1, v1 = block_front(T1, T2, offsets, 0, mid, s, Ks, sign, S, staircase(np.zeros(0), np.zeros(0)))
+        keys = np.lexsort(r1[:, 3::-1].T).argsort()  # rank in key order
+        first = slope_kernels.margin_front(v1[:, 1], v1[:, 0], keys, S)
+        r1, v1 = r1[first], v1[first]
+        r2, v2 = block_front(T1, T2, offsets, mid, s + 1, s, Ks, sign, S, staircase(v1[:, 1], v1[:, 0]))
+    rows, vals = np.concatenate([r1, r2]), np.concatenate([v1, v2])
     pts = brute_block_points(T1, T2, offsets, s, Ks, sign)
     assert 1 <= rows.shape[0] <= len(pts)
     for x in [1.0, math.nextafter(1.0, 2.0), 1.5, 3.0, 1e3, *rng.uniform(1.0, 20.0, 4)]:
         allv = [t - x * p for _, t, p in pts]
         m = max(allv)
-        first = pts[allv.index(m)][0]  # the first in key order attaining it, as the scans keep
+        best = pts[allv.index(m)][0]  # the first in key order attaining it, as the scans keep
         kept = vals[:, 0] - x * vals[:, 1]
         assert kept.max() == m
-        ties = rows[kept == m]
-        ties = ties[np.lexsort(ties[:, 3::-1].T)]  # key order (u3, u2, v3, v2)
-        assert tuple(int(c) for c in ties[0]) == first
+        ties_ = rows[kept == m]
+        ties_ = ties_[np.lexsort(ties_[:, 3::-1].T)]  # key order (u3, u2, v3, v2)
+        assert tuple(int(c) for c in ties_[0]) == best
 
 
 def random_problem(K, seed, asym):
@@ -127,13 +135,15 @@ def random_problem(K, seed, asym):
 @pytest.mark.parametrize("compiled", COMPILED)
 @settings(max_examples=12, deadline=None)
 @given(K=st.sampled_from([3, 5, 7, 9, 11]), seed=st.integers(0, 2**31), asym=st.booleans(),
-       extra=st.lists(st.floats(1.0, 60.0), min_size=1, max_size=6))
-def test_front_equals_the_multi_slope_scan_and_the_certificate_sweep(compiled, K, seed, asym, extra):
+       extra=st.lists(st.floats(1.0, 60.0), min_size=1, max_size=6), pending=st.sampled_from([0, 50, 20_000]))
+def test_front_equals_the_multi_slope_scan_and_the_certificate_sweep(compiled, K, seed, asym, extra, pending):
     """The front's answer at every slope x ≥ 1 is the multi-slope scan's and the plain certificate sweep's
-    (E = x, one worker: groups in order), values bit for bit and the same argmax multisets, both sides."""
+    (E = x, one worker: groups in order), values bit for bit and the same argmax multisets, both sides;
+    ``pending`` small: groups compact after (almost) every prefix sum, so the kernel runs with staircases."""
     prob, params, h = random_problem(K, seed, asym)
     xs = [1.0, *extra, math.exp(0.3)]
-    with kernel_kind(compiled):
+    with kernel_kind(compiled), pytest.MonkeyPatch.context() as mp:
+        mp.setattr(slopes, "PENDING", pending)
         fr = slope_front(prob, workers=2, two_sided=True)
         got = fr.evaluate(xs)
         ref = sweep_slopes(prob, xs, workers=2, two_sided=True, method="scan")

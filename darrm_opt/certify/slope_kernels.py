@@ -55,9 +55,18 @@ def _prefix_min(T2, r0, A, W, c0, sign, pm, pi):
             pm[a, b], pi[a, b] = x, ix
 
 
-def _count_le(arr, n, value):
-    """Number of the first n entries of the sorted ``arr`` that are ≤ value (binary search)."""
-    lo, hi = 0, n
+def _count_le(arr, n, value, start):
+    """Number of the first n entries of the sorted ``arr`` that are ≤ value, known to be ≥ ``start``
+    (exponential then binary search from ``start``: cheap when the answer moves little from row to row)."""
+    if start >= n or arr[start] > value:
+        return start
+    lo, step = start, 1  # arr[lo] <= value
+    hi = lo + 1
+    while hi < n and arr[hi] <= value:
+        lo, step = hi, 2 * step
+        hi = lo + step
+    hi = min(hi, n)
+    lo += 1
     while lo < hi:
         mid = (lo + hi) // 2
         if arr[mid] <= value:
@@ -67,64 +76,16 @@ def _count_le(arr, n, value):
     return lo
 
 
-def _row_dropped(T1, r0, u2, ra, W, c0, sign, S, pm, st_p, st_q, st_t):
-    """True when one staircase point drops the whole row: the row's points have p ≥ p_min = pm[ra, W] and
-    t ≤ t_max, so fl(t − p) ≤ fl(t_max − p_min) (rounding is monotone)."""
-    nst = st_p.shape[0]
-    if nst == 0:
-        return False
-    pmin, tmax = pm[ra, W], -np.inf
-    for v2 in range(W + 1):
-        t = sign * T1[r0 + u2, c0 + v2]
-        if t > tmax:
-            tmax = t
-    k = _count_le(st_p, nst, pmin - S)
-    if k > 0 and st_q[k - 1] > (tmax - pmin) + S:
-        return True
-    k = _count_le(st_p, nst, pmin)
-    return k > 0 and st_t[k - 1] >= tmax
-
-
-def _row_front(T1, r0, u2, ra, W, c0, sign, S, pm, pi, st_p, st_q, st_t, u3, v3, out_i, out_f, cnt):
-    """Append the points of row (u2, v3) that survive the row's earlier points and the staircase."""
-    cap, nst = out_f.shape[0], st_p.shape[0]
-    if _row_dropped(T1, r0, u2, ra, W, c0, sign, S, pm, st_p, st_q, st_t):
-        return cnt
-    i, qrun, trun = 0, -np.inf, -np.inf
-    for v2 in range(W + 1):
-        p = pm[ra, W - v2]
-        t = sign * T1[r0 + u2, c0 + v2]
-        q = t - p
-        lim = p - S
-        while i < v2 and pm[ra, W - i] <= lim:
-            qi = sign * T1[r0 + u2, c0 + i] - pm[ra, W - i]
-            if qi > qrun:
-                qrun = qi
-            i += 1
-        dropped = qrun > q + S or trun >= t
-        if t > trun:
-            trun = t
-        if dropped:
-            continue
-        if nst > 0:
-            k = _count_le(st_p, nst, lim)
-            if k > 0 and st_q[k - 1] > q + S:
-                continue
-            k = _count_le(st_p, nst, p)
-            if k > 0 and st_t[k - 1] >= t:
-                continue
-        if cnt < cap:
-            out_i[cnt, 0], out_i[cnt, 1], out_i[cnt, 2], out_i[cnt, 3] = u3, u2, v3, v2
-            out_i[cnt, 4], out_i[cnt, 5] = divmod(pi[ra, W - v2], W + 1)
-            out_f[cnt, 0], out_f[cnt, 1] = t, p
-        cnt += 1
-    return cnt
-
-
 def _front_impl(T1, T2, offsets, u3_lo, u3_hi, s, Ks, sign, S, coff, st_p, st_q, st_t, out_i, out_f):
     """The kept points of blocks (s, u3), u3_lo ≤ u3 < u3_hi: rows (u3, u2, v3, v2, u1, v1), values (t, p);
-    returns how many there are (only the first len(out_f) are written)."""
-    cnt = 0
+    returns how many there are (only the first len(out_f) are written).
+
+    Per row (u2, v3) (points p = pm[ra, W − v2], t = σT1, p non-decreasing along v2): first the whole row
+    against the staircase (its points have p ≥ p_min = pm[ra, W] and t ≤ t_max, so fl(t − p) ≤
+    fl(t_max − p_min): one staircase point may drop them all); then point by point against the row's earlier
+    points (margin: running max of fl(t − p) over those with p ≤ fl(p_j − S); weak: running max of t) and
+    the staircase. p_min grows with u2, so the staircase positions are searched onward from the last row's."""
+    cnt, cap, nst = 0, out_f.shape[0], st_p.shape[0]
     pm = np.empty((s + 1, Ks + 1))
     pi = np.empty((s + 1, Ks + 1), dtype=np.int64)
     for u3 in range(u3_lo, u3_hi):
@@ -132,9 +93,49 @@ def _front_impl(T1, T2, offsets, u3_lo, u3_hi, s, Ks, sign, S, coff, st_p, st_q,
         for v3 in range(Ks + 1):
             W, c0 = Ks - v3, coff[v3]
             _prefix_min(T2, r0, A, W, c0, sign, pm, pi)
+            k1 = 0
             for u2 in range(A + 1):
-                cnt = _row_front(T1, r0, u2, A - u2, W, c0, sign, S, pm, pi, st_p, st_q, st_t, u3, v3,
-                                 out_i, out_f, cnt)
+                ra, r = A - u2, r0 + u2
+                if nst > 0:
+                    pmin, tmax = pm[ra, W], -np.inf
+                    for v2 in range(W + 1):
+                        t = sign * T1[r, c0 + v2]
+                        if t > tmax:
+                            tmax = t
+                    k1 = _count_le(st_p, nst, pmin - S, k1)
+                    if k1 > 0 and st_q[k1 - 1] > (tmax - pmin) + S:
+                        continue
+                    k2 = _count_le(st_p, nst, pmin, k1)
+                    if k2 > 0 and st_t[k2 - 1] >= tmax:
+                        continue
+                i, qrun, trun = 0, -np.inf, -np.inf
+                for v2 in range(W + 1):
+                    p = pm[ra, W - v2]
+                    t = sign * T1[r, c0 + v2]
+                    q = t - p
+                    lim = p - S
+                    while i < v2 and pm[ra, W - i] <= lim:
+                        qi = sign * T1[r, c0 + i] - pm[ra, W - i]
+                        if qi > qrun:
+                            qrun = qi
+                        i += 1
+                    dropped = qrun > q + S or trun >= t
+                    if t > trun:
+                        trun = t
+                    if dropped:
+                        continue
+                    if nst > 0:
+                        k = _count_le(st_p, nst, lim, 0)
+                        if k > 0 and st_q[k - 1] > q + S:
+                            continue
+                        k = _count_le(st_p, nst, p, k)
+                        if k > 0 and st_t[k - 1] >= t:
+                            continue
+                    if cnt < cap:
+                        out_i[cnt, 0], out_i[cnt, 1], out_i[cnt, 2], out_i[cnt, 3] = u3, u2, v3, v2
+                        out_i[cnt, 4], out_i[cnt, 5] = divmod(pi[ra, W - v2], W + 1)
+                        out_f[cnt, 0], out_f[cnt, 1] = t, p
+                    cnt += 1
     return cnt
 
 
@@ -142,8 +143,6 @@ if HAVE_NUMBA:
     _jit = numba.njit(nogil=True, cache=True)
     _prefix_min = _jit(_prefix_min)
     _count_le = _jit(_count_le)
-    _row_dropped = _jit(_row_dropped)
-    _row_front = _jit(_row_front)
     _front_compiled = _jit(_front_impl)
 
 
