@@ -180,3 +180,27 @@ def test_front_keeps_few_points():
     prob, _, _ = random_problem(21, 3, True)
     fr = slope_front(prob, workers=2, two_sided=True)
     assert 0 < len(fr) < 0.02 * math.comb(21 + 7, 7)
+
+
+@pytest.mark.skipif(not kernels.HAVE_NUMBA, reason="the numpy twin does not use the staircase")
+def test_staircase_drops_exactly_at_its_boundaries():
+    """One block (s = 0, K = 1) with rows v3 = 0: (t, p) = (0.5, 0.25), (0, 0.25) and v3 = 1: (0, 1); in
+    row v3 = 0 only the first can be a maximum at x ≥ 1. An earlier point drops it weakly when p_r ≤ 0.25
+    and t_r ≥ 0.5, by the margin when p_r ≤ 0.25 − S and t_r − p_r > 0.25 + S; one ulp short, it stays."""
+    T1, T2, offsets = np.array([[0.5, 0.0, 0.0]]), np.array([[0.25, 0.75, 1.0]]), np.array([0, 1])
+    S = drop_margin(1.0)
+
+    def kept(*stair):
+        ps, ts = np.array([p for p, _ in stair]), np.array([t for _, t in stair])
+        rows, vals = block_front(T1, T2, offsets, 0, 1, 0, 1, 1.0, S, staircase(ps, ts))
+        return [(tuple(int(c) for c in r), tuple(v)) for r, v in zip(rows, vals) if r[2] == 0]
+
+    only = [((0, 0, 0, 0, 0, 0), (0.5, 0.25))]
+    down, up = (lambda v: math.nextafter(v, -1.0)), (lambda v: math.nextafter(v, 2.0))
+    assert kept() == only
+    assert kept((0.25, 0.5)) == [] and kept((0.0, 0.75)) == []  # weakly dominated
+    assert kept((0.25, down(0.5))) == only and kept((up(0.25), 0.5)) == only
+    assert kept((0.25 - 4 * S, 0.5 - 2 * S)) == []  # by the margin: q_r = 0.25 + 2S
+    assert kept((0.25 - S / 2, down(0.5))) == only  # inside the margin in p, below in t
+    assert kept((0.25 - 4 * S, 0.25 - 4 * S + 0.25 + S / 2)) == only  # inside the margin in q
+    assert kept((2.0, 0.4), (0.25, 0.5)) == []  # the staircase's prefix maxima, not its last point
