@@ -76,16 +76,51 @@ def _count_le(arr, n, value, start):
     return lo
 
 
+def _row_points(T1, r, ra, W, c0, sign, S, pm, pi, st_p, st_q, st_t, at, out_i, out_f, cnt):
+    """Row (u2, v3) = at[1:] of block u3 = at[0], point by point: kept unless an earlier point of the row
+    (margin: running max of fl(t − p) over those with p ≤ fl(p_j − S); weak: running max of t) or a
+    staircase point drops it. Appends the kept ones from position ``cnt`` on; returns the new count."""
+    cap, nst = out_f.shape[0], st_p.shape[0]
+    i, qrun, trun = 0, -np.inf, -np.inf
+    for v2 in range(W + 1):
+        p = pm[ra, W - v2]
+        t = sign * T1[r, c0 + v2]
+        q = t - p
+        lim = p - S
+        while i < v2 and pm[ra, W - i] <= lim:
+            qi = sign * T1[r, c0 + i] - pm[ra, W - i]
+            if qi > qrun:
+                qrun = qi
+            i += 1
+        dropped = qrun > q + S or trun >= t
+        if t > trun:
+            trun = t
+        if dropped:
+            continue
+        if nst > 0:
+            k = _count_le(st_p, nst, lim, 0)
+            if k > 0 and st_q[k - 1] > q + S:
+                continue
+            k = _count_le(st_p, nst, p, k)
+            if k > 0 and st_t[k - 1] >= t:
+                continue
+        if cnt < cap:
+            out_i[cnt, 0], out_i[cnt, 1], out_i[cnt, 2], out_i[cnt, 3] = at[0], at[1], at[2], v2
+            out_i[cnt, 4], out_i[cnt, 5] = divmod(pi[ra, W - v2], W + 1)
+            out_f[cnt, 0], out_f[cnt, 1] = t, p
+        cnt += 1
+    return cnt
+
+
 def _front_impl(T1, T2, offsets, u3_lo, u3_hi, s, Ks, sign, S, coff, st_p, st_q, st_t, out_i, out_f):
     """The kept points of blocks (s, u3), u3_lo ≤ u3 < u3_hi: rows (u3, u2, v3, v2, u1, v1), values (t, p);
     returns how many there are (only the first len(out_f) are written).
 
     Per row (u2, v3) (points p = pm[ra, W − v2], t = σT1, p non-decreasing along v2): first the whole row
     against the staircase (its points have p ≥ p_min = pm[ra, W] and t ≤ t_max, so fl(t − p) ≤
-    fl(t_max − p_min): one staircase point may drop them all); then point by point against the row's earlier
-    points (margin: running max of fl(t − p) over those with p ≤ fl(p_j − S); weak: running max of t) and
-    the staircase. p_min grows with u2, so the staircase positions are searched onward from the last row's."""
-    cnt, cap, nst = 0, out_f.shape[0], st_p.shape[0]
+    fl(t_max − p_min): one staircase point may drop them all); then point by point (:func:`_row_points`).
+    p_min grows with u2, so the staircase positions are searched onward from the last row's."""
+    cnt, nst = 0, st_p.shape[0]
     pm = np.empty((s + 1, Ks + 1))
     pi = np.empty((s + 1, Ks + 1), dtype=np.int64)
     for u3 in range(u3_lo, u3_hi):
@@ -108,34 +143,8 @@ def _front_impl(T1, T2, offsets, u3_lo, u3_hi, s, Ks, sign, S, coff, st_p, st_q,
                     k2 = _count_le(st_p, nst, pmin, k1)
                     if k2 > 0 and st_t[k2 - 1] >= tmax:
                         continue
-                i, qrun, trun = 0, -np.inf, -np.inf
-                for v2 in range(W + 1):
-                    p = pm[ra, W - v2]
-                    t = sign * T1[r, c0 + v2]
-                    q = t - p
-                    lim = p - S
-                    while i < v2 and pm[ra, W - i] <= lim:
-                        qi = sign * T1[r, c0 + i] - pm[ra, W - i]
-                        if qi > qrun:
-                            qrun = qi
-                        i += 1
-                    dropped = qrun > q + S or trun >= t
-                    if t > trun:
-                        trun = t
-                    if dropped:
-                        continue
-                    if nst > 0:
-                        k = _count_le(st_p, nst, lim, 0)
-                        if k > 0 and st_q[k - 1] > q + S:
-                            continue
-                        k = _count_le(st_p, nst, p, k)
-                        if k > 0 and st_t[k - 1] >= t:
-                            continue
-                    if cnt < cap:
-                        out_i[cnt, 0], out_i[cnt, 1], out_i[cnt, 2], out_i[cnt, 3] = u3, u2, v3, v2
-                        out_i[cnt, 4], out_i[cnt, 5] = divmod(pi[ra, W - v2], W + 1)
-                        out_f[cnt, 0], out_f[cnt, 1] = t, p
-                    cnt += 1
+                cnt = _row_points(T1, r, ra, W, c0, sign, S, pm, pi, st_p, st_q, st_t, (u3, u2, v3), out_i,
+                                  out_f, cnt)
     return cnt
 
 
@@ -143,6 +152,7 @@ if HAVE_NUMBA:
     _jit = numba.njit(nogil=True, cache=True)
     _prefix_min = _jit(_prefix_min)
     _count_le = _jit(_count_le)
+    _row_points = _jit(_row_points)
     _front_compiled = _jit(_front_impl)
 
 
