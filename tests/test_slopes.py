@@ -204,3 +204,29 @@ def test_staircase_drops_exactly_at_its_boundaries():
     assert kept((0.25 - S / 2, down(0.5))) == only  # inside the margin in p, below in t
     assert kept((0.25 - 4 * S, 0.25 - 4 * S + 0.25 + S / 2)) == only  # inside the margin in q
     assert kept((2.0, 0.4), (0.25, 0.5)) == []  # the staircase's prefix maxima, not its last point
+
+
+def test_front_under_darrm_no_numba_equals_the_compiled_front():
+    """DARRM_NO_NUMBA=1 (a fresh interpreter: the switch is read at import) answers with the numpy twins:
+    the same values and multisets as this process's kernels."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    code = (
+        "import json, numpy as np\n"
+        "from darrm_opt.certify import slope_kernels\n"
+        "from darrm_opt.certify.slopes import slope_front\n"
+        "from tests.test_slopes import random_problem\n"
+        "assert not slope_kernels.HAVE_NUMBA\n"
+        "r = slope_front(random_problem(11, 5, True)[0], workers=2).evaluate([1.0, 1.7, 9.0])\n"
+        "print(json.dumps([r.best.tolist(), r.best_neg.tolist(), r.arg, r.arg_neg]))\n"
+    )
+    env = dict(os.environ, DARRM_NO_NUMBA="1")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True,
+                         cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    best, best_neg, arg, arg_neg = json.loads(out.stdout)
+    r = slope_front(random_problem(11, 5, True)[0], workers=2).evaluate([1.0, 1.7, 9.0])
+    assert best == r.best.tolist() and best_neg == r.best_neg.tolist()
+    assert [tuple(a) for a in arg] == r.arg and [tuple(a) for a in arg_neg] == r.arg_neg
