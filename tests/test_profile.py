@@ -2,6 +2,7 @@
 
 import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -149,3 +150,36 @@ def test_profile_at_a_large_m_epsilon_is_never_optimistic():
     for eps in [0.0, 0.5, 2.0, 5.0, 8.9, 9.0, 12.0]:
         assert prof.delta(eps) >= brute_delta(pts, eps)
     assert prof.delta(9.0) <= params.delta + 1e-12
+
+
+PINS = json.load(open(Path(__file__).parent / "data" / "profile_pins.json"))
+
+
+@pytest.mark.parametrize("pin", PINS, ids=[f"K{p['K']}-{p['kind']}" for p in PINS])
+def test_profile_unchanged_against_pinned_values(pin):
+    """Profiles pinned with main's code before the slope front (commit 483105e: a multi-slope sweep per
+    hull-search round): γ_opt at K = 11, 31, 41 and a non-symmetric γ at K = 11, 31. Bit-identical on the
+    machine that pinned them; the tolerance only absorbs another BLAS's last bits in the tables. K ≥ 31 runs
+    the structured sweep: the certificate's sweep plus one front pass."""
+    p = Params(pin["K"], pin["m"], pin["epsilon"], pin["teacher_delta"])
+    prof = privacy_profile(p, np.array(pin["gamma"]), workers=2)
+    for got, want in ((prof.vertices, pin["vertices"]), (prof.support, pin["support"])):
+        assert len(got) == len(want)
+        np.testing.assert_allclose(np.array(got), np.array(want), rtol=0, atol=1e-12)
+    if pin["K"] >= 31:
+        assert prof.sweeps == 2
+
+
+def test_profile_by_the_numpy_twin_equals_the_compiled_one():
+    """DARRM_NO_NUMBA=1's kernels (numpy twins of the block scan and of the slope front) give the same profile."""
+    from darrm_opt.certify import kernels, slope_kernels, slopes
+
+    pin = next(p for p in PINS if p["K"] == 31 and p["kind"] == "opt")
+    p = Params(pin["K"], pin["m"], pin["epsilon"], pin["teacher_delta"])
+    compiled = privacy_profile(p, np.array(pin["gamma"]), workers=2)
+    with pytest.MonkeyPatch.context() as mp:
+        for mod in (kernels, slope_kernels, slopes):
+            mp.setattr(mod, "HAVE_NUMBA", False)
+        twin = privacy_profile(p, np.array(pin["gamma"]), workers=2)
+    assert twin == compiled  # vertices and support, bit for bit
+    assert [list(v) for v in twin.vertices] == [list(v) for v in compiled.vertices]

@@ -10,6 +10,12 @@ does not depend on E, so its prefix minima are shared by all slopes in the same 
 For every slope both max F and max (−F) are kept with their argmax multisets (−F at n is the cost of the
 other output, the reflected multiset when γ is symmetric). The float error of each value is that of the
 generic sweep with E = x (darrm_opt.certify.sweep.error_bound).
+
+For slopes x ≥ 1 the structured sweep need not be repeated per set of slopes: one pass
+(:func:`slope_front`) keeps every point (B, A) of the sweep that can be the maximum at some x ≥ 1
+(darrm_opt.certify.slope_kernels: a Pareto front with exact tie handling), and any later set of slopes is
+answered from those points (:meth:`SlopeFront.evaluate`) with the same values and argmax multisets, bit for
+bit, as the per-slope scan (tests/test_slopes.py).
 """
 
 from __future__ import annotations
@@ -18,10 +24,12 @@ import math
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import TypeGuard
 
 import numpy as np
 
 from darrm_opt.certify.kernels import HAVE_NUMBA, block_scan, column_offsets
+from darrm_opt.certify.slope_kernels import block_front, drop_margin, margin_front, staircase
 from darrm_opt.certify.structured import StructuredSweepProblem, _Block, _Tables
 from darrm_opt.certify.sweep import SweepProblem, WorkItem, _balance, default_workers, single_threaded_blas
 from darrm_opt.model.corners import compositions
@@ -56,11 +64,20 @@ class SlopeResult:
             self.offer(k, other.best_neg[k], other.arg_neg[k], True)
 
 
-def sweep_slopes(problem: SweepProblem, xs, workers: int | None = None, two_sided: bool = True) -> SlopeResult:
+def sweep_slopes(problem: SweepProblem, xs, workers: int | None = None, two_sided: bool = True,
+                 method: str = "auto") -> SlopeResult:
     """max_n F_x(n) and (``two_sided``) max_n −F_x(n) for every x in ``xs`` over every corner multiset of
     ``problem`` (its own E is ignored), on a thread pool. For a symmetric γ the multisets are closed under
-    reflection, which maps F to −F, so one side suffices (``two_sided=False``; −F is then not kept)."""
+    reflection, which maps F to −F, so one side suffices (``two_sided=False``; −F is then not kept).
+    ``method``: "front" (structured problems, all x ≥ 1: :func:`slope_front`), "scan" (every block scanned
+    once per slope), "auto" (the front where it applies)."""
     xs = np.asarray(xs, dtype=np.float64)
+    if method not in ("auto", "front", "scan"):
+        raise ValueError(f"unknown multi-slope method {method!r}")
+    if method != "scan" and front_applies(problem, xs):
+        return slope_front(problem, workers, two_sided).evaluate(xs)
+    if method == "front":
+        raise ValueError("the slope front needs a structured problem and slopes x >= 1")
     items = problem.plan()
     workers = workers or default_workers()
     groups = _balance(problem, items, max(1, min(len(items), workers * 4)))
@@ -182,3 +199,126 @@ def _structured_block(p: StructuredSweepProblem, s: int, u3: int, tabs, xs: np.n
         u1, v1 = (int(c) for c in np.unravel_index(int(sub.argmin()), sub.shape))
         counts = (s - u1 - u2 - u3, u1, u2, u3, K - s - v1 - v2 - v3, v1, v2, v3)
         res.offer(k, value, counts, sign < 0)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# One pass for all slopes x ≥ 1
+# ---------------------------------------------------------------------------------------------------------
+def front_applies(problem: SweepProblem, xs) -> TypeGuard[StructuredSweepProblem]:
+    """The slope front answers structured problems at slopes x ≥ 1 (finite)."""
+    xs = np.asarray(xs, dtype=np.float64)
+    return isinstance(problem, StructuredSweepProblem) and bool(np.all(np.isfinite(xs)) and np.all(xs >= 1.0))
+
+
+@dataclass
+class _Side:
+    """Kept points of one side (σ = ±1): values t = σA, p = σB-partner minimum, order keys, multisets."""
+
+    t: np.ndarray
+    p: np.ndarray
+    key: np.ndarray
+    counts: np.ndarray
+
+    @classmethod
+    def empty(cls) -> _Side:
+        return cls(np.zeros(0), np.zeros(0), np.zeros(0, dtype=np.int64), np.zeros((0, 8), dtype=np.int64))
+
+    @classmethod
+    def concat(cls, parts: list[_Side]) -> _Side:
+        return cls(*(np.concatenate([getattr(x, f) for x in parts]) for f in ("t", "p", "key", "counts")))
+
+    def take(self, idx: np.ndarray) -> _Side:
+        return _Side(self.t[idx], self.p[idx], self.key[idx], self.counts[idx])
+
+    def best(self, x: float) -> tuple[float, tuple[int, ...] | None]:
+        """max fl(t − fl(x p)) and the multiset of the first (smallest key) point attaining it."""
+        if self.t.size == 0:
+            return -math.inf, None
+        vals = self.t - x * self.p
+        m = vals.max()
+        ties = np.flatnonzero(vals == m)
+        j = int(ties[np.argmin(self.key[ties])])
+        return float(m), tuple(int(c) for c in self.counts[j])
+
+
+@dataclass
+class SlopeFront:
+    """The points of a structured sweep that can be a maximum at some slope x ≥ 1, per side."""
+
+    pos: _Side
+    neg: _Side | None
+
+    def __len__(self) -> int:
+        return self.pos.t.size + (self.neg.t.size if self.neg is not None else 0)
+
+    def evaluate(self, xs) -> SlopeResult:
+        """The multi-slope sweep's result at slopes ``xs`` (all ≥ 1), from the kept points."""
+        xs = np.asarray(xs, dtype=np.float64)
+        if not (np.all(np.isfinite(xs)) and np.all(xs >= 1.0)):
+            raise ValueError("the slope front answers finite slopes x >= 1 only")
+        res = SlopeResult(xs)
+        for k, x in enumerate(xs):
+            for side, negative in ((self.pos, False), (self.neg, True)):
+                if side is not None:
+                    value, counts = side.best(float(x))
+                    if math.isfinite(value):
+                        res.offer(k, value, counts, negative)
+        return res
+
+
+def slope_front(problem: StructuredSweepProblem, workers: int | None = None, two_sided: bool = True) -> SlopeFront:
+    """One structured pass keeping every point that can be a maximum at a slope x ≥ 1 (both signs when
+    ``two_sided``), on a thread pool: each group of items keeps its own front, merged at the end."""
+    M = 2.0 * float(np.abs(problem.h).max()) if problem.h.size else 0.0  # |σT1|, |σT2| ≤ max|h|·Σ|α|
+    S = drop_margin(M)
+    items = problem.plan()
+    workers = workers or default_workers()
+    groups = _balance(problem, items, max(1, min(len(items), workers * 4)))
+    signs = (1.0, -1.0) if two_sided else (1.0,)
+    with single_threaded_blas(), ThreadPoolExecutor(workers) as pool:
+        parts = list(pool.map(lambda g: _front_group(problem, g, S, signs), groups))
+    sides = []
+    for j in range(len(signs)):
+        allp = _Side.concat([part[j] for part in parts])
+        sides.append(allp.take(margin_front(allp.p, allp.t, allp.key, S)))
+    return SlopeFront(sides[0], sides[1] if two_sided else None)
+
+
+#: a group compacts its newly kept points into its front once this many are pending (or as many as it holds)
+PENDING = 20_000
+
+
+def _front_group(p: StructuredSweepProblem, items: list[WorkItem], S: float, signs) -> list[_Side]:
+    """The kept points of one group of items, per sign; each call of the kernel sees the front of the
+    group's earlier blocks (all earlier in the sweep's order) as its staircase."""
+    kept = [_Side.empty() for _ in signs]
+    pending: list[list[_Side]] = [[] for _ in signs]
+    stairs = [staircase(kept[0].p, kept[0].t) for _ in signs]
+    tabs: _Tables | None = None
+    for it in items:
+        if tabs is None or it.s != tabs.s:
+            tabs = p._tables(it.s)
+        for j, sign in enumerate(signs):
+            rows, vals = block_front(tabs.T1, tabs.T2, tabs.offsets, it.start, it.stop, it.s, p.K - it.s, sign, S,
+                                     stairs[j])
+            if rows.shape[0]:
+                pending[j].append(_kept_rows(p, it.s, rows, vals))
+            if sum(x.t.size for x in pending[j]) > max(PENDING, kept[j].t.size):
+                kept[j] = _compact(kept[j], pending[j], S)
+                pending[j] = []
+                stairs[j] = staircase(kept[j].p, kept[j].t)
+    return [_compact(kept[j], pending[j], S) for j in range(len(signs))]
+
+
+def _compact(kept: _Side, pending: list[_Side], S: float) -> _Side:
+    allp = _Side.concat([kept, *pending])
+    return allp.take(margin_front(allp.p, allp.t, allp.key, S))
+
+
+def _kept_rows(p: StructuredSweepProblem, s: int, rows: np.ndarray, vals: np.ndarray) -> _Side:
+    """Kernel rows (u3, u2, v3, v2, u1, v1) as order keys (s, u3, u2, v3, v2) and multisets."""
+    K = p.K
+    u3, u2, v3, v2, u1, v1 = rows.T
+    key = (((s * (K + 1) + u3) * (K + 1) + u2) * (K + 1) + v3) * (K + 1) + v2
+    counts = np.stack([s - u1 - u2 - u3, u1, u2, u3, K - s - v1 - v2 - v3, v1, v2, v3], axis=1)
+    return _Side(vals[:, 0].copy(), vals[:, 1].copy(), key.astype(np.int64), counts.astype(np.int64))

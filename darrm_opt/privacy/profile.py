@@ -21,7 +21,9 @@ coordinates), an *outer* bound of the true hull at every b, exact at the swept s
 as a support-function hull search: each sweep's argmax multiset is a point on the true hull; a first
 multi-slope sweep (darrm_opt.certify.slopes) over a grid of slopes finds most vertices, then every edge of
 the hull of the points found is swept at its own slope, all edges of a round in one multi-slope sweep,
-until each is confirmed as a hull edge (13 vertices at K = 11, m = 3).
+until each is confirmed as a hull edge (13 vertices at K = 11, m = 3). For K ≥ 31 (the structured sweep)
+all rounds are answered from one pass that keeps every point that can be a maximum at a slope x ≥ 1, with
+the same values and argmax multisets as a sweep at each slope (darrm_opt.certify.slopes.slope_front).
 
 The dominating pair (Zhu, Dong, Wang 2022, Def. 7) is read off A's vertices (b_0 = 0, a_0), …, (1, 1): an atom
 of mass a_0 under P and 0 under Q (infinite loss), and one atom per segment with mass Δa under P and Δb under
@@ -45,7 +47,7 @@ import numpy as np
 
 from darrm_opt.certify.certificate import Certificate, certify_and_separate, is_symmetric, validate_gamma
 from darrm_opt.certify.problems import make_problem
-from darrm_opt.certify.slopes import sweep_slopes
+from darrm_opt.certify.slopes import SlopeFront, front_applies, slope_front, sweep_slopes
 from darrm_opt.certify.sweep import error_bound, signed_h, sweep
 from darrm_opt.errors import InvalidParameter
 from darrm_opt.model.corners import corners
@@ -169,6 +171,7 @@ class _Oracle:
         self.two_sided = not is_symmetric(gamma)
         self.kw = dict(sweep_kwargs, progress=_sweep_progress(progress))
         self.calls = 0
+        self._front: SlopeFront | None = None
 
     def point(self, counts, flip: bool) -> tuple[float, float]:
         """(b, a) = (q′, q) of a multiset (or (1 − q′, 1 − q) for output 0), as sums of non-negative terms:
@@ -187,15 +190,24 @@ class _Oracle:
         return self._bound(x, res.max_cost, res.worst, res.min_cost, res.best)
 
     def many(self, xs: list[float]) -> list[tuple[float, tuple[float, float]]]:
-        """(D̄(x), argmax point) for every x: one multi-slope sweep (darrm_opt.certify.slopes) — each
-        extra slope costs a subtraction and two reductions per block, not a sweep."""
+        """(D̄(x), argmax point) for every x. Structured problems (K ≥ 31): the first call makes one pass
+        that keeps every point that can be a maximum at a slope x ≥ 1 (darrm_opt.certify.slopes.slope_front),
+        and every call is answered from those points, with the values and argmax multisets of a sweep at
+        each x. Otherwise one multi-slope sweep per call (each extra slope costs a subtraction and two
+        reductions per block, not a sweep)."""
         if not xs:
             return []
         if self.kw.get("executor") is not None:
             return [self(x) for x in xs]
-        self.calls += 1
-        res = sweep_slopes(make_problem(self.C, self.h, 1.0), xs, workers=self.kw.get("workers"),
-                           two_sided=self.two_sided)
+        problem = make_problem(self.C, self.h, 1.0)
+        if front_applies(problem, xs):
+            if self._front is None:
+                self.calls += 1
+                self._front = slope_front(problem, self.kw.get("workers"), self.two_sided)
+            res = self._front.evaluate(xs)
+        else:
+            self.calls += 1
+            res = sweep_slopes(problem, xs, workers=self.kw.get("workers"), two_sided=self.two_sided)
         return [self._bound(x, res.best[k], res.arg[k], -res.best_neg[k], res.arg_neg[k])
                 for k, x in enumerate(xs)]
 
