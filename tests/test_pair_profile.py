@@ -121,3 +121,81 @@ def test_profile_composes_through_the_pld_path():
         got = exact_delta([(prof, 3)], eps)
         assert exact - 1e-12 <= got <= product_delta(prof, 3, eps - 3 * INTERVAL) + 1e-12
     assert 0.5 - 1e-9 <= exact_epsilon([(prof, 1)], 1e-3) <= 0.5 + 2 * INTERVAL
+
+
+# ------------------------------------------------------------------------------------------------------
+# solve --classes --format json stores the profile; verify recomputes it
+# ------------------------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def solved_file(tmp_path_factory):
+    from typer.testing import CliRunner
+
+    from darrm_opt.cli import app
+
+    out = tmp_path_factory.mktemp("mc") / "mc.json"
+    r = CliRunner().invoke(app, ["solve", "--K", "20", "--classes", "4", "--teachers", "disjoint-nonprivate",
+                                 "--target-epsilon", "0.5", "--delta", "1e-5", "--format", "json",
+                                 "--no-baselines", "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    return out
+
+
+def _verify(path, *extra):
+    from typer.testing import CliRunner
+
+    from darrm_opt.cli import app
+
+    return CliRunner().invoke(app, ["verify", str(path), *extra])
+
+
+def test_solve_json_stores_the_exact_profile(solved_file):
+    import json
+
+    doc = json.loads(solved_file.read_text())
+    prof = PrivacyProfile.from_dict(doc["privacy_profile"])
+    params = MulticlassParams(20, 4, 0.5, 1e-5)
+    assert prof == multiclass_profile(params, doc["gamma"])
+    assert prof.delta(0.5) <= 1e-5 < prof.delta(0.45)
+    r = _verify(solved_file, "--format", "json")
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.stdout)
+    assert out["privacy_profile_valid"] is True and out["certificate"]["certified"] and out["classes"] == 4
+
+
+@pytest.mark.parametrize("where", ["support", "vertex"])
+def test_verify_rejects_an_optimistic_stored_profile(solved_file, tmp_path, where):
+    """Lowering one support statement, or one envelope vertex by 1e-9, makes verify exit 1."""
+    import json
+
+    doc = json.loads(solved_file.read_text())
+    prof = doc["privacy_profile"]
+    if where == "support":
+        i = max(range(len(prof["support"])), key=lambda j: prof["support"][j][1])
+        prof["support"][i][1] -= 1e-9
+    else:
+        v = prof["vertices"]  # the interior vertex with the largest rise (it stays above its predecessor)
+        i = max(range(1, len(v) - 1), key=lambda j: v[j][1] - v[j - 1][1])
+        v[i][1] -= 1e-9
+        prof.pop("atoms")
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(doc))
+    r = _verify(bad)
+    assert r.exit_code == 1 and "optimistic" in r.output, r.output
+    assert _verify(solved_file).exit_code == 0
+
+
+def test_binary_pate_solve_json_stores_its_profile(tmp_path):
+    import json
+
+    from typer.testing import CliRunner
+
+    from darrm_opt.cli import app
+
+    out = tmp_path / "pate.json"
+    r = CliRunner().invoke(app, ["solve", "--K", "11", "--teachers", "disjoint-nonprivate", "--target-epsilon", "0.5",
+                                 "--delta", "1e-5", "--format", "json", "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    doc = json.loads(out.read_text())
+    prof = PrivacyProfile.from_dict(doc["privacy_profile"])
+    assert prof == pate_profile(PateParams(K=11, epsilon=0.5, delta=1e-5), doc["gamma"])
+    assert prof.delta(0.5) <= 1e-5 < prof.delta(0.45)
