@@ -16,7 +16,7 @@ from darrm_opt.privacy.pair_profile import multiclass_profile, pate_profile
 from darrm_opt.privacy.pld import INTERVAL, exact_delta, exact_epsilon
 from darrm_opt.privacy.profile import MARGIN, PrivacyProfile
 
-EPS_GRID = [0.0, 0.05, 0.2, 0.4, 0.5, 0.8, 1.3, 2.5, 6.0]
+EPS_GRID = [0.0, 0.05, 0.2, 0.4, 0.5, 0.8, 1.3, 2.5, 6.0, 50.0]
 
 
 def histograms(K, C):
@@ -41,12 +41,17 @@ def brute_delta(K, C, gamma, eps):
 
 @pytest.mark.parametrize("K,C,eps,delta", [(5, 3, 0.5, 1e-3), (6, 4, 0.4, 1e-4), (7, 3, 1.0, 0.0), (4, 5, 0.3, 1e-2)])
 def test_profile_equals_brute_force(K, C, eps, delta):
-    """δ(ε′) is an upper bound at every ε′ and exact up to the envelope's MARGIN, for the optimal table
-    and for a random one."""
+    """δ(ε′) is an upper bound at every ε′ and exact up to the envelope's MARGIN, for the optimal table,
+    a random one, and a random one with γ = 1 at the upper gaps (an infinite-loss atom: output laws with
+    P′(c) = 0 < P(c), so δ(50) > 0)."""
     params = MulticlassParams(K, C, eps, delta)
     rng = np.random.default_rng(K * 100 + C)
-    for gamma in (np.array(solve_multiclass(params).gamma), rng.random(K + 1)):
+    saturated = rng.random(K + 1)
+    saturated[K // 2:] = 1.0
+    for gamma in (np.array(solve_multiclass(params).gamma), rng.random(K + 1), saturated):
         prof = multiclass_profile(params, gamma)
+        if gamma is saturated:
+            assert prof.infinite_mass > 0.01 and prof.delta(50.0) > 0.01
         for e in EPS_GRID + [eps]:
             truth = brute_delta(K, C, gamma, e)
             # the brute force's own float rounding: ~1e-16 (the profile's values are exact, rounded up)
