@@ -11,14 +11,18 @@ from typer.testing import CliRunner
 from darrm_opt.cli import app
 from darrm_opt.experiments.multiclass_budget import (
     _darrm_at,
+    _shaped_at,
     compare_over_answers,
     gnmax_sigma_over_answers,
     rdp_epsilon,
     rdp_sigma_over_answers,
+    shape_grid,
+    shaped_table,
 )
-from darrm_opt.experiments.multiclass_compare import calibrate_gaussian_sigma, gnmax_accuracy
+from darrm_opt.experiments.multiclass_compare import calibrate_gaussian_sigma, gaussian_delta, gnmax_accuracy
 from darrm_opt.model.multiclass import MulticlassParams, MulticlassPrior
 from darrm_opt.optimize.multiclass import solve_multiclass
+from darrm_opt.privacy.pair_profile import family_profile, multiclass_family
 
 K, C, Q, EPS, DELTA = 12, 3, 4, 1.0, 1e-5
 
@@ -54,8 +58,27 @@ def test_darrm_calibration_fits_and_is_at_the_boundary(cmp):
     assert 0.99 * EPS / Q < d["epsilon0"] < EPS
 
 
+def test_shaped_table_profile_follows_the_gaussian():
+    """The shaped LP's table: its exact profile is below the Gaussian's at every grid slope (up to the
+    solver's tolerance) and touches it at some."""
+    sigma = 6.0
+    gamma = shaped_table(K, C, MulticlassPrior(), sigma)
+    prof = family_profile(multiclass_family(K, C, gamma))
+    gaps = [gaussian_delta(e, sigma) - prof.delta(e) for e, _ in shape_grid(sigma)]
+    assert min(gaps) > -1e-8 and min(abs(g) for g in gaps) < 1e-8
+    assert prof.delta(1.0) <= gaussian_delta(1.0, sigma) + 1e-3  # between grid slopes: close, not enforced
+
+
+def test_shaped_calibration_fits_and_is_at_the_boundary(cmp):
+    sh = cmp.darrm_shaped
+    prior = MulticlassPrior()
+    total, acc, err = _shaped_at(K, C, prior, sh["shape_sigma"], Q, DELTA, "highs")
+    assert total == sh["total_epsilon"] <= EPS and acc == sh["accuracy"] and err == sh["error"]
+    assert _shaped_at(K, C, prior, 0.97 * sh["shape_sigma"], Q, DELTA, "highs")[0] > EPS
+
+
 def test_single_answer_is_the_per_answer_comparison():
-    one = compare_over_answers(K, C, 1, 0.5, DELTA, confident=False)
+    one = compare_over_answers(K, C, 1, 0.5, DELTA, confident=False, shaped=False)
     sol = solve_multiclass(MulticlassParams(K, C, 0.5, DELTA))
     assert one.darrm["accuracy"] == sol.expected_accuracy and one.darrm["total_epsilon"] == 0.5
     assert one.gnmax["sigma"] == pytest.approx(calibrate_gaussian_sigma(0.5, DELTA), rel=1e-11)
@@ -64,7 +87,7 @@ def test_single_answer_is_the_per_answer_comparison():
 
 def test_more_answers_cost_accuracy(cmp):
     one = compare_over_answers(K, C, 1, EPS, DELTA)
-    for name in ("darrm", "gnmax", "confident_gnmax"):
+    for name in ("darrm", "darrm_shaped", "gnmax", "confident_gnmax"):
         assert getattr(cmp, name)["accuracy"] < getattr(one, name)["accuracy"]
     assert cmp.gnmax["sigma"] == pytest.approx(2.0 * one.gnmax["sigma"], rel=1e-11)  # √Q
     want = gnmax_accuracy(K, C, cmp.gnmax["sigma"], MulticlassPrior())
@@ -74,10 +97,12 @@ def test_more_answers_cost_accuracy(cmp):
 def test_cli_json_and_table(tmp_path):
     out = tmp_path / "cmp.json"
     r = CliRunner().invoke(app, ["compare", "--K", "8", "--classes", "3", "--queries", "3", "--total-epsilon", "1",
-                                 "--delta", "1e-5", "--no-confident", "--format", "json", "--out", str(out)])
+                                 "--delta", "1e-5", "--no-confident", "--no-shaped", "--format", "json", "--out",
+                                 str(out)])
     assert r.exit_code == 0, r.output
     doc = json.loads(out.read_text())
-    assert doc["queries"] == 3 and doc["darrm"]["total_epsilon"] <= 1.0 and doc["confident_gnmax"] is None
+    assert doc["queries"] == 3 and doc["darrm"]["total_epsilon"] <= 1.0
+    assert doc["confident_gnmax"] is None and doc["darrm_shaped"] is None
     assert 1 / 3 < doc["gnmax"]["accuracy"] < 1 and doc["gnmax"]["sigma_rdp"] > doc["gnmax"]["sigma"]
     r = CliRunner().invoke(app, ["compare", "--K", "8", "--classes", "3", "--queries", "3", "--total-epsilon", "1",
                                  "--delta", "1e-5", "--no-confident"])

@@ -6,6 +6,11 @@ Each mechanism gets its best valid accounting and the per-answer calibration tha
   (ε₀, δ₀) fits when the exact composition of its exact privacy profile over Q answers
   (:mod:`darrm_opt.privacy.pair_profile` → :func:`darrm_opt.privacy.pld.exact_epsilon`, pessimistic
   discretisation) gives ε(δ) ≤ ε. Only fitting tables are kept; the most accurate is reported.
+- **DaRRM (shaped)**: a table optimised for one per-answer (ε₀, δ₀) has a randomized-response-like worst
+  pair, which composes about linearly for small Q. Since (MC-2) is linear in γ at *every* slope, one LP can
+  instead bound the whole profile: δ_γ(ε′_j) ≤ δ_G(ε′_j; σ) on a grid of ε′_j, δ_G the profile of one
+  Gaussian answer (:func:`shaped_table`); σ is then calibrated on the exact composition of the resulting
+  table's exact profile, as above (the LP's rows are only a design device, never the accounting).
 - **GNMax**: Q answers are post-processing of Q Gaussian mechanisms h ↦ h + N(0, σ²I) of L2 sensitivity √2,
   whose composition is exactly one Gaussian mechanism of sensitivity √(2Q) (Dong, Roth & Su 2022, Cor. 3.3),
   i.e. of sensitivity √2 at noise σ/√Q. So σ = √Q·σ₁(ε, δ) with σ₁ the exact Balle & Wang calibration of
@@ -128,6 +133,7 @@ class BudgetComparison:
     delta: float
     prior: str
     darrm: dict | None
+    darrm_shaped: dict | None
     gnmax: dict
     confident_gnmax: dict | None
     seconds: float
@@ -145,9 +151,9 @@ def _single_answer(params: MulticlassParams, solver: str) -> DarrmChoice:
 
 
 def compare_over_answers(K: int, C: int, Q: int, epsilon: float, delta: float, prior=None, *,
-                         solver: str = "highs", confident: bool = True) -> BudgetComparison:
+                         solver: str = "highs", confident: bool = True, shaped: bool = True) -> BudgetComparison:
     """Each mechanism calibrated so that Q answers are (ε, δ)-DP in total (module docstring), with its
-    exact expected accuracy per answer under ``prior``."""
+    exact expected accuracy per answer under ``prior``; ``shaped`` adds the Gaussian-shaped DaRRM."""
     from darrm_opt.experiments.multiclass_compare import best_confident_gnmax, gnmax_accuracy, gnmax_error
 
     t0 = time.perf_counter()
@@ -167,12 +173,16 @@ def compare_over_answers(K: int, C: int, Q: int, epsilon: float, delta: float, p
         conf = {"accuracy": ch.accuracy, "error": 1.0 - ch.accuracy, "sigma1": ch.sigma1, "sigma2": ch.sigma2,
                 "threshold": ch.threshold, "accounting": "data-independent: threshold check and answer charged "
                 "every query, one Gaussian with 1/σ1² + 2/σ2² = 2/σ²"}
+    shape = shaped_over_answers(K, C, params.prior, int(Q), params.epsilon, params.delta, sigma,
+                                solver=solver) if shaped else None
     choice = (_single_answer(params, solver) if Q == 1 else
               darrm_over_answers(K, C, params.prior, int(Q), params.epsilon, params.delta, solver=solver))
     return BudgetComparison(K, C, int(Q), params.epsilon, params.delta, params.prior.spec,
                             None if choice is None else {**asdict(choice), "accounting": "exact: PLD of the "
                             "table's exact privacy profile composed over Q answers" if Q > 1 else
                             "certificate of the (ε, δ) table"},
+                            None if shape is None else {**asdict(shape), "accounting": "exact: PLD of the "
+                            "table's exact privacy profile composed over Q answers"},
                             gn, conf, time.perf_counter() - t0)
 
 
@@ -187,6 +197,10 @@ def budget_text(cmp: BudgetComparison) -> str:
     else:
         lines.append(f"{'DaRRM':<16} {d['accuracy']:>14.10f} {d['error']:>11.4g}  (ε0, δ0) = "
                      f"({d['epsilon0']:.6g}, {d['delta0']:.3g}); Q answers: ε = {d['total_epsilon']:.6g}")
+    sh = cmp.darrm_shaped
+    if sh is not None:
+        lines.append(f"{'DaRRM (shaped)':<16} {sh['accuracy']:>14.10f} {sh['error']:>11.4g}  δ(ε′) ≤ Gaussian "
+                     f"σ = {sh['shape_sigma']:.6g} at {SHAPE_POINTS} ε′; Q answers: ε = {sh['total_epsilon']:.6g}")
     g = cmp.gnmax
     lines.append(f"{'GNMax':<16} {g['accuracy']:>14.10f} {g['error']:>11.4g}  σ = {g['sigma']:.6g} (exact GDP "
                  f"composition; RDP would need σ = {g['sigma_rdp']:.6g})")
@@ -196,3 +210,99 @@ def budget_text(cmp: BudgetComparison) -> str:
                      f"σ2 = {c['sigma2']:.6g}, T = {c['threshold']:.4g} (⊥ → random class)")
     lines.append(f"({cmp.seconds:.1f} s)")
     return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# DaRRM shaped like the Gaussian: one LP with divergence rows at several slopes
+# ---------------------------------------------------------------------------------------------------------
+#: slopes of the shaped LP: ε′ = 0 and SHAPE_POINTS − 1 more, evenly up to where the Gaussian's δ is SHAPE_FLOOR
+SHAPE_POINTS = 12
+SHAPE_FLOOR = 1e-12
+
+
+def shape_grid(sigma: float) -> list[tuple[float, float]]:
+    """(ε′_j, δ_G(ε′_j; σ)): the Gaussian profile (sensitivity √2, noise σ) at ε′ = 0 and evenly spaced
+    ε′ up to the ε′ where it falls to SHAPE_FLOOR."""
+    from darrm_opt.experiments.multiclass_compare import gaussian_delta
+
+    hi = 1.0 / sigma**2
+    while gaussian_delta(hi, sigma) > SHAPE_FLOOR:
+        hi *= 1.5
+    eps = [hi * j / (SHAPE_POINTS - 1) for j in range(SHAPE_POINTS)]
+    return [(e, max(0.0, gaussian_delta(e, sigma))) for e in eps]
+
+
+def shaped_table(K: int, C: int, prior: MulticlassPrior, sigma: float, solver: str = "highs") -> np.ndarray:
+    """γ maximising E[accuracy] = 1/C + Σ_g w_g γ(g) subject to (MC-2) at every slope of
+    :func:`shape_grid`: δ_γ(ε′_j) ≤ δ_G(ε′_j; σ) (every pair type's rows, model.multiclass.pair_rows, at
+    E = e^{ε′_j}, δ = δ_G(ε′_j)). Its privacy is not taken from the LP (solver tolerance, slopes between
+    the grid): the caller computes its exact profile."""
+    import solvers
+    from darrm_opt.model.multiclass import accuracy_weights, pair_rows, pair_types, reachable_gaps
+    from darrm_opt.optimize.multiclass import solve_in_tiers
+    from solvers import LP
+
+    types = pair_types(K, C)
+    parts = [pair_rows(pt, C, math.exp(e), d, K) for e, d in shape_grid(sigma) for pt in types]
+    A = np.concatenate([p[0] for p in parts]) if parts else np.zeros((0, K + 1))
+    b = np.concatenate([p[1] for p in parts]) if parts else np.zeros(0)
+    lp = LP(-accuracy_weights(K, C, prior), A, b, np.zeros(K + 1), reachable_gaps(K, C).astype(np.float64))
+    gamma, _ = solve_in_tiers(solvers.get_backend(solver), lp)
+    return np.clip(gamma, 0.0, 1.0)
+
+
+@dataclass(frozen=True)
+class ShapedChoice:
+    """The most accurate Gaussian-shaped DaRRM table found whose Q answers fit the budget."""
+
+    accuracy: float
+    error: float
+    shape_sigma: float  #: the σ of the Gaussian profile its LP was constrained by
+    total_epsilon: float
+
+
+def _shaped_at(K: int, C: int, prior: MulticlassPrior, sigma: float, Q: int, delta: float,
+               solver: str) -> tuple[float, float, float]:
+    """(ε of Q answers at δ by the exact profile, accuracy, error) of :func:`shaped_table` at σ."""
+    from darrm_opt.model.multiclass import expected_error
+    from darrm_opt.privacy.pair_profile import family_profile, multiclass_family
+    from darrm_opt.privacy.pld import exact_epsilon
+
+    gamma = shaped_table(K, C, prior, sigma, solver)
+    total = exact_epsilon([(family_profile(multiclass_family(K, C, gamma)), Q)], delta)
+    err = expected_error(gamma, K, C, prior)
+    return total, 1.0 - err, err
+
+
+def shaped_over_answers(K: int, C: int, prior: MulticlassPrior, Q: int, epsilon: float, delta: float,
+                        sigma0: float, *, solver: str = "highs", steps: int = 6) -> ShapedChoice | None:
+    """The smallest shape σ = s·σ₀ found whose table's Q answers compose (exactly, through its profile)
+    to ε(δ) ≤ ε: s is walked from 1 by factors 0.85 / 1.2 to bracket the boundary, then bisected
+    (geometrically) ``steps`` times. Only fitting tables are returned."""
+    def at(s: float) -> tuple[float, float, float]:
+        return _shaped_at(K, C, prior, s * sigma0, Q, delta, solver)
+
+    s, res = 1.0, at(1.0)
+    fit: tuple[float, tuple] | None = (s, res) if res[0] <= epsilon else None
+    miss = None if fit else s
+    factor = 0.85 if fit else 1.2
+    for _ in range(10):
+        if fit is not None and miss is not None:
+            break
+        s *= factor
+        res = at(s)
+        if res[0] <= epsilon:
+            fit = (s, res)
+        else:
+            miss = s
+    if fit is None:
+        return None
+    for _ in range(steps if miss is not None else 0):
+        mid = math.sqrt(fit[0] * miss)  # type: ignore[operator]
+        res = at(mid)
+        if res[0] <= epsilon:
+            fit = (mid, res)
+        else:
+            miss = mid
+    s, (total, acc, err) = fit
+    return ShapedChoice(acc, err, s * sigma0, total)
