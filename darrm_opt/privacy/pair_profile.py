@@ -36,10 +36,15 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from darrm_opt.privacy.profile import PrivacyProfile, _upper_hull, envelope_vertices
+
+if TYPE_CHECKING:  # pragma: no cover
+    from darrm_opt.model.multiclass import MulticlassParams
+    from darrm_opt.model.neighbours import PateParams
 
 UNIT_ROUNDOFF = 2.0**-53
 
@@ -171,9 +176,10 @@ def pate_family(K: int, gamma: np.ndarray) -> PairFamily:
     return PairFamily(np.ones_like(P), P, Q, exact)
 
 
-def multiclass_profile(params, gamma) -> PrivacyProfile:
+def multiclass_profile(params: MulticlassParams, gamma) -> PrivacyProfile:
     """The exact privacy profile of a multi-class table (``params`` a MulticlassParams); the table's
-    certificate (exact near δ) adds the statement (ε, δ) when it certifies."""
+    certificate (exact near δ) adds the statement (ε, δ) when it certifies. For every ε′ ≥ 0,
+    δ(ε′) = max over neighbouring histograms (both orders) of Σ_c max(0, P(c) − e^{ε′} P′(c))."""
     from darrm_opt.certify.certificate import validate_gamma
     from darrm_opt.certify.multiclass import certify_multiclass
 
@@ -183,9 +189,10 @@ def multiclass_profile(params, gamma) -> PrivacyProfile:
     return family_profile(fam, (params.epsilon, params.delta) if cert.certified else None)
 
 
-def pate_profile(params, gamma) -> PrivacyProfile:
+def pate_profile(params: PateParams, gamma) -> PrivacyProfile:
     """The exact privacy profile of a binary PATE-setting table (``params`` a PateParams); its pair
-    certificate adds the statement (ε, δ) when it certifies."""
+    certificate adds the statement (ε, δ) when it certifies. For every ε′ ≥ 0,
+    δ(ε′) = max over |l − l′| = 1 (both orders) of Σ_o max(0, Pr[o | l] − e^{ε′} Pr[o | l′])."""
     from darrm_opt.certify.certificate import validate_gamma
     from darrm_opt.certify.pairs import certify_pairs
 
