@@ -170,7 +170,8 @@ def compare_over_answers(K: int, C: int, Q: int, epsilon: float, delta: float, p
     conf = None
     if confident:
         ch = best_confident_gnmax(K, C, sigma, params.prior)
-        conf = {"accuracy": ch.accuracy, "error": 1.0 - ch.accuracy, "sigma1": ch.sigma1, "sigma2": ch.sigma2,
+        # its error is 1 − accuracy, precise to ~1e-15 absolute only (the others are summed without cancellation)
+        conf = {"accuracy": ch.accuracy, "error": max(0.0, 1.0 - ch.accuracy), "sigma1": ch.sigma1, "sigma2": ch.sigma2,
                 "threshold": ch.threshold, "accounting": "data-independent: threshold check and answer charged "
                 "every query, one Gaussian with 1/σ1² + 2/σ2² = 2/σ²"}
     shape = shaped_over_answers(K, C, params.prior, int(Q), params.epsilon, params.delta, sigma,
