@@ -283,15 +283,17 @@ def test_aggregate_labels_happy_path_and_ledger(table_file, tmp_path):
     params, _ = load_multiclass_table(table_file)
     assert doc["table_id"] == params.key() and doc["classes"] == 3 and len(doc["answers"]) == 3
     from darrm_opt.privacy import accounting
+    from darrm_opt.privacy.pair_profile import multiclass_profile
 
     led = doc["ledger"]
-    # each answer costs the table's per-answer (1, 1e-5); the ledger's tightest generic bound at δ = 1e-3
-    three = accounting.account([(1.0, 1e-5, 3)], 1e-3).spend
-    assert (led["answers"], led["epsilon_spent"], led["composition"]) == (3, three.epsilon, three.method)
-    assert 2.99 < three.epsilon < 3.0  # tighter than basic composition's 3
+    # the table's exact profile composes exactly (generic bounds of its per-answer (1, 1e-5): 2.99 < ε < 3)
+    prof = multiclass_profile(params, json.loads(table_file.read_text())["gamma"])
+    three = accounting.account([(1.0, 1e-5, 3)], 1e-3, profiles=[(prof, 3)]).spend
+    assert (led["answers"], led["epsilon_spent"], led["composition"]) == (3, three.epsilon, "exact")
+    assert three.epsilon < accounting.account([(1.0, 1e-5, 3)], 1e-3).spend.epsilon  # 2.99667 < 2.99751
     r = CliRunner().invoke(app, args[:-4])  # the same ledger pays again
     assert r.exit_code == 0, r.output
-    six = accounting.account([(1.0, 1e-5, 6)], 1e-3).spend
+    six = accounting.account([(1.0, 1e-5, 6)], 1e-3, profiles=[(prof, 6)]).spend
     assert json.loads(r.stdout)["ledger"]["epsilon_spent"] == six.epsilon < 7
     votes.write_text("0,0,0,0,0,0,0\n" * 3)  # 3 more answers at ε = 1 do not fit in ε = 7
     r = CliRunner().invoke(app, args[:-4])

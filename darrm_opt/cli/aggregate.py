@@ -116,8 +116,8 @@ def _answer(table: Path, params, gamma, votes: Path, *, exact: bool):
     """(answers, certificate, privacy profile or None) for a table file and a votes file; the table is
     certified again first (CertificationFailed, exit 1, when it is not). A binary table's profile is
     computed with its certificate when ``exact`` (a ledger pays: exact composition); a multi-class table is
-    certified over every neighbouring histogram type and paid by the ledger's generic bounds at its
-    per-answer (ε, δ) (no multi-class privacy profile is computed here)."""
+    certified over every neighbouring histogram type, and its exact profile
+    (:func:`darrm_opt.privacy.pair_profile.multiclass_profile`) is computed when ``exact``."""
     from darrm_opt.certify.certificate import certify
     from darrm_opt.certify.multiclass import certify_multiclass
     from darrm_opt.errors import CertificationFailed
@@ -128,7 +128,10 @@ def _answer(table: Path, params, gamma, votes: Path, *, exact: bool):
         mc = certify_multiclass(params, gamma)
         if not mc.certified:
             raise CertificationFailed(f"table {str(table)!r} is not (ε, δ)-DP per answer: {mc.reason}", mc)
-        return MulticlassAggregator(gamma.tolist(), params.C)(read_labels(votes, params.K, params.C)), mc, None
+        from darrm_opt.privacy.pair_profile import multiclass_profile
+
+        mc_profile = multiclass_profile(params, gamma) if exact else None
+        return MulticlassAggregator(gamma.tolist(), params.C)(read_labels(votes, params.K, params.C)), mc, mc_profile
     profile = None
     if exact:  # one pass gives the certificate and the profile the ledger composes exactly
         from darrm_opt.privacy.profile import profile_and_certificate

@@ -36,15 +36,41 @@ def compare(
                                       help="shared | disjoint-private | disjoint-nonprivate (PATE)"),
     fmt: OutputFormat = typer.Option(OutputFormat.table, "--format", help="table | json"),
     out: Optional[Path] = typer.Option(None, "--out", help="write the result here instead of stdout"),
+    classes: Optional[int] = typer.Option(None, "--classes",
+                                          help="multi-class (PATE setting): DaRRM vs GNMax, Confident-GNMax"),
+    queries: int = typer.Option(1, "--queries", help="with --classes: number of answers Q sharing the budget"),
+    total_epsilon: Optional[float] = typer.Option(None, "--total-epsilon",
+                                                  help="with --classes: total ε of the Q answers (δ: --delta)"),
+    confident: bool = typer.Option(True, "--confident/--no-confident", help="with --classes: Confident-GNMax"),
+    shaped: bool = typer.Option(True, "--shaped/--no-shaped",
+                                help="with --classes: DaRRM whose LP bounds δ(ε′) by a Gaussian's profile"),
 ) -> None:
-    """Expected error of γ_opt, γ_Sub, γ_DSub, γ_const, γ_const_opt and GNMax at the same (mε, δ), per m."""
+    """Expected error of γ_opt, γ_Sub, γ_DSub, γ_const, γ_const_opt and GNMax at the same (mε, δ), per m;
+    with --classes, multi-class DaRRM, GNMax and Confident-GNMax over Q answers at a total (ε, δ)."""
     from darrm_opt.cli.render import render_compare
     from darrm_opt.experiments.compare import ERROR_KEYS
 
     with handle_errors():
+        if classes is not None:
+            return write_output(_multiclass_text(K, classes, queries, total_epsilon, delta, prior, solver,
+                                                 confident, shaped, fmt), out)
         rows = comparison_rows(K, m, epsilon, teacher_delta, delta, prior, actual, solver, teachers)
         if fmt is OutputFormat.json:
             text = json.dumps([r.to_dict() for r in rows], indent=2)
         else:
             text = render_compare(rows, epsilon, teacher_delta, ERROR_KEYS)
         write_output(text, out)
+
+
+def _multiclass_text(K, classes, queries, total_epsilon, delta, prior, solver, confident, shaped, fmt) -> str:  # noqa: ANN001
+    """``compare --classes``: the budget comparison as a table or JSON."""
+    from darrm_opt.errors import InvalidParameter
+    from darrm_opt.experiments.multiclass_budget import budget_text, compare_over_answers
+
+    if total_epsilon is None:
+        raise InvalidParameter("total-epsilon", "is required with --classes (the total ε of the Q answers)")
+    if delta is None:
+        raise InvalidParameter("delta", "is required with --classes (the total δ of the Q answers)")
+    cmp = compare_over_answers(K, classes, queries, total_epsilon, delta, prior, solver=solver, confident=confident,
+                               shaped=shaped)
+    return json.dumps(cmp.to_dict(), indent=2) if fmt is OutputFormat.json else budget_text(cmp)

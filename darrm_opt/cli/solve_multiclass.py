@@ -25,6 +25,7 @@ def solve_multiclass_command(
     Raises domain errors; the caller's ``handle_errors`` turns them into exit codes."""
     from darrm_opt.model.multiclass import MulticlassParams, MulticlassPrior
     from darrm_opt.optimize.multiclass import solve_multiclass
+    from darrm_opt.privacy.pair_profile import multiclass_profile
 
     t0 = time.perf_counter()
     if (teachers or "disjoint-nonprivate") not in TEACHERS:
@@ -36,7 +37,9 @@ def solve_multiclass_command(
     sol = solve_multiclass(params, solver=solver)
     comparison = _comparison(params, sol) if baselines else None
     if fmt is OutputFormat.json:
-        doc = {**sol.to_dict(), "comparison": comparison, "seconds": time.perf_counter() - t0}
+        profile = multiclass_profile(params, sol.gamma)  # exact δ(ε′) for every ε′, for exact composition
+        doc = {**sol.to_dict(), "privacy_profile": profile.to_dict(), "comparison": comparison,
+               "seconds": time.perf_counter() - t0}
         text = json.dumps(doc, indent=2)
     else:
         text = _table_text(params, sol, comparison, time.perf_counter() - t0)

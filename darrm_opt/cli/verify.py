@@ -69,8 +69,9 @@ def verify(
 
 
 def _verify_multiclass(file: Path, fmt: OutputFormat) -> bool:
-    """Re-certify a multi-class table file over every neighbouring histogram type (False: not one).
-    Exit 1 when it is not (ε, δ)-DP per answer."""
+    """Re-certify a multi-class table file over every neighbouring histogram type and, when it stores a
+    ``privacy_profile``, recompute the exact profile and check the stored one dominates it (False: not a
+    multi-class file). Exit 1 when the table is not (ε, δ)-DP per answer or the stored profile is optimistic."""
     from darrm_opt.certify.multiclass import certify_multiclass
     from darrm_opt.release.table_file import _read_json, is_multiclass, multiclass_from_dict
 
@@ -81,10 +82,9 @@ def _verify_multiclass(file: Path, fmt: OutputFormat) -> bool:
     params, gamma = multiclass_from_dict(data, f"table file {str(file)!r}")
     cert = certify_multiclass(params, gamma)
     doc = {**params.canonical(), "certificate": cert.to_dict()}
-    if data.get("privacy_profile") is not None:
-        doc["privacy_profile_valid"] = None  # not re-checked here (see the note on stderr)
-        err_console.print("note: this version does not re-check the privacy_profile of a multi-class table; "
-                          "only its certificate was recomputed", soft_wrap=True, markup=False)
+    profile_ok = _multiclass_profile_ok(params, gamma, data.get("privacy_profile"))
+    if profile_ok is not None:
+        doc["privacy_profile_valid"] = profile_ok
     if fmt is OutputFormat.json:
         write_output(json.dumps(doc, indent=2), None)
     else:
@@ -93,11 +93,26 @@ def _verify_multiclass(file: Path, fmt: OutputFormat) -> bool:
         write_output(f"CERTIFIED: {head}; max divergence {cert.max_hockey_stick:.12g} <= δ over "
                      f"{cert.types_checked} ordered histogram types ({cert.exact_checked} re-checked exactly)"
                      if cert.certified else f"NOT CERTIFIED: {head}: {cert.reason}", None)
+    if profile_ok is False:
+        err_console.print("[bold red]violation:[/] the stored privacy_profile is optimistic: it is below the "
+                          "recomputed exact profile of this γ")
+        raise typer.Exit(1)
     if not cert.certified:
         err_console.print(f"[bold red]violation:[/] {cert.reason} (max divergence {cert.max_hockey_stick:.12g} > "
                           f"δ = {params.delta:.12g})", soft_wrap=True)
         raise typer.Exit(1)
     return True
+
+
+def _multiclass_profile_ok(params, gamma, stored) -> bool | None:  # noqa: ANN001
+    """None without a stored profile; else whether it dominates the recomputed exact profile (less its
+    margin) at every envelope point and support statement."""
+    from darrm_opt.privacy.pair_profile import multiclass_profile
+    from darrm_opt.privacy.profile import MARGIN, PrivacyProfile
+
+    if stored is None:
+        return None
+    return PrivacyProfile.from_dict(stored).dominates(multiclass_profile(params, gamma), tol=MARGIN)
 
 
 #: a worst cost within this relative distance of the bound in 40-digit arithmetic is "equal to 40 digits"
