@@ -91,13 +91,11 @@ def _output(params, sol, base, fmt: OutputFormat, t0: float, executor, reporter,
 def _pate_output(K, given: dict, delta, prior, solver, fmt, out, teachers) -> bool:
     """Handle ``--teachers disjoint-nonprivate``; the options one setting does not take are refused by the
     one rule (:func:`darrm_opt.model.neighbours.check_setting_options`)."""
-    from darrm_opt.errors import InvalidParameter
     from darrm_opt.model.neighbours import check_setting_options, cli_spelling
 
-    check_setting_options(teachers.value, [k for k, v in given.items() if v is not None], cli_spelling)
+    check_setting_options(teachers.value, [k for k, v in given.items() if v is not None], cli_spelling,
+                          m_needed=True)
     if teachers is not Teachers.disjoint_nonprivate:
-        if given["m"] is None:
-            raise InvalidParameter("m", "is required (1 <= m <= K) unless --teachers disjoint-nonprivate")
         return False
     from darrm_opt.cli.solve_pate import solve_pate_output
 

@@ -2,7 +2,7 @@
 
 Kept apart from :mod:`darrm_opt.cli.solve` (the shared-data command) so that command stays small; the
 output has the same shape: a table of γ(l) (rounded down, certified as printed) or the JSON document with
-``gamma`` (K + 1 values) and its certificate.
+``gamma`` (K + 1 values), its certificate and its privacy profile (a table file ``verify`` reads).
 """
 
 from __future__ import annotations
@@ -73,5 +73,8 @@ def solve_pate_output(K: int, target_epsilon: float | None, delta: float | None,
     t0 = time.perf_counter()
     params, sol, cal = pate_document(K, target_epsilon, delta, prior, solver)
     if as_json:
-        return json.dumps({**sol.to_dict(), "gnmax": _gnmax_dict(params, cal)}, indent=2)
+        from darrm_opt.privacy.pate_profile import pate_profile
+
+        profile = pate_profile(params, sol.gamma).to_dict()
+        return json.dumps({**sol.to_dict(), "privacy_profile": profile, "gnmax": _gnmax_dict(params, cal)}, indent=2)
     return pate_text(params, sol, cal, time.perf_counter() - t0)

@@ -64,13 +64,15 @@ def cli_spelling(name: str) -> str:
 
 
 def check_setting_options(teachers: str, given: Iterable[str],
-                          spell: Callable[[str], str] = lambda name: name, *, target_needed: bool = True) -> str:
+                          spell: Callable[[str], str] = lambda name: name, *, target_needed: bool = True,
+                          m_needed: bool = False) -> str:
     """The one rule on which privacy options a teacher setting takes; returns the parsed setting.
 
     ``given``: the canonical names the user stated explicitly (defaults not included). Rules:
     ``disjoint-nonprivate`` (PATE) takes none of :data:`TEACHER_PRIVACY_OPTIONS` (its teachers are not
     private, there is no allowance m) and needs ``target_epsilon``; ``shared`` and ``disjoint-private``
-    do not take ``target_epsilon`` (their per-answer ε is m·ε). ``target_needed`` False: a caller that
+    do not take ``target_epsilon`` (their per-answer ε is m·ε) and need ``m`` where ``m_needed`` (a
+    problem to solve, not a plan). ``target_needed`` False: a caller that
     chooses the per-answer ε itself (``plan``). The error names the option as ``spell`` writes it
     (:func:`cli_spelling` on the command line, the field name in the API).
     """
@@ -86,9 +88,12 @@ def check_setting_options(teachers: str, given: Iterable[str],
         if target_needed and PER_ANSWER_OPTION not in stated:
             raise InvalidParameter(spell(PER_ANSWER_OPTION), "is required with teachers disjoint-nonprivate "
                                    "(the per-answer ε)")
-    elif PER_ANSWER_OPTION in stated:
-        raise InvalidParameter(spell(PER_ANSWER_OPTION), f"applies only with teachers disjoint-nonprivate (with "
-                               f"{teachers} the per-answer ε follows from the teachers' {spell('epsilon')})")
+    else:
+        if PER_ANSWER_OPTION in stated:
+            raise InvalidParameter(spell(PER_ANSWER_OPTION), f"applies only with teachers disjoint-nonprivate (with "
+                                   f"{teachers} the per-answer ε follows from the teachers' {spell('epsilon')})")
+        if m_needed and "m" not in stated:
+            raise InvalidParameter(spell("m"), f"is required (1 <= m <= K) with teachers {teachers}")
     return teachers
 
 

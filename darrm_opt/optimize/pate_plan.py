@@ -85,6 +85,27 @@ class PatePlan:
         return {**self.solution.to_dict(), "privacy_profile": self.profile.to_dict(), "plan": self.plan_dict()}
 
 
+@dataclass(frozen=True)
+class PatePlanRequest:
+    """Validated inputs of :func:`plan_pate` (no teacher ε or Δ: the teachers are not private)."""
+
+    K: int
+    queries: int
+    budget_epsilon: float
+    budget_delta: float
+    prior: Prior
+
+    @classmethod
+    def make(cls, K, queries, budget_epsilon, budget_delta, prior) -> PatePlanRequest:
+        p = PateParams(K, 1.0, 0.0, Prior.parse(prior))  # K and prior
+        q, be, bd = check_budget(queries, budget_epsilon, budget_delta)
+        return cls(p.K, q, be, bd, p.prior)
+
+    def canonical(self) -> dict[str, Any]:
+        return {"K": self.K, "teachers": "disjoint-nonprivate", "queries": self.queries,
+                "budget_epsilon": self.budget_epsilon, "budget_delta": self.budget_delta, "prior": self.prior.spec}
+
+
 class _PateSearch:
     """Evaluates per-answer (ε, δ) targets (cached); ``Candidate.m`` holds the per-answer ε."""
 
@@ -146,9 +167,9 @@ def plan_pate(K: int, queries: int, budget_epsilon: float, budget_delta: float, 
     """The certified PATE-setting table of least expected error whose ``queries`` answers fit
     (budget_epsilon, budget_delta) by the ledger's accounting (module docstring)."""
     t0 = time.perf_counter()
-    q, be, bd = check_budget(queries, budget_epsilon, budget_delta)
-    PateParams(K, 1.0, 0.0, Prior.parse(prior))  # K and prior are checked before any solve
-    search = _PateSearch(K, q, (be, bd), Prior.parse(prior), solver, progress)
+    req = PatePlanRequest.make(K, queries, budget_epsilon, budget_delta, prior)  # checked before any solve
+    q, be, bd = req.queries, req.budget_epsilon, req.budget_delta
+    search = _PateSearch(req.K, q, (be, bd), req.prior, solver, progress)
     found = [search.largest_fitting(bd / q * f) for f in DELTA_FACTORS]
     for cand in sorted((c for c in found if c.fits), key=lambda c: (c.expected_error, -c.m)):
         _, sol, profile = search.seen[(cand.m, cand.delta)]
