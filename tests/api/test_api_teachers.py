@@ -55,6 +55,10 @@ def test_pate_table_is_certified_cached_and_equals_the_cli(client):
     assert client.get(f"/v1/tables/{doc['id']}").json()["gamma"] == doc["gamma"]
     listed = client.get("/v1/tables", params={"teachers": "disjoint-nonprivate", "K": 11}).json()
     assert doc["id"] in [t["id"] for t in listed["items"]]
+    assert all(t["teachers"] == "disjoint-nonprivate" for t in listed["items"])
+    shown = client.get(f"/v1/tables/{doc['id']}/baselines").json()  # the dashboard's view: no shared-data baselines
+    assert shown["gamma"]["opt"] == doc["gamma"] and shown["gamma"]["sub"] is None and shown["gamma"]["const"] is None
+    assert shown["expected_error"]["opt"] == doc["expected_error"]
 
 
 def test_pate_table_answers_into_a_ledger_with_its_own_accounting(client):
