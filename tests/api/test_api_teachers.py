@@ -11,7 +11,7 @@ import subprocess
 import sys
 
 import numpy as np
-from svc_helpers import ROOT
+from svc_helpers import ROOT, Server
 
 from darrm_opt.certify.pairs import certify_pairs
 from darrm_opt.model.neighbours import PateParams
@@ -144,3 +144,14 @@ def test_disjoint_private_plan_says_the_majority_is_free(client):
     plan = r.json()["plan"]
     assert plan["majority_free"] is False and plan["spent_epsilon"] <= 0.15 and "not within the budget" in plan["note"]
     assert r.json()["teachers"] == "shared" and plan["total_cap"] == {"epsilon": 0.2, "delta": 1e-4}
+
+
+def test_pate_tables_on_postgres(pg_database, tmp_path):
+    """The same table and ledger round trip on PostgreSQL (migration 0005 there; PATE rows and their ids)."""
+    server = Server(tmp_path, pg_database, name="pate-pg").start()
+    try:
+        with server.client() as c:
+            test_pate_table_is_certified_cached_and_equals_the_cli(c)
+            test_pate_table_answers_into_a_ledger_with_its_own_accounting(c)
+    finally:
+        server.stop()
