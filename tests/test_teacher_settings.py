@@ -17,6 +17,7 @@ from darrm_opt.optimize.pate_setting import solve_pate
 from darrm_opt.privacy import accounting
 from darrm_opt.privacy.pate_profile import pate_profile
 from darrm_opt.release.table_file import load_any_table, load_table
+from darrm_opt.release.verify import verify
 
 runner = CliRunner()
 PATE_ARGS = ["--K", "11", "--teachers", "disjoint-nonprivate", "--target-epsilon", "0.2676", "--delta", "3e-4"]
@@ -90,6 +91,7 @@ def test_verify_pate_table_round_trip(pate_file):
     out = json.loads(r.output)
     assert out["certificate"]["certified"] and out["certificate"]["pairs_checked"] == 44
     assert out["privacy_profile_valid"] is True
+    assert verify(pate_file).certified and verify(pate_file).pairs_checked == 44  # the library's verify too
     params, gamma = load_any_table(pate_file)
     assert params == PateParams(11, 0.2676, 3e-4) and list(gamma) == doc["gamma"]
     with pytest.raises(TableFileError, match="disjoint-nonprivate"):
