@@ -87,8 +87,8 @@ def table_key(params: TableParams, teachers: str = "shared") -> str:
         return params.key()
     if isinstance(params, PateParams) != (teachers == PATE):
         raise InvalidParameter("teachers", "binary disjoint-nonprivate tables (and only they) have PATE parameters")
-    if teachers == "shared":
-        return params.key()  # type: ignore[union-attr]
+    if teachers in ("shared", PATE):
+        return params.key()  # PATE: the hash of its canonical parameters, which name the setting
     text = json.dumps({**params.canonical(), "teachers": teachers}, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 

@@ -203,3 +203,18 @@ def test_plan_cli_disjoint_private_majority_free():
     assert doc["plan"]["majority_free"] and doc["gamma"] == [1.0] * 12 and doc["expected_error"] == 0.0
     assert (doc["plan"]["spent_epsilon"], doc["plan"]["spent_delta"]) == (0.5, 1e-5)
     assert majority_free(11, 1.5, 1e-5, 10, 1.0, 1e-4) is None  # the cap is above the budget
+
+
+def test_aggregate_pays_a_pate_table_into_a_local_ledger(pate_file, tmp_path):
+    pytest.importorskip("sqlalchemy")
+    votes = tmp_path / "votes.csv"
+    votes.write_text("1,1,1,1,1,1,1,1,0,0,0\n0,0,0,0,0,0,0,0,0,0,0\n1,1,1,1,1,1,1,1,1,1,1\n")
+    r = run("aggregate", "--table", str(pate_file), "--votes", str(votes), "--ledger", "job", "--ledger-db",
+            f"sqlite:///{tmp_path / 'ledger.db'}", "--epsilon-budget", "2", "--delta-budget", "1e-3", "--format",
+            "json", "--out", str(tmp_path / "answers.json"))
+    assert r.exit_code == 0, r.output
+    doc = json.loads((tmp_path / "answers.json").read_text())
+    params, gamma = load_any_table(pate_file)
+    assert doc["table_id"] == params.key() and len(doc["answers"]) == 3
+    expected = accounting.account([(0.2676, 3e-4, 3)], 1e-3, profiles=[(pate_profile(params, gamma), 3)]).spend
+    assert (doc["ledger"]["epsilon_spent"], doc["ledger"]["composition"]) == (expected.epsilon, expected.method)

@@ -20,6 +20,8 @@ paper's setting). When the teachers are trained on *disjoint* shards, one record
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -156,6 +158,11 @@ class PateParams:
     def canonical(self) -> dict:
         return {"K": self.K, "teachers": "disjoint-nonprivate", "epsilon": self.epsilon, "delta": self.delta,
                 "prior": self.prior.spec}
+
+    def key(self) -> str:
+        """A stable hash of the canonical parameters (the table id in the service; the setting is part of it)."""
+        text = json.dumps(self.canonical(), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
 def signs(K: int) -> np.ndarray:
