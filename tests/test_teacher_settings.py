@@ -60,6 +60,13 @@ def test_solve_refuses_teacher_privacy_in_the_pate_setting(args, name):
     assert "Traceback" not in r.output
 
 
+def test_multiclass_solve_refuses_teacher_privacy_too():
+    cases = ((["--m", "2"], "m"), (["--epsilon", "0.1"], "epsilon"), (["--teacher-delta", "0"], "teacher-delta"))
+    for args, name in cases:
+        r = run("solve", "--K", "5", "--classes", "3", "--target-epsilon", "1", *args)
+        assert r.exit_code == 2 and f"invalid {name}: does not apply with teachers disjoint-nonprivate" in r.output
+
+
 def test_target_epsilon_is_refused_outside_the_pate_setting():
     for teachers in ("shared", "disjoint-private"):
         r = run("solve", "--K", "5", "--m", "2", "--teachers", teachers, "--target-epsilon", "0.2")

@@ -41,8 +41,13 @@ def solve(
     """Compute the certified optimal γ and compare it with the baselines."""
     if classes is not None:
         from darrm_opt.cli.solve_multiclass import solve_multiclass_command
+        from darrm_opt.model.neighbours import check_setting_options, cli_spelling
 
         with handle_errors():
+            given = {"m": m, "epsilon": epsilon, "teacher_delta": teacher_delta, "target_epsilon": target_epsilon}
+            if teachers is None or teachers is Teachers.disjoint_nonprivate:  # the multi-class setting
+                check_setting_options("disjoint-nonprivate", [k for k, v in given.items() if v is not None],
+                                      cli_spelling, target_needed=False)
             return solve_multiclass_command(K=K, classes=classes, teachers=teachers and teachers.value,
                                             target_epsilon=target_epsilon, delta=delta, prior=prior,
                                             solver=solver, fmt=fmt, out=out, baselines=baselines)
