@@ -113,6 +113,7 @@ class Debit:
     request_digest: str | None = None  #: see :func:`request_digest`; stored with the key
     future: Future = field(default_factory=Future)
     profile: PrivacyProfile | None = None
+    teachers: str = "shared"  #: the table's teacher setting (a capped ledger refuses non-private teachers)
 
     @property
     def rows(self) -> int:
@@ -121,7 +122,7 @@ class Debit:
 
 @dataclass(frozen=True)
 class DebitResult:
-    """``status``: paid, replayed, over_budget, no_ledger, key_conflict."""
+    """``status``: paid, replayed, over_budget, no_ledger, key_conflict, setting_conflict."""
 
     status: str
     answers: np.ndarray | None = None
@@ -467,6 +468,12 @@ class DebitWriter:
             state = states.get(d.ledger_id)
             if state is None:
                 results[i] = DebitResult("no_ledger", detail=f"ledger_id {d.ledger_id!r} not found")
+                continue
+            if d.teachers == "disjoint-nonprivate" and _cap(state.row) is not None:
+                results[i] = DebitResult("setting_conflict", detail=(
+                    f"table {d.table_id!r} is for non-private teachers (disjoint-nonprivate); ledger "
+                    f"{d.ledger_id!r} is capped by private teachers' (ε, Δ) (disjoint-private), a cap that does "
+                    "not hold for them"))
                 continue
             if d.idempotency_key is not None:
                 key = (d.ledger_id, d.idempotency_key)

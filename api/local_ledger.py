@@ -24,6 +24,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from darrm_opt.errors import BudgetExceeded, DarrmError, InvalidParameter
 from darrm_opt.model.multiclass import MulticlassParams
+from darrm_opt.model.neighbours import PateParams
 from darrm_opt.model.params import Params
 from darrm_opt.privacy import accounting
 
@@ -63,14 +64,14 @@ def largest_batch(fits: Callable[[int], bool], upper: int) -> int:
     return lo
 
 
-def per_answer(params: Params | MulticlassParams) -> tuple[float, float]:
-    """(ε₀, δ₀) of one answer: (mε, δ) for a binary table, the stated (ε, δ) for a multi-class one."""
-    if isinstance(params, MulticlassParams):
+def per_answer(params: Params | PateParams | MulticlassParams) -> tuple[float, float]:
+    """(ε₀, δ₀) of one answer: (mε, δ) for a shared-data table, the stated (ε, δ) for a PATE-setting one."""
+    if isinstance(params, (MulticlassParams, PateParams)):
         return params.epsilon, params.delta
     return params.m * params.epsilon, float(params.delta or 0.0)
 
 
-def table_columns(params: Params | MulticlassParams, gamma: Any, certificate: Any) -> dict[str, Any]:
+def table_columns(params: Params | PateParams | MulticlassParams, gamma: Any, certificate: Any) -> dict[str, Any]:
     """The ``gamma_tables`` parameter columns and expected error of a table certified for ``params``
     (InvalidParameter otherwise). A multi-class table: ``classes`` = C, ``epsilon`` = its per-answer ε,
     m = 1, teacher_delta = 0 (the per-answer cost mε is then its ε)."""
@@ -81,12 +82,16 @@ def table_columns(params: Params | MulticlassParams, gamma: Any, certificate: An
         if not getattr(certificate, "certified", False) or getattr(certificate, "delta", None) != params.delta:
             raise InvalidParameter("table", "only a table certified for its parameters can be paid for")
         return {"K": params.K, "m": 1.0, "epsilon": params.epsilon, "teacher_delta": 0.0, "delta": params.delta,
-                "prior": params.prior.spec, "classes": params.C,
+                "prior": params.prior.spec, "classes": params.C, "teachers": "disjoint-nonprivate",
                 "expected_error": float(mc_error(g, params.K, params.C, params.prior))}
     from darrm_opt.model.objective import expected_error
 
     if not certificate.certified or certificate.bound != params.bound:
         raise InvalidParameter("table", "only a table certified for its parameters can be paid for")
+    if isinstance(params, PateParams):  # stored as the service stores it (m = 1, teacher_delta = 0: 0006)
+        return {"K": params.K, "m": 1.0, "epsilon": params.epsilon, "teacher_delta": 0.0, "delta": params.delta,
+                "prior": params.prior.spec, "teachers": "disjoint-nonprivate",
+                "expected_error": float(expected_error(g, params.prior))}
     return {"K": params.K, "m": params.m, "epsilon": params.epsilon, "teacher_delta": params.teacher_delta,
             "delta": params.delta, "prior": params.prior.spec,
             "expected_error": float(expected_error(g, params.prior))}
@@ -156,7 +161,8 @@ class Ledger:
         v["delta_remaining"] = max(v["delta_budget"] - v["delta_spent"], 0.0)
         return v
 
-    def register(self, params: Params | MulticlassParams, gamma: Any, certificate: Any, profile: Any = None) -> str:
+    def register(self, params: Params | PateParams | MulticlassParams, gamma: Any, certificate: Any,
+                 profile: Any = None) -> str:
         """Record a certified table in ``gamma_tables`` (its id is ``params.key()``, as in the service), with
         its certified privacy profile when given (then its answers compose exactly, as in the service).
         A multi-class table (``MulticlassParams`` with its ``MulticlassCertificate``) is stored as the service
@@ -184,7 +190,7 @@ class Ledger:
             return None
         return PrivacyProfile.from_dict(json.loads(row.privacy_profile))
 
-    def pay(self, params: Params | MulticlassParams, gamma: Any, certificate: Any, answers: np.ndarray,
+    def pay(self, params: Params | PateParams | MulticlassParams, gamma: Any, certificate: Any, answers: np.ndarray,
             profile: Any = None) -> DebitResult:
         """Debit ``len(answers)`` answers of the certified table (``params``, ``gamma``), each (mε, δ)-DP,
         durably, before the answers may be released. With the table's certified ``profile``

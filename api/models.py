@@ -42,11 +42,13 @@ class GammaTable(Base):
 
     id: Mapped[str] = mapped_column(String(32), primary_key=True)
     K: Mapped[int] = mapped_column(Integer)
-    m: Mapped[float] = mapped_column(Double)
-    epsilon: Mapped[float] = mapped_column(Double)
-    teacher_delta: Mapped[float] = mapped_column(Double)
+    m: Mapped[float] = mapped_column(Double)  #: 1 for disjoint-nonprivate (no m; m·ε is its per-answer ε; 0006)
+    epsilon: Mapped[float] = mapped_column(Double)  #: the teachers' ε; the per-answer ε for disjoint-nonprivate
+    teacher_delta: Mapped[float] = mapped_column(Double)  #: 0 for disjoint-nonprivate (no teacher Δ; 0006)
     delta: Mapped[float] = mapped_column(Double)
     prior: Mapped[str] = mapped_column(String(100))
+    #: shared | disjoint-private | disjoint-nonprivate (darrm_opt.model.neighbours); part of the table id
+    teachers: Mapped[str] = mapped_column(String(32), default="shared", server_default="shared")
     solver: Mapped[str] = mapped_column(String(20))
     gamma: Mapped[str] = mapped_column(Text)
     certificate: Mapped[str] = mapped_column(Text)

@@ -1,6 +1,8 @@
 """Budget plans in the service: the planned table is stored and served like any table, and the plan is cached.
 
-A plan's id is a hash of its canonical inputs (K, ε, Δ, Q, ε_B, δ_B, prior). The search
+A plan's id is a hash of its canonical inputs (K, ε, Δ, Q, ε_B, δ_B, prior; a PATE plan's have no ε, Δ and
+name the setting). A ``disjoint-nonprivate`` (PATE) plan runs :func:`darrm_opt.optimize.pate_plan.plan_pate`
+and stores its table as a disjoint-nonprivate table (:func:`~api.table_service.table_key`). The search
 (:func:`darrm_opt.optimize.plan.plan`) runs on the table service's solve pool; identical concurrent
 requests share one run (in-process single flight). The planned table is stored in ``gamma_tables`` under
 its own ``Params.key()`` (so ``/v1/tables/{id}``, ``/v1/aggregate`` and ledgers' exact accounting see it);
@@ -27,16 +29,20 @@ from typing import Any
 from darrm_opt.errors import DarrmError, InvalidParameter
 from darrm_opt.model.corners import n_corners, n_multisets
 from darrm_opt.model.params import Params
+from darrm_opt.optimize.pate_plan import PatePlan, PatePlanRequest, plan_pate
 from darrm_opt.optimize.plan import Plan, PlanRequest, plan
+from darrm_opt.privacy import accounting
 from darrm_opt.privacy.pld import exact_epsilon
 
-from .table_service import TableNotServable, TableService, _jsonable
+from .table_service import PATE, PATE_MAX_K, TableNotServable, TableService, _jsonable, table_key
 
 CACHE_SIZE = 256
 
 
-def plan_key(req: PlanRequest) -> str:
-    text = json.dumps(req.canonical(), sort_keys=True, separators=(",", ":"))
+def plan_key(req: PlanRequest | PatePlanRequest, teachers: str | None = None) -> str:
+    """The plan id: a hash of the canonical inputs (and of ``teachers`` when given: disjoint-private)."""
+    canonical = req.canonical() if teachers is None else {**req.canonical(), "teachers": teachers}
+    text = json.dumps(canonical, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(("plan:" + text).encode()).hexdigest()[:32]
 
 
@@ -56,16 +62,27 @@ class PlanService:
         self._running: dict[str, PlanState] = {}
         self._failed: dict[str, str] = {}
 
-    def request(self, req: PlanRequest, solver: str) -> tuple[str, str, dict[str, Any] | None]:
-        """(plan id, cache status 'hit' | 'miss' | 'shared' | 'pending', the planned table or None)."""
-        self.tables._check_solver(solver)
-        key = plan_key(req)
+    def _inline(self, req: PlanRequest | PatePlanRequest) -> bool:
+        """422 naming K when the plan's problems are too large for this service; True when run inline."""
         settings = self.tables.settings
+        if isinstance(req, PatePlanRequest):
+            if req.K > PATE_MAX_K:
+                raise InvalidParameter("K", f"too large for this service: disjoint-nonprivate tables take "
+                                            f"K <= {PATE_MAX_K}", req.K)
+            return True
         size = n_multisets(req.K, n_corners(Params(K=req.K, m=1, epsilon=req.epsilon,
                                                     teacher_delta=req.teacher_delta)))
         if size > settings.max_multisets:
             raise InvalidParameter("K", f"too large for this service: {size} corner multisets exceed "
                                         f"DARRM_MAX_MULTISETS = {settings.max_multisets}", req.K)
+        return size <= settings.inline_max_multisets
+
+    def request(self, req: PlanRequest | PatePlanRequest, solver: str) -> tuple[str, str, dict[str, Any] | None]:
+        """(plan id, cache status 'hit' | 'miss' | 'shared' | 'pending', the planned table or None)."""
+        self.tables._check_solver(solver)
+        key = plan_key(req)
+        settings = self.tables.settings
+        inline = self._inline(req)
         with self._lock:
             hit = self._done.get(key)
             if hit is not None:
@@ -78,20 +95,24 @@ class PlanService:
                 state = PlanState(Future())
                 self._running[key] = state
                 state.future = self.tables._executor.submit(self._run, key, req, solver, state)  # the solve pool
-        if size <= settings.inline_max_multisets:
+        if inline:
             wait([state.future], timeout=settings.inline_timeout_s)
             if state.future.done():
                 return key, role, state.future.result()  # raises the plan's DarrmError (422)
         return key, "pending", None
 
-    def _run(self, key: str, req: PlanRequest, solver: str, state: PlanState) -> dict[str, Any]:
+    def _run(self, key: str, req: PlanRequest | PatePlanRequest, solver: str, state: PlanState) -> dict[str, Any]:
         def progress(stage: str, **info: Any) -> None:
             state.progress = {"stage": stage, **_jsonable(info)}
 
         try:
-            result = plan(req.K, req.epsilon, req.teacher_delta, req.queries, req.budget_epsilon,
-                          req.budget_delta, req.prior, solver=solver, progress=progress)
-            doc = self._publish(key, result)
+            if isinstance(req, PatePlanRequest):
+                doc = self._publish_pate(key, plan_pate(req.K, req.queries, req.budget_epsilon, req.budget_delta,
+                                                        req.prior, solver=solver, progress=progress))
+            else:
+                result = plan(req.K, req.epsilon, req.teacher_delta, req.queries, req.budget_epsilon,
+                              req.budget_delta, req.prior, solver=solver, progress=progress)
+                doc = self._publish(key, result)
         except DarrmError as exc:
             with self._lock:
                 self._failed[key] = str(exc)
@@ -123,6 +144,30 @@ class PlanService:
                                    f"budget {result.budget_epsilon:g}; not served as this plan")
         info = {**result.plan_dict(), "spent_epsilon": spent}
         return {**table.to_dict(), "plan_id": key, "plan": info}
+
+    def _publish_pate(self, key: str, result: PatePlan) -> dict[str, Any]:
+        """Store the planned PATE table (unless stored already); its spend is recomputed from the served
+        table's profile by the ledger's accounting and must fit the budget."""
+        table_id = table_key(result.params, PATE)
+        if self.tables.get(table_id) is None:
+            self.tables._store(table_id, result.solution, result.profile, PATE)
+        table = self.tables.get(table_id)
+        if table is None or table.profile is None:  # pragma: no cover - just stored, with a profile
+            raise TableNotServable(f"planned table {table_id} could not be served")
+        q, bd = result.queries, result.budget_delta
+        spend = accounting.account([(table.epsilon0, table.delta0, q)], bd, profiles=[(table.profile, q)]).spend
+        if spend.delta > bd or spend.epsilon > result.budget_epsilon:
+            raise TableNotServable(f"the stored table {table_id} for the planned parameters spends "
+                                   f"{spend.epsilon:.6g} > budget {result.budget_epsilon:g}; not served as this plan")
+        info = {**result.plan_dict(), "spent_epsilon": spend.epsilon, "accounting": spend.method}
+        return {**table.to_dict(), "plan_id": key, "plan": info}
+
+    def remember(self, key: str, doc: dict[str, Any]) -> None:
+        """Keep a plan decided without a search (disjoint-private, plain majority free) for GET."""
+        with self._lock:
+            self._done[key] = doc
+            while len(self._done) > CACHE_SIZE:
+                self._done.popitem(last=False)
 
     def get(self, key: str) -> tuple[str, dict[str, Any] | None, dict[str, Any] | str | None]:
         """('done', table, None) | ('running', None, progress) | ('failed', None, error) | ('unknown', ...)."""

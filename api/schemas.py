@@ -9,6 +9,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
 from darrm_opt.certify.certificate import Certificate
+from darrm_opt.certify.pairs import PairCertificate
 
 #: ids of tables, ledgers and jobs (hex digests and uuids; other safe words simply are not found)
 ID_PATTERN = r"^[A-Za-z0-9_-]{1,64}$"
@@ -42,6 +43,9 @@ class BudgetExceededOut(BaseModel):
     answers: int
 
 
+Teachers = Literal["shared", "disjoint-private", "disjoint-nonprivate"]
+
+
 class TableRequest(BaseModel):
     """Parameters of a DaRRM problem: K teachers, each (ε, Δ)-DP; the answer is (mε, δ)-DP. With ``classes``:
     a multi-class table (class-label votes) for teachers trained non-privately on disjoint shards, each answer
@@ -53,10 +57,12 @@ class TableRequest(BaseModel):
     m: float | None = Field(None, ge=1, allow_inf_nan=False,
                             description="privacy allowance, 1 <= m <= K (required for a binary table)")
     classes: int | None = Field(None, ge=2, le=1000, description="C: a multi-class table over classes 0..C-1")
-    teachers: Literal["disjoint-nonprivate"] | None = Field(
-        None, description="with classes: teachers trained non-privately on disjoint shards (the only setting)")
+    teachers: Teachers | None = Field(
+        None, description="shared (default: the paper's setting) | disjoint-private (the teachers' (epsilon, "
+                          "teacher_delta) caps the total) | disjoint-nonprivate (PATE: non-private teachers on "
+                          "disjoint shards; m, epsilon, teacher_delta do not apply; the only setting with classes)")
     target_epsilon: float | None = Field(None, gt=0, le=700, allow_inf_nan=False,
-                                         description="with classes: the per-answer epsilon")
+                                         description="disjoint-nonprivate only: the per-answer epsilon")
     epsilon: float = Field(0.1, gt=0, allow_inf_nan=False, description="each teacher's epsilon")
     teacher_delta: float = Field(1e-5, ge=0, lt=1, description="each teacher's delta (Δ)")
     delta: float | None = Field(
@@ -69,16 +75,23 @@ class TableRequest(BaseModel):
 
 
 class TableOut(BaseModel):
-    id: str = Field(..., description="hash of the canonical parameters")
+    """A certified binary table: shared-data (the paper's setting), disjoint-private, or the PATE setting
+    (disjoint-nonprivate: no m, no teacher Δ, ``epsilon`` the per-answer ε)."""
+
+    id: str = Field(..., description="hash of the canonical parameters (and of the setting unless shared)")
     K: int
-    m: float
-    epsilon: float
-    teacher_delta: float
+    m: float | None = Field(..., description="null for disjoint-nonprivate")
+    epsilon: float = Field(..., description="each teacher's epsilon; the answer's epsilon for disjoint-nonprivate")
+    teacher_delta: float | None = Field(..., description="null for disjoint-nonprivate")
     delta: float
     prior: str
+    teachers: Teachers = "shared"
+    setting: dict[str, Any] | None = Field(None, description="the teacher setting, what it implies and its "
+                                                             "total_cap (disjoint-private)")
     solver: str
     gamma: list[float] = Field(..., description="γ(0..K), certified")
-    certificate: Certificate  # the library's own dataclass: one definition of the certificate
+    #: the library's own dataclasses: every corner multiset (shared data), every (l, l ± 1) pair (PATE)
+    certificate: Certificate | PairCertificate
     privacy_profile: dict[str, Any] | None = Field(
         None, description="the table's certified privacy profile: swept (ε, δ) statements, envelope vertices, "
                           "the dominating pair's atoms (P-mass, Q-mass) and infinite-loss mass")
@@ -94,6 +107,7 @@ class MulticlassTableOut(BaseModel):
     K: int
     classes: int
     teachers: Literal["disjoint-nonprivate"]
+    setting: dict[str, Any] | None = None
     target_epsilon: float = Field(..., description="each answer's epsilon")
     delta: float = Field(..., description="each answer's delta")
     prior: str

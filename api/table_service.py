@@ -1,9 +1,12 @@
 """Certified γ tables: the database cache, single-flight solves and background solve jobs.
 
-A table's id is ``Params.key()`` (a hash of the canonical parameters), so a request for parameters solved
-before is answered from the ``gamma_tables`` row. A table is served only if its stored certificate says
-``certified`` for the stored parameters' bound and γ has K + 1 values in [0, 1]; ``solve`` itself never
-returns an uncertified table.
+A table's id is :func:`table_key` (a hash of the canonical parameters and, for a binary table outside the
+paper's ``shared`` setting, of the teacher setting; ``Params.key()`` for shared tables), so a request for
+parameters solved before is answered from the ``gamma_tables`` row. Binary ``disjoint-nonprivate`` (PATE)
+tables are solved by the PATE-setting LP (:mod:`darrm_opt.optimize.pate_setting`) and certified over every
+(l, l ± 1) pair; ``disjoint-private`` tables are the shared LP's and say that the teachers' (ε, Δ) caps the
+total. A table is served only if its stored certificate says ``certified`` for the stored parameters' bound
+and γ has K + 1 values in [0, 1]; ``solve`` itself never returns an uncertified table.
 
 Solves run on a small thread pool. Identical concurrent requests share one solve: inside a process through
 a map of in-flight futures, across processes through the ``solve_jobs`` row (job id = table id) that one
@@ -17,6 +20,7 @@ pure) is solved while the request waits, up to ``inline_timeout_s``; anything la
 from __future__ import annotations
 
 import collections
+import hashlib
 import json
 import logging
 import os
@@ -36,9 +40,11 @@ import solvers
 from darrm_opt.errors import DarrmError, InvalidParameter
 from darrm_opt.model.corners import n_corners, n_multisets
 from darrm_opt.model.multiclass import MulticlassParams, MulticlassPrior
+from darrm_opt.model.neighbours import PateParams, parse_teachers, setting_note
 from darrm_opt.model.params import Params
 from darrm_opt.optimize.optimizer import Solution, solve
-from darrm_opt.privacy.pair_profile import multiclass_profile
+from darrm_opt.optimize.pate_setting import solve_pate
+from darrm_opt.privacy.pair_profile import multiclass_profile, pate_profile
 from darrm_opt.privacy.profile import PrivacyProfile, privacy_profile
 from darrm_opt.release.aggregator import Aggregator, MulticlassAggregator, RandomBytes, system_random
 
@@ -54,6 +60,9 @@ CACHE_SIZE = 256
 #: a row stored without a privacy profile gets one computed when served only up to this K
 PROFILE_ON_READ_MAX_K = 25
 PROGRESS_EVERY_S = 1.0
+#: the largest K of a binary disjoint-nonprivate table (its LP holds a dense 4K × (K + 1) matrix: 32 MB at 1001)
+PATE_MAX_K = 1001
+PATE = "disjoint-nonprivate"
 
 
 class TableNotServable(DarrmError):
@@ -64,8 +73,24 @@ def _aware(ts: datetime) -> datetime:
     return ts if ts.tzinfo is not None else ts.replace(tzinfo=UTC)
 
 
-#: the parameters of a served table: binary (0/1 votes) or multi-class (class-label votes, PATE setting)
-TableParams = Params | MulticlassParams
+#: the parameters of a served table: binary (0/1 votes; shared-data or PATE setting) or multi-class
+#: (class-label votes, PATE setting)
+TableParams = Params | PateParams | MulticlassParams
+
+
+def table_key(params: TableParams, teachers: str = "shared") -> str:
+    """The table id: ``key()`` of shared-data and multi-class parameters; for a binary table of another
+    setting the same hash over its canonical parameters with the setting (a disjoint-private table is
+    another row than the shared one; a PATE table's parameters have no m)."""
+    teachers = parse_teachers(teachers)
+    if isinstance(params, MulticlassParams):
+        return params.key()
+    if isinstance(params, PateParams) != (teachers == PATE):
+        raise InvalidParameter("teachers", "binary disjoint-nonprivate tables (and only they) have PATE parameters")
+    if teachers in ("shared", PATE):
+        return params.key()  # PATE: the hash of its canonical parameters, which name the setting
+    text = json.dumps({**params.canonical(), "teachers": teachers}, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
 @dataclass(frozen=True)
@@ -80,6 +105,7 @@ class ServedTable:
     created_at: datetime
     aggregator: Aggregator | MulticlassAggregator
     profile: PrivacyProfile | None = None  #: the certified privacy profile (exact accounting)
+    teachers: str = "shared"  #: the teacher setting (multi-class and PATE tables: disjoint-nonprivate)
 
     @property
     def classes(self) -> int | None:
@@ -88,8 +114,8 @@ class ServedTable:
 
     @property
     def epsilon0(self) -> float:
-        """Per-answer ε: m·ε (binary), the table's target ε (multi-class)."""
-        if isinstance(self.params, MulticlassParams):
+        """Per-answer ε: m·ε (binary, shared data), the table's target ε (PATE setting, multi-class)."""
+        if isinstance(self.params, (MulticlassParams, PateParams)):
             return self.params.epsilon
         return self.params.m * self.params.epsilon
 
@@ -98,10 +124,21 @@ class ServedTable:
         """Per-answer δ."""
         return float(self.params.delta or 0.0)  # Params always sets delta (it defaults to 1 − (1 − Δ)^m)
 
+    def setting(self) -> dict[str, Any]:
+        """The teacher setting and what it implies (disjoint-private: the teachers' (ε, Δ) caps the total)."""
+        p = self.params
+        if isinstance(p, Params):
+            return setting_note(self.teachers, p.epsilon, p.teacher_delta).to_dict()
+        return setting_note(PATE).to_dict()
+
     def to_dict(self) -> dict[str, Any]:
+        pate = {"m": None, "teacher_delta": None} if isinstance(self.params, PateParams) else {}
         return {
             "id": self.id,
+            **pate,  # a binary PATE table has neither
             **self.params.canonical(),  # a multi-class table: K, classes, teachers, target_epsilon, delta, prior
+            "teachers": self.teachers,
+            "setting": self.setting(),
             "solver": self.solver,
             "gamma": list(self.gamma),
             "certificate": self.certificate,
@@ -121,16 +158,25 @@ class Outcome:
     table: ServedTable | None = None
 
 
-def _check_row(row: GammaTable) -> tuple[TableParams, tuple[float, ...], dict]:
-    """The row's parameters, γ and certificate, checked: parameters hash to the id, K + 1 values in [0, 1],
-    a certificate for these parameters (its bound, or for a multi-class table its δ)."""
+def _row_params(row: Any) -> tuple[TableParams, str]:
+    """The parameters of a stored row and its teacher setting (PATE and multi-class rows store m = 1 and
+    teacher_delta = 0, their ε the per-answer ε: migrations 0005, 0006)."""
     classes = getattr(row, "classes", None)
-    params: TableParams
     if classes is not None:
-        params = MulticlassParams(row.K, classes, row.epsilon, row.delta, MulticlassPrior.parse(row.prior))
-    else:
-        params = Params(row.K, row.m, row.epsilon, row.teacher_delta, row.delta, row.prior)
-    if params.key() != row.id:
+        return MulticlassParams(row.K, classes, row.epsilon, row.delta, MulticlassPrior.parse(row.prior)), PATE
+    teachers = parse_teachers(getattr(row, "teachers", None) or "shared")
+    if teachers == PATE:
+        if row.m != 1 or row.teacher_delta != 0:
+            raise TableNotServable(f"table {row.id}: a disjoint-nonprivate row must store m = 1, teacher_delta = 0")
+        return PateParams(row.K, row.epsilon, row.delta, row.prior), teachers
+    return Params(row.K, row.m, row.epsilon, row.teacher_delta, row.delta, row.prior), teachers
+
+
+def _check_row(row: GammaTable) -> tuple[TableParams, str, tuple[float, ...], dict]:
+    """The row's parameters, setting, γ and certificate, checked: parameters hash to the id, K + 1 values in
+    [0, 1], a certificate for these parameters (its bound, or for a multi-class table its δ)."""
+    params, teachers = _row_params(row)
+    if table_key(params, teachers) != row.id:
         raise TableNotServable(f"table {row.id}: stored parameters do not hash to its id")
     gamma = tuple(float(x) for x in json.loads(row.gamma))
     cert = json.loads(row.certificate)
@@ -139,7 +185,7 @@ def _check_row(row: GammaTable) -> tuple[TableParams, tuple[float, ...], dict]:
     stated = ("delta", params.delta) if isinstance(params, MulticlassParams) else ("bound", params.bound)
     if cert.get("certified") is not True or cert.get(stated[0]) != stated[1]:
         raise TableNotServable(f"table {row.id}: its certificate does not certify these parameters")
-    return params, gamma, cert
+    return params, teachers, gamma, cert
 
 
 def _row_profile(row: Any, params: TableParams, gamma: tuple[float, ...]) -> PrivacyProfile | None:
@@ -155,6 +201,8 @@ def _row_profile(row: Any, params: TableParams, gamma: tuple[float, ...]) -> Pri
             raise TableNotServable(f"table {row.id}: its stored privacy profile is malformed") from exc
     if isinstance(params, MulticlassParams):
         return multiclass_profile(params, gamma)
+    if isinstance(params, PateParams):
+        return pate_profile(params, gamma)  # 4K rows: always cheap
     if isinstance(params, Params) and params.K <= PROFILE_ON_READ_MAX_K:
         return privacy_profile(params, gamma)
     return None
@@ -173,13 +221,25 @@ def _jsonable(info: dict) -> dict:
     return out
 
 
-def _binary_columns(sol: Solution) -> dict[str, Any]:
-    """The ``gamma_tables`` columns of a solved binary table (never an uncertified one)."""
+def _binary_columns(sol: Solution, teachers: str = "shared") -> dict[str, Any]:
+    """The ``gamma_tables`` columns of a solved binary shared-data table (never an uncertified one)."""
     if not sol.certificate.certified:  # solve() raises first; never store an uncertified table
         raise TableNotServable("refusing to store an uncertified table")
     p = sol.params
     return {"K": p.K, "m": p.m, "epsilon": p.epsilon, "teacher_delta": p.teacher_delta, "delta": p.delta,
-            "prior": p.prior.spec, "solver": sol.solver, "gamma": json.dumps(list(sol.gamma)),
+            "prior": p.prior.spec, "teachers": teachers, "solver": sol.solver, "gamma": json.dumps(list(sol.gamma)),
+            "certificate": json.dumps(sol.certificate.to_dict()), "expected_error": float(sol.expected_error),
+            "solve_seconds": float(sol.seconds)}
+
+
+def _pate_columns(sol: Any) -> dict[str, Any]:
+    """The ``gamma_tables`` columns of a solved binary PATE-setting table (m = 1, teacher_delta = 0, epsilon
+    its per-answer ε: migration 0006); never an uncertified one."""
+    if not sol.certificate.certified:  # solve_pate() raises first
+        raise TableNotServable("refusing to store an uncertified table")
+    p = sol.params
+    return {"K": p.K, "m": 1.0, "epsilon": p.epsilon, "teacher_delta": 0.0, "delta": p.delta,
+            "prior": p.prior.spec, "teachers": PATE, "solver": sol.solver, "gamma": json.dumps(list(sol.gamma)),
             "certificate": json.dumps(sol.certificate.to_dict()), "expected_error": float(sol.expected_error),
             "solve_seconds": float(sol.seconds)}
 
@@ -194,7 +254,7 @@ def _solve_multiclass(params: MulticlassParams, solver: str) -> tuple[dict[str, 
     if not sol.certificate.certified:
         raise TableNotServable("refusing to store an uncertified table")
     columns = {"K": params.K, "m": 1.0, "epsilon": params.epsilon, "teacher_delta": 0.0, "delta": params.delta,
-               "prior": params.prior.spec, "classes": params.C, "solver": sol.solver,
+               "prior": params.prior.spec, "classes": params.C, "teachers": PATE, "solver": sol.solver,
                "gamma": json.dumps(list(sol.gamma)), "certificate": json.dumps(sol.certificate.to_dict()),
                "expected_error": float(sol.expected_error), "solve_seconds": float(sol.seconds)}
     return columns, multiclass_profile(params, sol.gamma)
@@ -217,8 +277,9 @@ class TableService:
 
     # --- reading ---------------------------------------------------------------------------------------
     def _served(self, row: Any) -> ServedTable:  # a GammaTable row (Core select)
-        params, gamma, cert = _check_row(row)
+        params, teachers, gamma, cert = _check_row(row)
         return ServedTable(
+            teachers=teachers,
             profile=_row_profile(row, params, gamma),
             id=row.id,
             params=params,
@@ -286,6 +347,11 @@ class TableService:
         ``inline_timeout_s``. Raises InvalidParameter (422) for a binary table over DARRM_MAX_MULTISETS."""
         if isinstance(params, MulticlassParams):
             return True
+        if isinstance(params, PateParams):
+            if params.K > PATE_MAX_K:
+                raise InvalidParameter("K", f"too large for this service: binary disjoint-nonprivate tables take "
+                                            f"K <= {PATE_MAX_K}", params.K)
+            return True
         size = n_multisets(params.K, n_corners(params))
         if size > self.settings.max_multisets:
             raise InvalidParameter(
@@ -296,15 +362,16 @@ class TableService:
             )
         return size <= self.settings.inline_max_multisets
 
-    def request(self, params: TableParams, solver: str) -> Outcome:
-        """A certified table for ``params``: cached, solved now, or a pending job (see the module doc)."""
+    def request(self, params: TableParams, solver: str, teachers: str = "shared") -> Outcome:
+        """A certified table for ``params`` in the setting ``teachers``: cached, solved now, or a pending job
+        (see the module doc)."""
         self._check_solver(solver)
-        key = params.key()
+        key = table_key(params, teachers)
         cached = self.get(key)
         if cached is not None:
             return Outcome("hit", key, cached)
         inline = self._inline(params)
-        future, role = self._flight(key, params, solver)
+        future, role = self._flight(key, params, solver, teachers)
         if inline:
             deadline = time.monotonic() + self.settings.inline_timeout_s
             if future is not None:
@@ -338,12 +405,12 @@ class TableService:
         if error is not None:
             raise InvalidParameter("solver", error)
 
-    def _flight(self, key: str, params: TableParams, solver: str) -> tuple[Future | None, str]:
+    def _flight(self, key: str, params: TableParams, solver: str, teachers: str) -> tuple[Future | None, str]:
         with self._lock:
             running = self._flights.get(key)
             if running is not None:
                 return running, "shared"
-            claim = self._claim(key, params, solver)
+            claim = self._claim(key, {**params.canonical(), "teachers": teachers}, solver)
             if claim == "foreign":
                 return None, "foreign"
             if claim == "done":
@@ -352,7 +419,7 @@ class TableService:
                 if table is not None:
                     done.set_result(table)
                     return done, "hit"
-            future = self._executor.submit(self._solve, key, params, solver)
+            future = self._executor.submit(self._solve, key, params, solver, teachers)
             self._flights[key] = future
         future.add_done_callback(lambda _f: self._land(key))
         return future, "miss"
@@ -361,11 +428,11 @@ class TableService:
         with self._lock:
             self._flights.pop(key, None)
 
-    def _claim(self, key: str, params: TableParams, solver: str) -> str:
+    def _claim(self, key: str, canonical: dict, solver: str) -> str:
         """Claim the solve of ``key`` for this process: 'claimed', 'foreign' (live elsewhere) or 'done'."""
         now = utcnow()
         values = {
-            "params": json.dumps(params.canonical()),
+            "params": json.dumps(canonical),
             "solver": solver,
             "status": "queued",
             "stage": "queued",
@@ -402,7 +469,7 @@ class TableService:
         except Exception:  # noqa: BLE001 - progress reports are best effort; the solve goes on
             log.warning("could not record progress of job %s", key, exc_info=True)
 
-    def _solve(self, key: str, params: TableParams, solver: str) -> ServedTable:
+    def _solve(self, key: str, params: TableParams, solver: str, teachers: str) -> ServedTable:
         self._progress[key] = {"stage": "starting"}
         self._set_job(key, status="running", stage="starting")
         last = [time.monotonic()]
@@ -418,10 +485,13 @@ class TableService:
         try:
             if isinstance(params, MulticlassParams):
                 self._store_row(key, *_solve_multiclass(params, solver))
+            elif isinstance(params, PateParams):
+                pate = solve_pate(params, solver=solver)  # raises CertificationFailed rather than uncertified
+                self._store_row(key, _pate_columns(pate), pate_profile(params, pate.gamma))
             else:
                 solution = solve(params, solver=solver, mode="lazy", progress=progress)
                 profile = privacy_profile(params, solution.gamma, progress=progress)
-                self._store(key, solution, profile)
+                self._store(key, solution, profile, teachers)
         except DarrmError as exc:
             self._set_job(key, status="failed", stage="failed", error=str(exc))
             raise
@@ -436,8 +506,10 @@ class TableService:
             raise TableNotServable(f"table {key} vanished after it was stored")
         return table
 
-    def _store(self, key: str, sol: Solution, profile: PrivacyProfile) -> None:
-        self._store_row(key, _binary_columns(sol), profile)
+    def _store(self, key: str, sol: Any, profile: PrivacyProfile, teachers: str = "shared") -> None:
+        """Store a solved binary table: shared-data (or disjoint-private) Solution, or a PATE-setting one."""
+        columns = _pate_columns(sol) if isinstance(sol.params, PateParams) else _binary_columns(sol, teachers)
+        self._store_row(key, columns, profile)
 
     def _store_row(self, key: str, columns: dict[str, Any], profile: PrivacyProfile | None) -> None:
         """Insert a solved table's row (``columns`` from :func:`_binary_columns` or :func:`_solve_multiclass`)

@@ -108,7 +108,8 @@ async def aggregate(request: Request) -> Response:
         digest = (await run_in_threadpool(request_digest, table.id, ledger_id, votes) if n_rows > THREAD_ROWS
                   else request_digest(table.id, ledger_id, votes))
     del votes
-    debit = Debit(ledger_id, table.id, table.epsilon0, table.delta0, answers, key, digest, profile=table.profile)
+    debit = Debit(ledger_id, table.id, table.epsilon0, table.delta0, answers, key, digest, profile=table.profile,
+                  teachers=table.teachers)
     try:
         future = s.writer.submit(debit)
         result = await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(future)), s.settings.debit_timeout_s)
@@ -138,4 +139,6 @@ def _response(result) -> Response:
         })
     if result.status == "no_ledger":
         return JSONResponse(status_code=404, content={"detail": result.detail})
+    if result.status == "setting_conflict":
+        return invalid("body", "table_id", message=result.detail, type_="teacher_setting_conflict")
     return invalid("body", "idempotency_key", message=result.detail, type_="idempotency_key_reused")

@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 import threading
-from typing import Any
+from typing import Any, Literal
 
 from fastapi import APIRouter, Path, Request, Response
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
+from darrm_opt.errors import InvalidParameter
+from darrm_opt.model.neighbours import check_setting_options, setting_note
+from darrm_opt.optimize.pate_plan import PatePlanRequest, majority_free
 from darrm_opt.optimize.plan import PlanRequest
 
 from ..deps import keyed, services
-from ..plan_service import PlanService
-from ..schemas import ID_PATTERN, ErrorOut, HTTPValidationErrorOut, LedgerOut, PlainText, TableOut
+from ..plan_service import PlanService, plan_key
+from ..schemas import ID_PATTERN, ErrorOut, HTTPValidationErrorOut, LedgerOut, PlainText, TableOut, Teachers
 
 router = APIRouter(prefix="/v1", tags=["plans"], dependencies=keyed)
 _LOCK = threading.Lock()
@@ -26,13 +29,19 @@ class LedgerSpec(BaseModel):
 
 
 class PlanRequestIn(BaseModel):
-    """A labelling job: Q answers of K teachers, each (ε, Δ)-DP, within a total (ε_B, δ_B)."""
+    """A labelling job: Q answers of K teachers, each (ε, Δ)-DP, within a total (ε_B, δ_B). With teachers
+    ``disjoint-nonprivate`` (PATE) the teachers are not private: epsilon and teacher_delta do not apply (a
+    422 names them) and the per-answer (ε, δ) is planned; ``disjoint-private``: when the teachers' own
+    (ε, Δ) is within the budget the plain majority is free (the answer says so, no table is searched)."""
 
     model_config = ConfigDict(extra="forbid", strict=True)
 
     K: int = Field(..., ge=1, description="number of teachers (odd)")
-    epsilon: float = Field(..., gt=0, allow_inf_nan=False, description="each teacher's epsilon")
-    teacher_delta: float = Field(..., ge=0, lt=1, description="each teacher's delta (Δ)")
+    epsilon: float | None = Field(None, gt=0, allow_inf_nan=False,
+                                  description="each teacher's epsilon (required unless disjoint-nonprivate)")
+    teacher_delta: float | None = Field(None, ge=0, lt=1,
+                                        description="each teacher's delta (Δ) (required unless disjoint-nonprivate)")
+    teachers: Teachers = Field("shared", description="shared | disjoint-private | disjoint-nonprivate (PATE)")
     queries: int = Field(..., ge=1, description="number of answers Q the budget must cover")
     budget_epsilon: float = Field(..., gt=0, allow_inf_nan=False, description="total epsilon of the Q answers")
     budget_delta: float = Field(..., gt=0, lt=1, description="total delta of the Q answers")
@@ -47,13 +56,35 @@ class PlanInfo(BaseModel):
     budget_epsilon: float
     budget_delta: float
     spent_epsilon: float = Field(..., description="ε the Q answers spend at budget_delta (exact composition)")
-    seconds: float
+    seconds: float = 0.0
+    teachers: Teachers = "shared"
+    accounting: str | None = Field(None, description="the bound spent_epsilon comes from (disjoint-nonprivate: "
+                                                     "exact or optimal, the ledger's tightest)")
+    majority_free: bool = Field(False, description="disjoint-private teachers whose (ε, Δ) is within the budget")
+    total_cap: dict[str, float] | None = Field(None, description="disjoint-private: the teachers' (ε, Δ)")
+    note: str | None = None
     candidates: list[dict[str, Any]] = Field(
-        ..., description="every (m, delta) tried: expected error, spent ε (screening PLD, an upper bound), fits")
+        [], description="every (m, delta) tried (disjoint-nonprivate: (epsilon, delta)): expected error, spent ε "
+                        "(screening PLD, an upper bound), fits")
 
 
 class PlanOut(TableOut):
     plan_id: str
+    plan: PlanInfo
+    ledger: LedgerOut | None = None
+
+
+class MajorityFreeOut(BaseModel):
+    """disjoint-private teachers within the budget: the plain majority γ ≡ 1 costs at most their (ε, Δ) in
+    total, by parallel composition (no certificate: the guarantee is the theorem's, not a table's)."""
+
+    plan_id: str
+    K: int
+    teachers: Literal["disjoint-private"]
+    prior: str
+    gamma: list[float]
+    expected_error: float
+    note: str
     plan: PlanInfo
     ledger: LedgerOut | None = None
 
@@ -80,7 +111,8 @@ def _plans(request: Request) -> PlanService:
         return state.plans
 
 
-@router.post("/plans", response_model=PlanOut, summary="Plan the most accurate table for a total budget",
+@router.post("/plans", response_model=PlanOut | MajorityFreeOut,
+             summary="Plan the most accurate table for a total budget",
              responses={202: {"model": PlanAccepted, "description": "planning in the background; poll status_url"},
                         409: {"model": ErrorOut}, **_COMMON})
 def post_plan(body: PlanRequestIn, request: Request, response: Response):
@@ -88,11 +120,27 @@ def post_plan(body: PlanRequestIn, request: Request, response: Response):
     ``create_ledger`` a ledger with the budget (budget_epsilon, budget_delta) is opened once the budget is
     known to be feasible (200), or at once with a 202 (the budget is the request's either way)."""
     s = services(request)
-    req = PlanRequest.make(body.K, body.epsilon, body.teacher_delta, body.queries, body.budget_epsilon,
-                           body.budget_delta, body.prior)
+    given = [f for f in ("epsilon", "teacher_delta") if getattr(body, f) is not None]
+    check_setting_options(body.teachers, given, target_needed=False)
+    req: PlanRequest | PatePlanRequest
+    cap = None
+    if body.teachers == "disjoint-nonprivate":
+        req = PatePlanRequest.make(body.K, body.queries, body.budget_epsilon, body.budget_delta, body.prior)
+    else:
+        for name in ("epsilon", "teacher_delta"):
+            if getattr(body, name) is None:
+                raise InvalidParameter(name, f"is required with teachers {body.teachers} (the teachers' privacy)")
+        req = PlanRequest.make(body.K, body.epsilon, body.teacher_delta, body.queries, body.budget_epsilon,
+                               body.budget_delta, body.prior)
+        if body.teachers == "disjoint-private":
+            cap = (req.epsilon, req.teacher_delta)
+            free = _majority_free(request, req)
+            if free is not None:
+                return {**free, "ledger": _ledger(s, body, req, cap)}
     key, status, doc = _plans(request).request(req, body.solver or s.settings.default_solver)
-    ledger = (s.ledgers.create(body.create_ledger.name, req.budget_epsilon, req.budget_delta)
-              if body.create_ledger is not None else None)
+    ledger = _ledger(s, body, req, cap)
+    if cap is not None and doc is not None:
+        doc = _with_cap(doc, cap)
     if doc is None:
         url = f"/v1/plans/{key}"
         return JSONResponse(status_code=202, headers={"Location": url, "X-Darrm-Cache": "pending"},
@@ -102,11 +150,41 @@ def post_plan(body: PlanRequestIn, request: Request, response: Response):
     return {**doc, "ledger": ledger}
 
 
+def _ledger(s, body: PlanRequestIn, req, cap) -> dict | None:  # noqa: ANN001
+    """The ledger ``create_ledger`` asks for, with the budget; capped by disjoint-private teachers' (ε, Δ)."""
+    if body.create_ledger is None:
+        return None
+    return s.ledgers.create(body.create_ledger.name, req.budget_epsilon, req.budget_delta, cap=cap)
+
+
+def _majority_free(request: Request, req: PlanRequest) -> dict[str, Any] | None:
+    """The answer for disjoint-private teachers whose (ε, Δ) fits the budget (kept for GET), else None."""
+    free = majority_free(req.K, req.epsilon, req.teacher_delta, req.queries, req.budget_epsilon, req.budget_delta,
+                         req.prior)
+    if free is None:
+        return None
+    key = plan_key(req, "disjoint-private")
+    doc = {**free.to_dict(), "plan_id": key}
+    doc["plan"] = {**doc["plan"], "total_cap": {"epsilon": req.epsilon, "delta": req.teacher_delta},
+                   "note": doc["note"]}
+    _plans(request).remember(key, doc)
+    return doc
+
+
+def _with_cap(doc: dict[str, Any], cap: tuple[float, float]) -> dict[str, Any]:
+    """A composed plan for disjoint-private teachers whose (ε, Δ) does not fit the budget: it says so."""
+    note = (f"{setting_note('disjoint-private', *cap).note}; the teachers' (ε={cap[0]:g}, Δ={cap[1]:g}) is not "
+            "within the budget, so the answers are composed as for shared teachers")
+    plan = {**doc["plan"], "teachers": "disjoint-private", "majority_free": False,
+            "total_cap": {"epsilon": cap[0], "delta": cap[1]}, "note": note}
+    return {**doc, "plan": plan}
+
+
 def _json(ledger: dict | None) -> Any:
     return None if ledger is None else LedgerOut.model_validate(ledger).model_dump(mode="json")
 
 
-@router.get("/plans/{plan_id}", response_model=PlanOut, summary="A plan: its table, or its progress",
+@router.get("/plans/{plan_id}", response_model=PlanOut | MajorityFreeOut, summary="A plan: its table, or its progress",
             responses={202: {"model": PlanAccepted}, 404: {"model": ErrorOut}, **_COMMON})
 def get_plan(request: Request, plan_id: str = Path(..., pattern=ID_PATTERN)):
     status, doc, info = _plans(request).get(plan_id)

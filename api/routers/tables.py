@@ -9,7 +9,8 @@ from fastapi.responses import JSONResponse
 
 from darrm_opt.errors import InvalidParameter
 from darrm_opt.model.multiclass import MulticlassParams, MulticlassPrior
-from darrm_opt.model.params import Params
+from darrm_opt.model.neighbours import PateParams, check_setting_options
+from darrm_opt.model.params import Params, Prior
 
 from ..deps import keyed, services
 from ..schemas import (
@@ -22,6 +23,7 @@ from ..schemas import (
     PlainText,
     TableListOut,
     TableRequest,
+    Teachers,
 )
 
 router = APIRouter(prefix="/v1", tags=["tables"], dependencies=keyed)
@@ -32,27 +34,24 @@ _INVALID: dict[int | str, dict[str, Any]] = {
 }
 
 
-def table_params(body: TableRequest) -> Params | MulticlassParams:
-    """The problem of a request: multi-class when ``classes`` is given, else binary. A field that does not
-    apply to the kind, or a missing one, is a 422 naming it."""
-    given = body.model_fields_set
-    if body.classes is None:
-        for name in ("teachers", "target_epsilon"):
-            if name in given:
-                raise InvalidParameter(name, "applies to a multi-class table only (give classes)")
-        if body.m is None:
-            raise InvalidParameter("m", "is required for a binary table (or give classes for a multi-class one)")
-        return Params(body.K, body.m, body.epsilon, body.teacher_delta, body.delta, body.prior)
-    for name in ("m", "epsilon", "teacher_delta"):
-        if name in given:
-            raise InvalidParameter(name, "does not apply to a multi-class table (its teachers are non-private; "
-                                   "give target_epsilon, the per-answer epsilon)")
-    if body.teachers is None:
-        raise InvalidParameter("teachers", "is required with classes: 'disjoint-nonprivate'")
-    if body.target_epsilon is None:
-        raise InvalidParameter("target_epsilon", "is required with classes (the per-answer epsilon)")
-    return MulticlassParams(body.K, body.classes, body.target_epsilon, 0.0 if body.delta is None else body.delta,
-                            MulticlassPrior.parse(body.prior))
+def table_params(body: TableRequest) -> tuple[Params | PateParams | MulticlassParams, str]:
+    """The problem of a request and its teacher setting: multi-class when ``classes`` is given (teachers
+    disjoint-nonprivate), else binary in the setting ``teachers`` (default shared). The options a setting
+    does not take, or a missing one, are a 422 naming the field, by the one rule
+    (:func:`darrm_opt.model.neighbours.check_setting_options`)."""
+    fields = ("m", "epsilon", "teacher_delta", "target_epsilon")
+    given = [f for f in fields if f in body.model_fields_set and getattr(body, f) is not None]
+    if body.classes is not None and body.teachers != "disjoint-nonprivate":
+        raise InvalidParameter("teachers", "is required with classes: 'disjoint-nonprivate' (the only setting of "
+                               "a multi-class table)", body.teachers)
+    teachers = check_setting_options(body.teachers or "shared", given, m_needed=True)
+    if body.classes is not None:
+        return MulticlassParams(body.K, body.classes, body.target_epsilon,  # type: ignore[arg-type]
+                                0.0 if body.delta is None else body.delta, MulticlassPrior.parse(body.prior)), teachers
+    if teachers == "disjoint-nonprivate":
+        return PateParams(body.K, body.target_epsilon, 0.0 if body.delta is None else body.delta,  # type: ignore[arg-type]
+                          Prior.parse(body.prior)), teachers
+    return Params(body.K, body.m, body.epsilon, body.teacher_delta, body.delta, body.prior), teachers  # type: ignore[arg-type]
 
 
 @router.post(
@@ -70,8 +69,8 @@ def post_table(body: TableRequest, request: Request, response: Response):
     """200 with the table when it is cached or solves quickly (``X-Darrm-Cache``: ``hit``, ``miss`` = solved
     by this request, ``shared`` = joined an identical request's solve); otherwise 202 with a job id."""
     s = services(request)
-    params = table_params(body)
-    outcome = s.tables.request(params, body.solver or s.settings.default_solver)
+    params, teachers = table_params(body)
+    outcome = s.tables.request(params, body.solver or s.settings.default_solver, teachers)
     if outcome.table is None:
         url = f"/v1/jobs/{outcome.job_id}"
         return JSONResponse(
@@ -111,11 +110,12 @@ def list_tables(
     teacher_delta: float | None = Query(None, allow_inf_nan=False),
     delta: float | None = Query(None, allow_inf_nan=False),
     prior: PlainText | None = Query(None, max_length=100),
+    teachers: Teachers | None = Query(None),
     limit: int = Query(50, ge=1, le=500),
     offset: int = Query(0, ge=0, le=1_000_000_000),
 ):
     filters = {"K": K, "m": m, "epsilon": epsilon, "teacher_delta": teacher_delta, "delta": delta,
-               "prior": prior}
+               "prior": prior, "teachers": teachers}
     items, total = services(request).tables.list(filters=filters, limit=limit, offset=offset)
     return {"items": [t.to_dict() for t in items], "total": total, "limit": limit, "offset": offset}
 

@@ -26,7 +26,7 @@ from pydantic import BaseModel, Field
 from sqlalchemy import func, select
 
 from darrm_opt.errors import DarrmError
-from darrm_opt.model.params import Params
+from darrm_opt.model.multiclass import MulticlassParams
 
 from ..deps import keyed, services
 from ..models import Ledger, SpendRecord
@@ -143,21 +143,24 @@ def _baselines(params, gamma: tuple[float, ...]) -> dict:
     import numpy as np
 
     from darrm_opt.model.baselines import gamma_const, gamma_dsub, gamma_sub
+    from darrm_opt.model.neighbours import PateParams
     from darrm_opt.model.objective import expected_error
 
     curves: dict[str, np.ndarray | None] = {"opt": np.asarray(gamma), "sub": None, "dsub": None, "const": None}
-    if not isinstance(params, Params):  # a multi-class table: the binary baselines do not apply
+    if isinstance(params, MulticlassParams):  # a multi-class table: the binary baselines do not apply
         from darrm_opt.model.multiclass import expected_error as multiclass_error
 
         none = dict.fromkeys(("sub", "dsub", "const"))
         return {"gamma": {"opt": [float(x) for x in gamma], **none},
                 "expected_error": {"opt": multiclass_error(gamma, params.K, params.C, params.prior), **none}}
-    if params.m_is_integer:
+    if isinstance(params, PateParams):
+        pass  # the closed-form baselines are shared-data constructions: none for the PATE setting
+    elif params.m_is_integer:
         curves["sub"] = gamma_sub(params.K, params.m)
         if params.pure and params.delta == 0:
             curves["dsub"] = gamma_dsub(params.K, params.m)
     try:
-        curves["const"] = gamma_const(params)
+        curves["const"] = None if isinstance(params, PateParams) else gamma_const(params)
     except DarrmError:
         curves["const"] = None
 

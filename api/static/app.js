@@ -150,11 +150,19 @@ async function ledgerCard(l) {
 
 async function tableCard(t) {
   const card = el("div", { class: "card table", "data-table-id": t.id });
-  card.append(el("h3", {}, `K=${t.K}, m=${fmt(t.m, 4)}: (mε=${fmt(t.m * t.epsilon, 4)}, δ=${fmt(t.delta, 3)})-DP`), facts([
+  const pate = t.teachers === "disjoint-nonprivate";  // PATE setting: no m, no teacher (ε, Δ)
+  const mc = t.classes != null;  // multi-class (PATE setting): target_epsilon, certificate by histogram types
+  const title = mc ? `K=${t.K}, C=${t.classes} classes, PATE setting: (ε=${fmt(t.target_epsilon, 4)}, δ=${fmt(t.delta, 3)})-DP per answer`
+    : pate ? `K=${t.K}, PATE setting: (ε=${fmt(t.epsilon, 4)}, δ=${fmt(t.delta, 3)})-DP per answer`
+    : `K=${t.K}, m=${fmt(t.m, 4)}: (mε=${fmt(t.m * t.epsilon, 4)}, δ=${fmt(t.delta, 3)})-DP`;
+  const verdict = t.certificate.certified ? "CERTIFIED" : "NOT CERTIFIED";
+  card.append(el("h3", {}, title), facts([
     ["id", t.id],
-    ["teachers", `each (ε=${fmt(t.epsilon, 4)}, Δ=${fmt(t.teacher_delta, 3)})-DP`],
+    ["teachers", pate ? "non-private, on disjoint shards (one record moves one vote)"
+      : `${t.teachers || "shared"}: each (ε=${fmt(t.epsilon, 4)}, Δ=${fmt(t.teacher_delta, 3)})-DP`],
     ["prior, solver", `${t.prior}, ${t.solver}`],
-    ["certificate", `${t.certificate.certified ? "CERTIFIED" : "NOT CERTIFIED"}: max cost ${fmt(t.certificate.max_privacy_cost, 8)} ≤ e^(mε) − 1 + 2δ = ${fmt(t.certificate.bound, 8)}`],
+    ["certificate", mc ? `${verdict}: max divergence ${fmt(t.certificate.max_hockey_stick, 8)} ≤ δ = ${fmt(t.delta, 8)}`
+      : `${verdict}: max cost ${fmt(t.certificate.max_privacy_cost, 8)} ≤ ${pate ? "e^ε" : "e^(mε)"} − 1 + 2δ = ${fmt(t.certificate.bound, 8)}`],
   ]));
   const b = await api(`/v1/tables/${t.id}/baselines`);
   const series = [];

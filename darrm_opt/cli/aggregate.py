@@ -122,8 +122,18 @@ def _answer(table: Path, params, gamma, votes: Path, *, exact: bool):
     from darrm_opt.certify.multiclass import certify_multiclass
     from darrm_opt.errors import CertificationFailed
     from darrm_opt.model.multiclass import MulticlassParams
+    from darrm_opt.model.neighbours import PateParams
     from darrm_opt.release.aggregator import Aggregator, MulticlassAggregator
 
+    if isinstance(params, PateParams):  # binary PATE setting: every (l, l ± 1) pair, and its exact profile
+        from darrm_opt.certify.pairs import certify_pairs
+        from darrm_opt.privacy.pair_profile import pate_profile
+
+        pc = certify_pairs(params, gamma)
+        if not pc.certified:
+            raise CertificationFailed(f"table {str(table)!r} is not (ε, δ)-DP per answer: {pc.reason}", pc)
+        answers = Aggregator(gamma.tolist())(read_votes(votes, params.K))
+        return answers, pc, (pate_profile(params, gamma) if exact else None)
     if isinstance(params, MulticlassParams):
         mc = certify_multiclass(params, gamma)
         if not mc.certified:

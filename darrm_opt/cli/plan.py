@@ -10,13 +10,15 @@ from typing import Optional
 import typer
 
 from darrm_opt.cli.common import ProgressReporter, err_console, handle_errors, write_output
-from darrm_opt.cli.options import OutputFormat, number_pair
+from darrm_opt.cli.options import OutputFormat, Teachers, number_pair
 
 
 def plan(
     K: int = typer.Option(..., "--K", "-K", help="number of teachers (odd)"),
-    epsilon: float = typer.Option(..., "--epsilon", help="each teacher's ε"),
-    teacher_delta: float = typer.Option(..., "--teacher-delta", help="each teacher's Δ"),
+    epsilon: Optional[float] = typer.Option(None, "--epsilon",
+                                            help="each teacher's ε (required unless disjoint-nonprivate)"),
+    teacher_delta: Optional[float] = typer.Option(None, "--teacher-delta",
+                                                  help="each teacher's Δ (required unless disjoint-nonprivate)"),
     queries: int = typer.Option(..., "--queries", help="number of answers Q the budget must cover"),
     budget: str = typer.Option(..., "--budget", help="total budget EPS,DELTA of the Q answers"),
     prior: str = typer.Option("paper", "--prior", help="paper | iid-uniform:A,B | common-uniform:A,B"),
@@ -26,14 +28,28 @@ def plan(
     quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress on stderr"),
     baselines: bool = typer.Option(True, "--baselines/--no-baselines",
                                    help="also compute the baselines for the chosen (m, δ) (JSON, as solve)"),
+    teachers: Teachers = typer.Option(Teachers.shared, "--teachers",
+                                      help="shared | disjoint-private | disjoint-nonprivate (PATE)"),
 ) -> None:
     """Search the per-answer (m, δ) for the certified table of least expected error whose Q-fold exact
     composition (its privacy profile's PLD) fits the budget; the JSON output is a table file that
-    ``verify``, ``budget --table`` and the service accept."""
+    ``verify``, ``budget --table`` and the service accept. disjoint-nonprivate plans the per-answer
+    (ε, δ) of a PATE-setting table; disjoint-private states that the plain majority is free when the
+    teachers' own (ε, Δ) is within the budget."""
+    from darrm_opt.model.neighbours import check_setting_options, cli_spelling
     from darrm_opt.optimize.plan import plan as make_plan
 
     with handle_errors():
+        given = [k for k, v in (("epsilon", epsilon), ("teacher_delta", teacher_delta)) if v is not None]
+        check_setting_options(teachers.value, given, cli_spelling, target_needed=False)
         budget_epsilon, budget_delta = number_pair(budget, "budget")
+        if teachers is Teachers.disjoint_nonprivate:
+            return write_output(_pate_plan(K, queries, budget_epsilon, budget_delta, prior, solver, fmt, quiet), out)
+        epsilon, teacher_delta = _require_teacher_privacy(epsilon, teacher_delta, teachers)
+        free = _majority_free(K, epsilon, teacher_delta, queries, budget_epsilon, budget_delta, prior, teachers)
+        if free is not None:
+            return write_output(json.dumps(free.to_dict(), indent=2) if fmt is OutputFormat.json
+                                else _free_text(free), out)
         reporter = _PlanProgress(quiet)
         try:
             result = make_plan(K, epsilon, teacher_delta, queries, budget_epsilon, budget_delta, prior,
@@ -41,10 +57,68 @@ def plan(
         finally:
             reporter.close()
         if fmt is OutputFormat.json:
-            text = json.dumps(_json_doc(result, baselines), indent=2)
+            text = json.dumps(_json_doc(result, baselines, teachers), indent=2)
         else:
-            text = _table_text(result)
+            text = _table_text(result) + _cap_line(result, teachers)
         write_output(text, out)
+
+
+def _require_teacher_privacy(epsilon: float | None, teacher_delta: float | None, teachers) -> tuple[float, float]:
+    from darrm_opt.errors import InvalidParameter
+
+    for name, value in (("epsilon", epsilon), ("teacher-delta", teacher_delta)):
+        if value is None:
+            raise InvalidParameter(name, f"is required with --teachers {teachers.value} (the teachers' privacy)")
+    assert epsilon is not None and teacher_delta is not None
+    return epsilon, teacher_delta
+
+
+def _majority_free(K, epsilon, teacher_delta, queries, budget_epsilon, budget_delta, prior, teachers):
+    if teachers is not Teachers.disjoint_private:
+        return None
+    from darrm_opt.optimize.pate_plan import majority_free
+
+    return majority_free(K, epsilon, teacher_delta, queries, budget_epsilon, budget_delta, prior)
+
+
+def _free_text(free) -> str:
+    return (f"plan: teachers disjoint-private, each (ε={free.teacher_epsilon:g}, Δ={free.teacher_delta:g})-DP on its "
+            f"own shard: by parallel composition releasing every teacher, hence any number of answers (the plain "
+            f"majority γ ≡ 1 included), is (ε={free.teacher_epsilon:g}, δ={free.teacher_delta:g})-DP in total, "
+            f"within the budget (ε={free.budget_epsilon:g}, δ={free.budget_delta:g}): the plain majority is free "
+            f"of further cost for the {free.queries} answers; E[error] = {free.expected_error:.4g}\n")
+
+
+def _cap_line(result, teachers) -> str:
+    if teachers is not Teachers.disjoint_private:
+        return ""
+    p = result.params
+    return (f"teachers: disjoint-private: their own (ε={p.epsilon:g}, Δ={p.teacher_delta:g}) would cap the total "
+            f"(the plain majority free), but it is not within the budget (ε={result.budget_epsilon:g}, "
+            f"δ={result.budget_delta:g}); the plan composes the answers as for shared teachers\n")
+
+
+def _pate_plan(K, queries, budget_epsilon, budget_delta, prior, solver, fmt, quiet) -> str:
+    from darrm_opt.optimize.pate_plan import plan_pate
+
+    reporter = _PlanProgress(quiet)
+    try:
+        result = plan_pate(K, queries, budget_epsilon, budget_delta, prior, solver=solver, progress=reporter)
+    finally:
+        reporter.close()
+    if fmt is OutputFormat.json:
+        return json.dumps(result.to_dict(), indent=2)
+    from darrm_opt.optimize.pate_setting import certified_pair_decimals
+
+    p = result.params
+    shown, _ = certified_pair_decimals(p, result.solution.gamma, 6)  # rounded down, certified as printed
+    return (f"plan (teachers disjoint-nonprivate, PATE): K={p.K}, per answer ε={p.epsilon:.6g}, δ={p.delta:.6g}; "
+            f"the {result.queries} answers spend ε={result.spent_epsilon:.6g} at δ={result.budget_delta:g} "
+            f"({result.method} accounting of the certified table) within (ε={result.budget_epsilon:g}, "
+            f"δ={result.budget_delta:g}); E[error] = {result.expected_error:.4g}; certificate: "
+            f"{'CERTIFIED' if result.solution.certificate.certified else 'NOT CERTIFIED'} over all "
+            f"{result.solution.certificate.pairs_checked} (l, l ± 1, output) rows; {len(result.candidates)} "
+            f"candidates tried\nγ(0..K), rounded down and certified as printed: {' '.join(shown)}\n")
 
 
 class _PlanProgress(ProgressReporter):
@@ -57,22 +131,22 @@ class _PlanProgress(ProgressReporter):
             return super().__call__(stage, **info)
         spent = info["spent"]
         shown = f"{spent:.4f}" if math.isfinite(spent) else "∞ (δ too small)"
-        err_console.print(f"plan: #{info['evaluations']} m={info['m']:.6g} δ={info['delta']:.3g} → ε spent "
+        target = f"m={info['m']:.6g}" if "m" in info else f"ε={info['epsilon']:.6g}"
+        err_console.print(f"plan: #{info['evaluations']} {target} δ={info['delta']:.3g} → ε spent "
                           f"{shown}, {'fits' if info['fits'] else 'over'}, E[error] {info['error']:.3e}",
                           highlight=False)
 
 
-def _json_doc(result, baselines: bool) -> dict:
+def _json_doc(result, baselines: bool, teachers=Teachers.shared) -> dict:
     """The document ``solve --format json`` writes for the chosen (m, δ) (baselines, certificates, errors,
     privacy profile, setting), plus ``plan``."""
-    from darrm_opt.cli.options import Teachers
     from darrm_opt.cli.solve import _json_doc as solve_doc
     from darrm_opt.cli.solve import _setting_doc
     from darrm_opt.release.table_file import baseline_tables
 
     base = baseline_tables(result.params) if baselines else {}
     doc = solve_doc(result.params, result.solution, base, result.seconds)
-    return {**doc, "privacy_profile": result.profile.to_dict(), **_setting_doc(result.params, base, Teachers.shared),
+    return {**doc, "privacy_profile": result.profile.to_dict(), **_setting_doc(result.params, base, teachers),
             "plan": result.plan_dict()}
 
 

@@ -18,8 +18,10 @@ BASELINES = (("sub", "γ_Sub"), ("dsub", "γ_DSub"), ("const", "γ_const"), ("co
 def solve(
     K: int = typer.Option(..., "--K", "-K", help="number of teachers (odd)"),
     m: Optional[float] = typer.Option(None, "--m", help="privacy allowance, 1 <= m <= K (shared/disjoint-private)"),
-    epsilon: float = typer.Option(0.1, "--epsilon", help="each teacher's ε"),
-    teacher_delta: float = typer.Option(1e-5, "--teacher-delta", help="each teacher's Δ"),
+    epsilon: Optional[float] = typer.Option(None, "--epsilon", help="each teacher's ε (default 0.1; not with "
+                                            "--teachers disjoint-nonprivate)"),
+    teacher_delta: Optional[float] = typer.Option(None, "--teacher-delta", help="each teacher's Δ (default 1e-5; "
+                                                  "not with --teachers disjoint-nonprivate)"),
     delta: Optional[float] = typer.Option(None, "--delta", help="target δ (default 1 − (1 − Δ)^m)"),
     prior: str = typer.Option("paper", "--prior", help="paper | iid-uniform:A,B | common-uniform:A,B"),
     solver: str = typer.Option("highs", "--solver", help="highs | gurobi | cbc"),
@@ -39,8 +41,13 @@ def solve(
     """Compute the certified optimal γ and compare it with the baselines."""
     if classes is not None:
         from darrm_opt.cli.solve_multiclass import solve_multiclass_command
+        from darrm_opt.model.neighbours import check_setting_options, cli_spelling
 
         with handle_errors():
+            given = {"m": m, "epsilon": epsilon, "teacher_delta": teacher_delta, "target_epsilon": target_epsilon}
+            if teachers is None or teachers is Teachers.disjoint_nonprivate:  # the multi-class setting
+                check_setting_options("disjoint-nonprivate", [k for k, v in given.items() if v is not None],
+                                      cli_spelling, target_needed=False)
             return solve_multiclass_command(K=K, classes=classes, teachers=teachers and teachers.value,
                                             target_epsilon=target_epsilon, delta=delta, prior=prior,
                                             solver=solver, fmt=fmt, out=out, baselines=baselines)
@@ -51,10 +58,12 @@ def solve(
     teachers = teachers or Teachers.shared
 
     with handle_errors():
-        if _pate_output(K, m, target_epsilon, delta, prior, solver, fmt, out, teachers) or m is None:
+        given = {"m": m, "epsilon": epsilon, "teacher_delta": teacher_delta, "target_epsilon": target_epsilon}
+        if _pate_output(K, given, delta, prior, solver, fmt, out, teachers) or m is None:
             return  # answered in the PATE setting (m is None only there: _pate_output requires it elsewhere)
         t0 = time.perf_counter()
-        params = Params(K=K, m=m, epsilon=epsilon, teacher_delta=teacher_delta, delta=delta, prior=prior)
+        params = Params(K=K, m=m, epsilon=0.1 if epsilon is None else epsilon,
+                        teacher_delta=1e-5 if teacher_delta is None else teacher_delta, delta=delta, prior=prior)
         executor = dask_executor(dask_scheduler)
         reporter = ProgressReporter(quiet)
         try:
@@ -84,21 +93,18 @@ def _output(params, sol, base, fmt: OutputFormat, t0: float, executor, reporter,
     return text + _setting_lines(params, base, teachers)
 
 
-def _pate_output(K, m, target_epsilon, delta, prior, solver, fmt, out, teachers) -> bool:
-    """Handle ``--teachers disjoint-nonprivate`` (and the options that belong to one setting only)."""
-    from darrm_opt.errors import InvalidParameter
+def _pate_output(K, given: dict, delta, prior, solver, fmt, out, teachers) -> bool:
+    """Handle ``--teachers disjoint-nonprivate``; the options one setting does not take are refused by the
+    one rule (:func:`darrm_opt.model.neighbours.check_setting_options`)."""
+    from darrm_opt.model.neighbours import check_setting_options, cli_spelling
 
+    check_setting_options(teachers.value, [k for k, v in given.items() if v is not None], cli_spelling,
+                          m_needed=True)
     if teachers is not Teachers.disjoint_nonprivate:
-        if target_epsilon is not None:
-            raise InvalidParameter("target-epsilon", "only with --teachers disjoint-nonprivate (else use --m)")
-        if m is None:
-            raise InvalidParameter("m", "is required (1 <= m <= K) unless --teachers disjoint-nonprivate")
         return False
-    if m is not None:
-        raise InvalidParameter("m", "does not apply to --teachers disjoint-nonprivate (give --target-epsilon)")
     from darrm_opt.cli.solve_pate import solve_pate_output
 
-    write_output(solve_pate_output(K, target_epsilon, delta, prior, solver, fmt is OutputFormat.json), out)
+    write_output(solve_pate_output(K, given["target_epsilon"], delta, prior, solver, fmt is OutputFormat.json), out)
     return True
 
 

@@ -2,7 +2,7 @@
 
 Kept apart from :mod:`darrm_opt.cli.solve` (the shared-data command) so that command stays small; the
 output has the same shape: a table of γ(l) (rounded down, certified as printed) or the JSON document with
-``gamma`` (K + 1 values) and its certificate.
+``gamma`` (K + 1 values), its certificate and its privacy profile (a table file ``verify`` reads).
 """
 
 from __future__ import annotations

@@ -20,7 +20,10 @@ paper's setting). When the teachers are trained on *disjoint* shards, one record
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -49,6 +52,51 @@ def parse_teachers(value: object) -> str:
     if text not in TEACHER_SETTINGS:
         raise InvalidParameter("teachers", f"must be one of {', '.join(TEACHER_SETTINGS)}", value)
     return str(text)
+
+
+#: The options that state the teachers' privacy (shared data or private shards) and the one that states a
+#: per-answer ε directly (non-private teachers); canonical names, as the API's fields spell them.
+TEACHER_PRIVACY_OPTIONS = ("m", "epsilon", "teacher_delta")
+PER_ANSWER_OPTION = "target_epsilon"
+
+
+def cli_spelling(name: str) -> str:
+    """``teacher_delta`` → ``teacher-delta`` (the command line's spelling of an option, as its errors name it)."""
+    return name.replace("_", "-")
+
+
+def check_setting_options(teachers: str, given: Iterable[str],
+                          spell: Callable[[str], str] = lambda name: name, *, target_needed: bool = True,
+                          m_needed: bool = False) -> str:
+    """The one rule on which privacy options a teacher setting takes; returns the parsed setting.
+
+    ``given``: the canonical names the user stated explicitly (defaults not included). Rules:
+    ``disjoint-nonprivate`` (PATE) takes none of :data:`TEACHER_PRIVACY_OPTIONS` (its teachers are not
+    private, there is no allowance m) and needs ``target_epsilon``; ``shared`` and ``disjoint-private``
+    do not take ``target_epsilon`` (their per-answer ε is m·ε) and need ``m`` where ``m_needed`` (a
+    problem to solve, not a plan). ``target_needed`` False: a caller that
+    chooses the per-answer ε itself (``plan``). The error names the option as ``spell`` writes it
+    (:func:`cli_spelling` on the command line, the field name in the API).
+    """
+    teachers = parse_teachers(teachers)
+    stated = set(given)
+    if teachers == "disjoint-nonprivate":
+        for name in TEACHER_PRIVACY_OPTIONS:
+            if name in stated:
+                per_answer = (f"the per-answer ε is {spell(PER_ANSWER_OPTION)}, δ is {spell('delta')}" if target_needed
+                              else "the per-answer (ε, δ) is planned")
+                raise InvalidParameter(spell(name), "does not apply with teachers disjoint-nonprivate (non-private "
+                                       f"teachers have no m and no (ε, Δ); {per_answer})")
+        if target_needed and PER_ANSWER_OPTION not in stated:
+            raise InvalidParameter(spell(PER_ANSWER_OPTION), "is required with teachers disjoint-nonprivate "
+                                   "(the per-answer ε)")
+    else:
+        if PER_ANSWER_OPTION in stated:
+            raise InvalidParameter(spell(PER_ANSWER_OPTION), f"applies only with teachers disjoint-nonprivate (with "
+                                   f"{teachers} the per-answer ε follows from the teachers' {spell('epsilon')})")
+        if m_needed and "m" not in stated:
+            raise InvalidParameter(spell("m"), f"is required (1 <= m <= K) with teachers {teachers}")
+    return teachers
 
 
 @dataclass(frozen=True)
@@ -110,6 +158,11 @@ class PateParams:
     def canonical(self) -> dict:
         return {"K": self.K, "teachers": "disjoint-nonprivate", "epsilon": self.epsilon, "delta": self.delta,
                 "prior": self.prior.spec}
+
+    def key(self) -> str:
+        """A stable hash of the canonical parameters (the table id in the service; the setting is part of it)."""
+        text = json.dumps(self.canonical(), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
 def signs(K: int) -> np.ndarray:

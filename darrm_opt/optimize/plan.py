@@ -119,6 +119,19 @@ class Plan:
                 "plan": self.plan_dict()}
 
 
+def check_budget(queries: object, budget_epsilon: object, budget_delta: object) -> tuple[int, float, float]:
+    """(Q, ε_B, δ_B) validated: 1 ≤ Q ≤ EXACT_MAX_ANSWERS an integer, ε_B > 0, 0 < δ_B < 1 (finite)."""
+    if isinstance(queries, bool) or not isinstance(queries, int) or not 1 <= queries <= EXACT_MAX_ANSWERS:
+        raise InvalidParameter("queries", f"must be an integer with 1 <= queries <= {EXACT_MAX_ANSWERS}", queries)
+    be = finite_number("budget_epsilon", budget_epsilon)
+    if be <= 0:
+        raise InvalidParameter("budget_epsilon", "must be > 0", budget_epsilon)
+    bd = finite_number("budget_delta", budget_delta)
+    if not 0 < bd < 1:
+        raise InvalidParameter("budget_delta", "must satisfy 0 < budget_delta < 1", budget_delta)
+    return queries, be, bd
+
+
 @dataclass(frozen=True)
 class PlanRequest:
     """Validated inputs of :func:`plan`."""
@@ -134,16 +147,8 @@ class PlanRequest:
     @classmethod
     def make(cls, K, epsilon, teacher_delta, queries, budget_epsilon, budget_delta, prior) -> PlanRequest:
         base = Params(K=K, m=1, epsilon=epsilon, teacher_delta=teacher_delta, prior=prior)  # K, ε, Δ, prior
-        if isinstance(queries, bool) or not isinstance(queries, int) or not 1 <= queries <= EXACT_MAX_ANSWERS:
-            raise InvalidParameter("queries", f"must be an integer with 1 <= queries <= {EXACT_MAX_ANSWERS}",
-                                   queries)
-        be = finite_number("budget_epsilon", budget_epsilon)
-        if be <= 0:
-            raise InvalidParameter("budget_epsilon", "must be > 0", budget_epsilon)
-        bd = finite_number("budget_delta", budget_delta)
-        if not 0 < bd < 1:
-            raise InvalidParameter("budget_delta", "must satisfy 0 < budget_delta < 1", budget_delta)
-        return cls(base.K, base.epsilon, base.teacher_delta, queries, be, bd, base.prior)
+        q, be, bd = check_budget(queries, budget_epsilon, budget_delta)
+        return cls(base.K, base.epsilon, base.teacher_delta, q, be, bd, base.prior)
 
     def canonical(self) -> dict[str, Any]:
         return {"K": self.K, "epsilon": self.epsilon, "teacher_delta": self.teacher_delta, "queries": self.queries,

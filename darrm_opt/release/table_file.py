@@ -22,7 +22,7 @@ from darrm_opt.certify.certificate import Certificate, certify
 from darrm_opt.certify.linear import best_constant, constant_certificate, constant_certified
 from darrm_opt.errors import CertificationFailed, InvalidParameter, TableFileError
 from darrm_opt.model.baselines import gamma_const, gamma_dsub, gamma_sub
-from darrm_opt.model.params import Params
+from darrm_opt.model.params import Params, Prior
 
 
 @dataclass(frozen=True)
@@ -212,35 +212,73 @@ def _read_json(p: Path) -> object:
         raise TableFileError(f"table file {str(p)!r} nests arrays or objects too deeply") from None
 
 
-def load_table(path: str | Path) -> tuple[Params, np.ndarray]:
-    """Read a γ table JSON file: an object with K, m, epsilon, teacher_delta, delta, gamma (prior optional).
+#: the fields of a PATE-setting table file (``solve --teachers disjoint-nonprivate --format json``): no m, no
+#: teacher (ε, Δ); ``epsilon`` is the per-answer ε
+PATE_FIELDS = ("K", "teachers", "epsilon", "delta", "gamma")
 
-    Every field but ``prior`` is required (null counts as missing): a table is certified for the privacy
-    parameters it states, never for assumed ones. Unreadable files (not UTF-8, not JSON, NaN, integer
-    literals too long for a float) raise :class:`TableFileError` with one line naming the problem."""
-    p = Path(path)
-    data = _read_json(p)
-    if not isinstance(data, dict):
-        raise TableFileError(f"table file {str(path)!r} must hold a JSON object")
-    if is_multiclass(data):
-        raise TableFileError(f"table file {str(path)!r} is a multi-class table (classes = {data['classes']!r}); "
-                             "read it with load_any_table or load_multiclass_table")
-    missing = [k for k in TABLE_FIELDS if data.get(k) is None]
-    if missing:
-        raise TableFileError(f"table file {str(path)!r} lacks field(s) {', '.join(missing)}: every privacy "
-                             "parameter must be stated (no defaults are assumed)")
-    params = Params(
-        K=data["K"],
-        m=data["m"],
-        epsilon=data["epsilon"],
-        teacher_delta=data["teacher_delta"],
-        delta=data["delta"],
-        prior=data.get("prior") or "paper",
-    )
+
+def _gamma_values(data: dict) -> np.ndarray:
     gamma = data["gamma"]
     if not isinstance(gamma, list) or not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in gamma):
         raise InvalidParameter("gamma", "must be a list of numbers")
-    return params, np.asarray(gamma, dtype=np.float64)
+    return np.asarray(gamma, dtype=np.float64)
+
+
+def _require(data: dict, fields: tuple[str, ...], path: str | Path) -> None:
+    missing = [k for k in fields if data.get(k) is None]
+    if missing:
+        raise TableFileError(f"table file {str(path)!r} lacks field(s) {', '.join(missing)}: every privacy "
+                             "parameter must be stated (no defaults are assumed)")
+
+
+def _pate_params(data: dict, path: str | Path):
+    from darrm_opt.model.neighbours import PateParams
+
+    _require(data, PATE_FIELDS, path)
+    extra = [k for k in ("m", "teacher_delta") if data.get(k) is not None]
+    if extra:
+        raise TableFileError(f"table file {str(path)!r} is a disjoint-nonprivate (PATE) table but states "
+                             f"{', '.join(extra)}: non-private teachers have no allowance m and no teacher Δ")
+    return PateParams(K=data["K"], epsilon=data["epsilon"], delta=data["delta"],
+                      prior=Prior.parse(data.get("prior") or "paper"))
+
+
+def load_any_table(path: str | Path):
+    """Read a γ table JSON file of any kind: (Params, γ) for a shared-data table (K, m, epsilon,
+    teacher_delta, delta, gamma), (PateParams, γ) for a binary PATE-setting one (``"teachers":
+    "disjoint-nonprivate"``, K, epsilon = the per-answer ε, delta, gamma), (MulticlassParams, γ) for a
+    multi-class one (it states ``classes``; :func:`multiclass_from_dict`). ``prior`` is optional; every other
+    field is required (null counts as missing): a table is certified for the parameters it states, never for
+    assumed ones. Unreadable files raise :class:`TableFileError` with one line naming the problem."""
+    from darrm_opt.model.neighbours import parse_teachers
+
+    data = _read_json(Path(path))
+    if not isinstance(data, dict):
+        raise TableFileError(f"table file {str(path)!r} must hold a JSON object")
+    if is_multiclass(data):
+        return multiclass_from_dict(data, f"table file {str(path)!r}")
+    teachers = "shared" if data.get("teachers") is None else parse_teachers(data["teachers"])
+    if teachers == "disjoint-nonprivate":
+        return _pate_params(data, path), _gamma_values(data)
+    _require(data, TABLE_FIELDS, path)
+    params = Params(K=data["K"], m=data["m"], epsilon=data["epsilon"], teacher_delta=data["teacher_delta"],
+                    delta=data["delta"], prior=data.get("prior") or "paper")
+    return params, _gamma_values(data)
+
+
+def load_table(path: str | Path) -> tuple[Params, np.ndarray]:
+    """Read a shared-data γ table file (see :func:`load_any_table`); a PATE-setting file is refused with a
+    TableFileError saying so (the commands that take this table need m and the teachers' (ε, Δ))."""
+    data = _read_json(Path(path))
+    if is_multiclass(data):
+        assert isinstance(data, dict)
+        raise TableFileError(f"table file {str(path)!r} is a multi-class table (classes = {data['classes']!r}); "
+                             "read it with load_any_table or load_multiclass_table")
+    params, gamma = load_any_table(path)
+    if not isinstance(params, Params):
+        raise TableFileError(f"table file {str(path)!r} is a disjoint-nonprivate (PATE) table (no m, no teacher "
+                             "(ε, Δ)); this command takes shared-data tables (verify takes both)")
+    return params, gamma
 
 
 #: every field a multi-class table file must give (``darrm-opt solve --classes C --format json`` writes them)
@@ -250,13 +288,6 @@ MULTICLASS_FIELDS = ("K", "classes", "teachers", "target_epsilon", "delta", "gam
 def is_multiclass(data: object) -> bool:
     """Whether a table document is a multi-class one (it states ``classes``)."""
     return isinstance(data, dict) and data.get("classes") is not None
-
-
-def _gamma_values(data: dict) -> np.ndarray:
-    gamma = data["gamma"]
-    if not isinstance(gamma, list) or not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in gamma):
-        raise InvalidParameter("gamma", "must be a list of numbers")
-    return np.asarray(gamma, dtype=np.float64)
 
 
 def multiclass_from_dict(data: dict, source: str = "table"):
@@ -288,15 +319,6 @@ def load_multiclass_table(path: str | Path):
         raise TableFileError(f"table file {str(path)!r} is not a multi-class table (it has no 'classes')")
     assert isinstance(data, dict)
     return multiclass_from_dict(data, f"table file {str(path)!r}")
-
-
-def load_any_table(path: str | Path):
-    """(params, γ) of a binary table file (:class:`Params`) or a multi-class one (``MulticlassParams``)."""
-    data = _read_json(Path(path))
-    if is_multiclass(data):
-        assert isinstance(data, dict)
-        return multiclass_from_dict(data, f"table file {str(path)!r}")
-    return load_table(path)
 
 
 def multiclass_document(params, gamma, certificate) -> dict:

@@ -1,0 +1,157 @@
+"""The teacher settings in the service (issue 14): PATE-setting tables (disjoint-nonprivate) and
+disjoint-private tables through POST /v1/tables and POST /v1/plans, certified, cached under their own id,
+usable by /v1/aggregate and ledgers; the options a setting does not take are a 422 naming the field.
+Real server (the shared SQLite one), real HiGHS."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+from svc_helpers import ROOT, Server
+
+from darrm_opt.certify.pairs import certify_pairs
+from darrm_opt.model.neighbours import PateParams
+from darrm_opt.optimize.pate_plan import plan_pate
+from darrm_opt.privacy import accounting
+from darrm_opt.privacy.pair_profile import pate_profile
+from darrm_opt.privacy.profile import PrivacyProfile
+
+PATE = {"K": 11, "teachers": "disjoint-nonprivate", "target_epsilon": 0.2676, "delta": 3e-4}
+
+
+def _cli_solve_gamma() -> list[float]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    r = subprocess.run([sys.executable, "-m", "darrm_opt", "solve", "--K", "11", "--teachers", "disjoint-nonprivate",
+                        "--target-epsilon", "0.2676", "--delta", "3e-4", "--format", "json"],
+                       capture_output=True, text=True, env=env, timeout=120)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)["gamma"]
+
+
+def _loc(r) -> list:
+    assert r.status_code == 422, r.text
+    (err,) = r.json()["detail"]
+    return err["loc"]
+
+
+def test_pate_table_is_certified_cached_and_equals_the_cli(client):
+    r = client.post("/v1/tables", json=PATE)
+    assert r.status_code == 200, r.text
+    doc = r.json()
+    assert doc["teachers"] == "disjoint-nonprivate" and doc["m"] is None and doc["teacher_delta"] is None
+    assert (doc["epsilon"], doc["delta"]) == (0.2676, 3e-4)
+    assert round(doc["expected_error"], 4) == 0.2209
+    assert doc["gamma"] == _cli_solve_gamma()  # the service and the command line give the same γ
+    params = PateParams(11, 0.2676, 3e-4)
+    assert doc["certificate"]["pairs_checked"] == 44 and certify_pairs(params, doc["gamma"]).certified
+    assert PrivacyProfile.from_dict(doc["privacy_profile"]) == pate_profile(params, doc["gamma"])
+    assert "l → l ± 1" in doc["setting"]["note"] and doc["setting"]["total_cap"] is None
+    again = client.post("/v1/tables", json=PATE)
+    assert again.headers["X-Darrm-Cache"] == "hit" and again.json()["id"] == doc["id"]
+    assert client.get(f"/v1/tables/{doc['id']}").json()["gamma"] == doc["gamma"]
+    listed = client.get("/v1/tables", params={"teachers": "disjoint-nonprivate", "K": 11}).json()
+    assert doc["id"] in [t["id"] for t in listed["items"]]
+    assert all(t["teachers"] == "disjoint-nonprivate" for t in listed["items"])
+    shown = client.get(f"/v1/tables/{doc['id']}/baselines").json()  # the dashboard's view: no shared-data baselines
+    assert shown["gamma"]["opt"] == doc["gamma"] and shown["gamma"]["sub"] is None and shown["gamma"]["const"] is None
+    assert shown["expected_error"]["opt"] == doc["expected_error"]
+
+
+def test_pate_table_answers_into_a_ledger_with_its_own_accounting(client):
+    table = client.post("/v1/tables", json=PATE).json()
+    ledger = client.post("/v1/ledgers", json={"name": "pate", "epsilon_budget": 5.0, "delta_budget": 1e-2}).json()
+    votes = [[1] * 8 + [0] * 3, [0] * 11, [1] * 11]
+    r = client.post("/v1/aggregate", json={"table_id": table["id"], "ledger_id": ledger["id"], "votes": votes * 4})
+    assert r.status_code == 200, r.text
+    state = client.get(f"/v1/ledgers/{ledger['id']}").json()
+    assert state["groups"] == [{"table_id": table["id"], "epsilon0": 0.2676, "delta0": 3e-4, "answers": 12}]
+    prof = PrivacyProfile.from_dict(table["privacy_profile"])
+    expected = accounting.account([(0.2676, 3e-4, 12)], 1e-2, profiles=[(prof, 12)])
+    assert state["epsilon_spent"] == expected.spend.epsilon <= accounting.tightest([(0.2676, 3e-4, 12)], 1e-2).epsilon
+    # a ledger capped by private teachers' (ε, Δ) refuses answers of non-private teachers
+    capped = client.post("/v1/ledgers", json={"name": "cap", "epsilon_budget": 5.0, "delta_budget": 1e-2,
+                                              "teachers": "disjoint-private", "teacher_epsilon": 0.1,
+                                              "teacher_delta": 1e-5}).json()
+    r = client.post("/v1/aggregate", json={"table_id": table["id"], "ledger_id": capped["id"], "votes": votes})
+    assert _loc(r) == ["body", "table_id"] and "disjoint-nonprivate" in r.text
+    assert client.get(f"/v1/ledgers/{capped['id']}").json()["answers"] == 0
+
+
+def test_disjoint_private_table_states_its_cap_under_its_own_id(client):
+    shared = client.post("/v1/tables", json={"K": 5, "m": 2}).json()
+    private = client.post("/v1/tables", json={"K": 5, "m": 2, "teachers": "disjoint-private"})
+    assert private.status_code == 200, private.text
+    doc = private.json()
+    assert doc["id"] != shared["id"] and doc["gamma"] == shared["gamma"] and doc["certificate"]["certified"]
+    assert doc["teachers"] == "disjoint-private" and doc["setting"]["total_cap"] == {"epsilon": 0.1, "delta": 1e-5}
+    assert "plain majority" in doc["setting"]["note"]
+    assert shared["teachers"] == "shared" and shared["setting"]["total_cap"] is None
+
+
+def test_options_a_setting_does_not_take_are_422_naming_them(client):
+    for extra in ({"m": 3}, {"epsilon": 0.1}, {"teacher_delta": 1e-5}):
+        r = client.post("/v1/tables", json={**PATE, **extra})
+        assert _loc(r) == ["body", next(iter(extra))] and "disjoint-nonprivate" in r.text
+    r = client.post("/v1/tables", json={"K": 11, "teachers": "disjoint-nonprivate", "delta": 3e-4})
+    assert _loc(r) == ["body", "target_epsilon"] and "required" in r.text
+    for teachers in ("shared", "disjoint-private"):
+        r = client.post("/v1/tables", json={"K": 11, "m": 3, "teachers": teachers, "target_epsilon": 0.3})
+        assert _loc(r) == ["body", "target_epsilon"] and "only with teachers disjoint-nonprivate" in r.text
+    assert _loc(client.post("/v1/tables", json={"K": 11})) == ["body", "m"]
+    assert _loc(client.post("/v1/tables", json={**PATE, "K": 1003})) == ["body", "K"]
+    r = client.post("/v1/plans", json={"K": 11, "teachers": "disjoint-nonprivate", "epsilon": 0.1, "queries": 10,
+                                       "budget_epsilon": 2.0, "budget_delta": 1e-3})
+    assert _loc(r) == ["body", "epsilon"]
+    r = client.post("/v1/plans", json={"K": 11, "queries": 10, "budget_epsilon": 2.0, "budget_delta": 1e-3})
+    assert _loc(r) == ["body", "epsilon"] and "required" in r.text
+
+
+def test_pate_plan_matches_the_library_and_fits_its_ledger(client):
+    body = {"K": 11, "teachers": "disjoint-nonprivate", "queries": 10, "budget_epsilon": 2.0, "budget_delta": 1e-3}
+    r = client.post("/v1/plans", json={**body, "create_ledger": {"name": "pate plan"}})
+    assert r.status_code == 200, r.text
+    doc = r.json()
+    lib = plan_pate(11, 10, 2.0, 1e-3)
+    assert doc["gamma"] == list(lib.solution.gamma) and doc["epsilon"] == lib.params.epsilon
+    assert doc["teachers"] == "disjoint-nonprivate" and doc["plan"]["teachers"] == "disjoint-nonprivate"
+    assert doc["plan"]["spent_epsilon"] == lib.spent_epsilon <= 2.0 and doc["plan"]["accounting"] == lib.method
+    assert certify_pairs(PateParams(11, doc["epsilon"], doc["delta"]), doc["gamma"]).certified
+    votes = np.tile([1] * 7 + [0] * 4, (10, 1)).tolist()
+    paid = client.post("/v1/aggregate", json={"table_id": doc["id"], "ledger_id": doc["ledger"]["id"],
+                                              "votes": votes})
+    assert paid.status_code == 200, paid.text
+    assert paid.json()["epsilon_spent"] == doc["plan"]["spent_epsilon"]
+
+
+def test_disjoint_private_plan_says_the_majority_is_free(client):
+    body = {"K": 5, "epsilon": 0.2, "teacher_delta": 1e-4, "queries": 20, "teachers": "disjoint-private"}
+    r = client.post("/v1/plans", json={**body, "budget_epsilon": 3.0, "budget_delta": 0.01,
+                                       "create_ledger": {"name": "free"}})
+    assert r.status_code == 200, r.text
+    doc = r.json()
+    assert doc["plan"]["majority_free"] is True and doc["gamma"] == [1.0] * 6 and doc["expected_error"] == 0.0
+    assert doc["plan"]["total_cap"] == {"epsilon": 0.2, "delta": 1e-4} and "plain majority" in doc["note"]
+    assert doc["ledger"]["total_cap"] == {"epsilon": 0.2, "delta": 1e-4}
+    assert client.get(f"/v1/plans/{doc['plan_id']}").json()["plan"]["majority_free"] is True
+    # a budget ε below the teachers' ε: one answer composed as for shared teachers (its profile at δ_B = 0.05
+    # spends less than 0.2), and the plan says why
+    r = client.post("/v1/plans", json={**body, "queries": 1, "budget_epsilon": 0.15, "budget_delta": 0.05})
+    assert r.status_code == 200, r.text
+    plan = r.json()["plan"]
+    assert plan["majority_free"] is False and plan["spent_epsilon"] <= 0.15 and "not within the budget" in plan["note"]
+    assert r.json()["teachers"] == "shared" and plan["total_cap"] == {"epsilon": 0.2, "delta": 1e-4}
+
+
+def test_pate_tables_on_postgres(pg_database, tmp_path):
+    """The same table and ledger round trip on PostgreSQL (migration 0005 there; PATE rows and their ids)."""
+    server = Server(tmp_path, pg_database, name="pate-pg").start()
+    try:
+        with server.client() as c:
+            test_pate_table_is_certified_cached_and_equals_the_cli(c)
+            test_pate_table_answers_into_a_ledger_with_its_own_accounting(c)
+    finally:
+        server.stop()
