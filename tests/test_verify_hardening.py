@@ -81,7 +81,7 @@ def test_exactly_tight_tables_are_explained_and_still_refused(tmp_path, K, m, ga
     r = verify(f)
     assert r.returncode == 1, (r.stdout, r.stderr)
     assert "Traceback" not in r.stderr
-    assert "equality to 40 digits" in r.stderr and "cannot be proven" in r.stderr
+    assert "equality to 320 digits" in r.stderr and "cannot be proven" in r.stderr
     assert "(1 - 1e-12) certifies" in r.stderr
     shrunk = tmp_path / "shrunk.json"
     shrunk.write_text(json.dumps({"K": K, "m": m, **PURE, "gamma": list(np.asarray(gamma) * (1 - 1e-12))}))

@@ -49,7 +49,7 @@ def certificate_line(cert: Certificate) -> str:
     line = (
         f"certificate: {status}: max privacy cost {cert.max_privacy_cost:.12g} {rel} bound e^(mε) − 1 + 2δ = "
         f"{cert.bound:.12g} over {cert.multisets_checked:,} corner multisets (worst multiset {cert.worst_multiset}; "
-        f"{cert.high_precision_checked} re-checked in {40}-digit arithmetic)"
+        f"{cert.high_precision_checked} re-checked in interval arithmetic, 40 to 320 digits)"
     )
     if cert.corners and len(cert.worst_multiset) == len(cert.corners):
         line += "\nworst multiset: " + multiset_words(cert.worst_multiset, cert.corners)
