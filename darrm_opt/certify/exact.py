@@ -154,7 +154,8 @@ def _exp_iv(x):
 
 
 def _corners_iv(params: Params) -> list:
-    """The vertices (corners.py) as intervals from the exact binary ε and Δ; 0 and 1 stay degenerate."""
+    """The vertices (corners.py) as intervals from the exact binary ε and Δ; the exact 0 and 1 stay Python
+    ints, so that :func:`_add_teachers` handles them by an exact shift."""
     d = params.teacher_delta
     e = _exp_iv(iv.mpf(params.epsilon))
     if d == 0:
@@ -163,16 +164,22 @@ def _corners_iv(params: Params) -> list:
         D = iv.mpf(d)
         hi, lo = (e + D) / (e + 1), (1 - D) / (e + 1)
         pairs = [(0, 0), (0, D), (D, 0), (hi, lo), (1, 1), (1, 1 - D), (1 - D, 1), (lo, hi)]
-    return [(iv.mpf(p), iv.mpf(q)) for p, q in pairs]
+    return [(p if isinstance(p, int) else iv.mpf(p), q if isinstance(q, int) else iv.mpf(q)) for p, q in pairs]
 
 
-def _conv_bern_iv(v: list, p) -> list:
-    """The pmf of L + B, B ~ Bernoulli(p), from the pmf v of L (intervals)."""
+def _add_teachers(v: list, p, n: int) -> list:
+    """The pmf of L + B₁ + … + B_n, B_i ~ Bernoulli(p), from the pmf v of L (intervals): a shift by n
+    (p = 1) or n trailing zeros (p = 0), exact, else n convolutions in interval arithmetic."""
+    if isinstance(p, int):
+        zeros = [iv.mpf(0)] * n
+        return zeros + v if p == 1 else v + zeros
     q = 1 - p
-    out = [q * x for x in v] + [iv.mpf(0)]
-    for i, x in enumerate(v):
-        out[i + 1] += p * x
-    return out
+    for _ in range(n):
+        out = [q * x for x in v] + [iv.mpf(0)]
+        for i, x in enumerate(v):
+            out[i + 1] += p * x
+        v = out
+    return v
 
 
 def excess_intervals(params: Params, gamma: np.ndarray, counts, dps: int) -> tuple:
@@ -183,8 +190,7 @@ def excess_intervals(params: Params, gamma: np.ndarray, counts, dps: int) -> tup
     with _iv_dps(dps):
         a, b = [iv.mpf(1)], [iv.mpf(1)]
         for n, (p, q) in zip(counts, _corners_iv(params)):
-            for _ in range(int(n)):
-                a, b = _conv_bern_iv(a, p), _conv_bern_iv(b, q)
+            a, b = _add_teachers(a, p, int(n)), _add_teachers(b, q, int(n))
         E = _exp_iv(iv.mpf(params.m) * iv.mpf(params.epsilon))
         delta = iv.mpf(params.delta)
         out = []
