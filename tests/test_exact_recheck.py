@@ -1,10 +1,11 @@
-"""The 40-digit re-check (certify/exact.py) against an independent 60-digit brute force.
+"""The interval re-check (certify/exact.py) against an independent 60-digit brute force.
 
 The reference below never uses the library's corners, convolution, signed h or bound: it takes the
 vertices from the notes' formulas, enumerates all 2^K vote vectors and evaluates Lemma 3.4 through the
 output probabilities, f = 2(Pr[1 | p] − e^{mε} Pr[1 | p′]) + e^{mε} − 1, with Pr[1 | L] = γ(L)·1{L ≥ (K+1)/2}
 + (1 − γ(L))/2 (Alg. 1). Tables are then placed a few ulps of δ above and below the bound, where only
-the exact re-check can tell the two apart.
+the exact re-check can tell the two apart; a table whose true excess is +6e-51 (which plain 40-digit
+arithmetic accepts) is proven a violation, and non-structural ties are refused whatever ε.
 """
 
 from __future__ import annotations
@@ -18,7 +19,16 @@ import numpy as np
 import pytest
 
 from darrm_opt.certify.certificate import certify
-from darrm_opt.certify.exact import MP_DIGITS, exact_bound_mp, exact_cost_mp, exact_excess_mp, recheck
+from darrm_opt.certify.exact import (
+    DIGITS_LADDER,
+    MP_DIGITS,
+    decide,
+    exact_bound_mp,
+    exact_cost_mp,
+    exact_excess_mp,
+    excess_intervals,
+    recheck,
+)
 from darrm_opt.model.corners import corners
 from darrm_opt.model.params import Params
 
@@ -287,3 +297,90 @@ def test_recheck_verdict_is_frozen():
 def test_empty_recheck():
     r = recheck(Params(3, 1), np.ones(4), np.zeros((0, 8), dtype=int), True)
     assert r.certified and r.checked == 0 and r.max_cost == -math.inf and r.worst == ()
+
+
+def _ends(x):
+    lo, hi = x._mpi_
+    return mpmath.mp.make_mpf(lo), mpmath.mp.make_mpf(hi)  # exact, not rounded to 53 bits
+
+
+@pytest.mark.parametrize("params", PARAMS)
+def test_excess_intervals_enclose_the_brute_force_excess(params):
+    """Every enclosure (at 40 and 80 digits) contains the 60-digit brute-force excess (f − bound)/2 and is
+    narrow: width < 1e-35 at 40 digits, < 1e-55 at 80 (the reference itself is good to ~1e-58)."""
+    rng = np.random.default_rng(7 + params.K)
+    gamma = rng.random(params.K + 1)
+    gamma[0] = gamma[-1] = 1.0
+    multisets = all_multisets(params.K, 4 if params.pure else 8)
+    bound = ref_bound(params)
+    for i in rng.choice(len(multisets), 6, replace=False):
+        n = multisets[i]
+        ref = ref_cost(params, gamma, n)
+        with mpmath.workdps(REF_DPS):
+            want = ((ref - bound) / 2, (-ref - bound) / 2)
+        for dps, width in ((40, 1e-35), (80, 1e-55)):
+            for x, w in zip(excess_intervals(params, gamma, n, dps), want):
+                lo, hi = _ends(x)
+                with mpmath.workdps(REF_DPS):
+                    assert lo - mpmath.mpf(10) ** -57 <= w <= hi + mpmath.mpf(10) ** -57, (n, dps)
+                    assert hi - lo < width
+
+
+#: Δ = δ = 1e-50 beside the γ ≡ 1, K = 3, m = 2 tie: the true excess of (0,0,1,2 | 0,0,0,0) is +6.4e-51
+TINY = Params(3, 2, epsilon=0.3, teacher_delta=1e-50, delta=1e-50)
+TINY_N = (0, 0, 1, 2, 0, 0, 0, 0)
+
+
+def test_a_violation_of_6e_51_that_40_digit_arithmetic_accepts_is_proven():
+    g = np.ones(4)
+    ref = ref_cost(TINY, g, TINY_N)
+    with mpmath.workdps(REF_DPS):
+        true_excess = (ref - ref_bound(TINY)) / 2
+        assert mpmath.mpf(1e-51) < true_excess < mpmath.mpf(1e-50)  # a real violation, far above 60-digit noise
+    x1, x0 = exact_excess_mp(TINY, g, np.array(TINY_N))
+    assert x1 <= 0 and x0 < 0  # the plain 40-digit evaluation would accept it
+    d = decide(TINY, g, TINY_N, True)
+    assert d.verdict == "fail" and d.digits == 80  # 40 digits straddle, 80 prove it
+    with mpmath.workdps(REF_DPS):
+        slack = mpmath.mpf(10) ** -57  # the 60-digit reference's own error
+        assert 0 < d.lo and d.lo - slack <= true_excess <= d.hi + slack and d.hi - d.lo < mpmath.mpf(10) ** -70
+    r = recheck(TINY, g, np.array([TINY_N, (3, 0, 0, 0, 0, 0, 0, 0)]), True)
+    assert not r.certified and r.worst == TINY_N and "exceeds the bound" in r.reason
+    cert = certify(TINY, g)
+    assert not cert.certified and cert.high_precision_checked > 0
+
+
+def test_the_mirrored_violation_on_the_output_zero_side_is_proven_too():
+    n = reflect(TINY_N)
+    x1, x0 = exact_excess_mp(TINY, np.ones(4), np.array(n))
+    assert x1 < 0 and x0 <= 0
+    assert decide(TINY, np.ones(4), n, True).verdict == "fail"
+    assert decide(TINY, np.ones(4), n, False).verdict == "pass"  # x₁ alone is fine
+
+
+@pytest.mark.parametrize("eps", [0.1, 0.3])
+def test_a_non_structural_tie_is_refused_whatever_epsilon(eps):
+    """γ ≡ 1, K = 3, m = 2, pure DP: multiset (1, 2, 0, 0) costs exactly e^{2ε} − 1 (a rational identity in
+    e^ε). Plain 40-digit arithmetic put it on opposite sides of 0 at ε = 0.1 and 0.3; the interval
+    re-check straddles 0 at every precision and refuses both."""
+    params = Params(3, 2, epsilon=eps, teacher_delta=0.0, delta=0.0)
+    g, n = np.ones(4), (1, 2, 0, 0)
+    with mpmath.workdps(REF_DPS):
+        assert abs(ref_cost(params, g, n) - ref_bound(params)) < mpmath.mpf(10) ** -55
+    d = decide(params, g, n, False)
+    assert d.verdict == "undecided" and d.digits == DIGITS_LADDER[-1] == 320
+    assert d.lo <= 0 < d.hi and d.hi - d.lo < mpmath.mpf(10) ** -300
+    cert = certify(params, g)
+    assert not cert.certified
+    assert cert.worst_multiset == list(n) and "cannot be proven" in cert.reason
+    assert cert.max_privacy_cost == pytest.approx(cert.bound, rel=1e-15)
+
+
+def test_structural_ties_are_degenerate_intervals_at_forty_digits():
+    """Outcomes of probability exactly 0 stay [0, 0]: the tie is decided at the first rung."""
+    params = Params(5, 5, epsilon=0.1, teacher_delta=0.0, delta=0.0)
+    x1, x0 = excess_intervals(params, np.ones(6), (5, 0, 0, 0), MP_DIGITS)
+    assert _ends(x1) == (0, 0)
+    assert _ends(x0)[1] < -0.6  # −(e^{0.5} − 1)
+    d = decide(params, np.ones(6), (5, 0, 0, 0), True)
+    assert d.verdict == "pass" and d.digits == 40 and d.hi == 0

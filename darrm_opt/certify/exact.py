@@ -204,8 +204,9 @@ def excess_intervals(params: Params, gamma: np.ndarray, counts, dps: int) -> tup
 
 
 def _ends(x) -> tuple[mpmath.mpf, mpmath.mpf]:
+    """The two ends of an ``mpmath.iv`` interval as mpf's, exact (not rounded to mpmath.mp's precision)."""
     lo, hi = x._mpi_
-    return mpmath.mpf(lo), mpmath.mpf(hi)
+    return mpmath.mp.make_mpf(lo), mpmath.mp.make_mpf(hi)
 
 
 @dataclass(frozen=True)
