@@ -5,13 +5,15 @@ vertices from the notes' formulas, enumerates all 2^K vote vectors and evaluates
 output probabilities, f = 2(Pr[1 | p] − e^{mε} Pr[1 | p′]) + e^{mε} − 1, with Pr[1 | L] = γ(L)·1{L ≥ (K+1)/2}
 + (1 − γ(L))/2 (Alg. 1). Tables are then placed a few ulps of δ above and below the bound, where only
 the exact re-check can tell the two apart; a table whose true excess is +6e-51 (which plain 40-digit
-arithmetic accepts) is proven a violation, and non-structural ties are refused whatever ε.
+arithmetic accepts) is proven a violation, and non-structural ties are decided by their excess polynomial
+(certify/ties.py) whatever ε.
 """
 
 from __future__ import annotations
 
 import itertools
 import math
+from fractions import Fraction
 from functools import cache
 
 import mpmath
@@ -22,6 +24,7 @@ from darrm_opt.certify.certificate import certify
 from darrm_opt.certify.exact import (
     DIGITS_LADDER,
     MP_DIGITS,
+    Decision,
     decide,
     exact_bound_mp,
     exact_cost_mp,
@@ -29,6 +32,7 @@ from darrm_opt.certify.exact import (
     excess_intervals,
     recheck,
 )
+from darrm_opt.certify.ties import excess_polynomial, root_step
 from darrm_opt.model.corners import corners
 from darrm_opt.model.params import Params
 
@@ -359,21 +363,69 @@ def test_the_mirrored_violation_on_the_output_zero_side_is_proven_too():
 
 
 @pytest.mark.parametrize("eps", [0.1, 0.3])
-def test_a_non_structural_tie_is_refused_whatever_epsilon(eps):
+def test_a_non_structural_tie_is_an_exact_tie_whatever_epsilon(eps):
     """γ ≡ 1, K = 3, m = 2, pure DP: multiset (1, 2, 0, 0) costs exactly e^{2ε} − 1 (a rational identity in
-    e^ε). Plain 40-digit arithmetic put it on opposite sides of 0 at ε = 0.1 and 0.3; the interval
-    re-check straddles 0 at every precision and refuses both."""
+    e^ε). Plain 40-digit arithmetic put it on opposite sides of 0 at ε = 0.1 and 0.3 (refused, accepted); the
+    interval re-check straddles 0 at every precision, the excess polynomial is identically 0, and both are
+    accepted as exact ties. A 400-digit brute force agrees that the excess is 0 to 390 digits."""
     params = Params(3, 2, epsilon=eps, teacher_delta=0.0, delta=0.0)
     g, n = np.ones(4), (1, 2, 0, 0)
-    with mpmath.workdps(REF_DPS):
-        assert abs(ref_cost(params, g, n) - ref_bound(params)) < mpmath.mpf(10) ** -55
-    d = decide(params, g, n, False)
-    assert d.verdict == "undecided" and d.digits == DIGITS_LADDER[-1] == 320
-    assert d.lo <= 0 < d.hi and d.hi - d.lo < mpmath.mpf(10) ** -300
+    with mpmath.workdps(400):
+        cs = ref_corners(mpmath.mpf(eps), 0.0, exp=mpmath.exp)
+        teachers = [cs[c] for c, k in enumerate(n) for _ in range(k)]
+        p1 = ref_prob_one(3, g, [mpmath.mpf(p) for p, _ in teachers])
+        q1 = ref_prob_one(3, g, [mpmath.mpf(q) for _, q in teachers])
+        assert abs(p1 - mpmath.exp(2 * mpmath.mpf(eps)) * q1) < mpmath.mpf(10) ** -390
+    for dps in DIGITS_LADDER:
+        lo, hi = _ends(excess_intervals(params, g, n, dps)[0])
+        assert lo <= 0 <= hi and hi - lo < mpmath.mpf(10) ** (4 - dps)
+    assert excess_polynomial(params, g, n, 1) == []
+    assert decide(params, g, n, False) == Decision("tie", mpmath.mpf(0), mpmath.mpf(0), 320)
     cert = certify(params, g)
-    assert not cert.certified
-    assert cert.worst_multiset == list(n) and "cannot be proven" in cert.reason
-    assert cert.max_privacy_cost == pytest.approx(cert.bound, rel=1e-15)
+    assert cert.certified, cert.reason
+    assert cert.max_privacy_cost == cert.bound
+
+
+def test_a_violation_below_320_digits_that_is_no_tie_is_refused():
+    """Δ = δ = 5e-324 (the smallest float) beside the same tie: the excess of TINY_N is ~3e-324 > 0, below
+    what 320 digits resolve, and its polynomial is not 0: refused as "cannot be proven"."""
+    params = Params(3, 2, epsilon=0.3, teacher_delta=5e-324, delta=5e-324)
+    g = np.ones(4)
+    d = decide(params, g, TINY_N, True)
+    assert d.verdict == "undecided" and d.lo <= 0 < d.hi < mpmath.mpf(10) ** -319
+    P = excess_polynomial(params, g, TINY_N, 1)
+    assert P  # a nonzero rational polynomial: not an exact tie
+    r = recheck(params, g, np.array([TINY_N]), True)
+    assert not r.certified and "cannot be proven" in r.reason and "not an exact tie" in r.reason
+    assert r.worst == TINY_N
+
+
+@pytest.mark.parametrize("params", PARAMS)
+def test_excess_polynomial_agrees_with_the_brute_force(params):
+    """P(t)/(e + 1)^K at t = e^{ε/s} (certify/ties.py) equals the 60-digit brute-force excess, both sides."""
+    rng = np.random.default_rng(11 + params.K)
+    gamma = rng.random(params.K + 1)
+    gamma[0] = 1.0
+    multisets = all_multisets(params.K, 4 if params.pure else 8)
+    s = root_step(params.m)
+    assert s == (2 if params.m == 2.5 else 1)
+    for i in rng.choice(len(multisets), 5, replace=False):
+        n = multisets[i]
+        ref = ref_cost(params, gamma, n)
+        with mpmath.workdps(REF_DPS):
+            bound = ref_bound(params)
+            t = mpmath.exp(mpmath.mpf(params.epsilon) / s)
+            for side, want in ((1, (ref - bound) / 2), (-1, (-ref - bound) / 2)):
+                P = excess_polynomial(params, gamma, n, side)
+                got = sum(mpmath.mpf(c.numerator) / c.denominator * t**k for k, c in enumerate(map(Fraction, P)))
+                assert abs(got / (t**s + 1) ** params.K - want) < mpmath.mpf(10) ** -55, (n, side)
+
+
+def test_ties_need_m_in_eighths():
+    assert root_step(3.0) == 1 and root_step(2.5) == 2 and root_step(1.125) == 8
+    assert root_step(1.0625) is None
+    params = Params(3, 1.0625, epsilon=0.1, teacher_delta=0.0, delta=0.0)
+    assert excess_polynomial(params, np.ones(4), (3, 0, 0, 0), 1) is None
 
 
 def test_structural_ties_are_degenerate_intervals_at_forty_digits():

@@ -12,10 +12,12 @@ The verdict is rigorous: :func:`excess_intervals` encloses x₁ (and x₀) in in
 of mpmath's outward-rounded exp, so the enclosure holds even if exp were off by 2^8 ulps). A multiset
 passes only when the upper end of its interval is ≤ 0 and fails when the lower end is > 0; an interval
 that straddles 0 is recomputed at :data:`DIGITS_LADDER` digits, and a multiset still undecided at the last
-rung is refused ("cannot be proven"). Probabilities that are structurally 0 or 1 stay degenerate
-intervals [0, 0] / [1, 1] (0·[a, b] = [0, 0]), so the structural ties keep their exact excess [0, 0] and
-pass. A tie that is not structural (γ ≡ 1 at K = 3, m = 2 in pure DP: a rational identity in e^ε) straddles
-0 at every precision and is refused, whatever ε.
+rung is refused ("cannot be proven") unless certify/ties.py proves its excess identically 0 as a
+rational polynomial in e^{ε/s} (an exact tie, accepted: equality satisfies ≤). Probabilities that are
+structurally 0 or 1 stay degenerate intervals [0, 0] / [1, 1] (0·[a, b] = [0, 0]), so the structural ties
+keep their exact excess [0, 0] and pass at 40 digits. A tie that is not structural (γ ≡ 1 at K = 3, m = 2
+in pure DP: a rational identity in e^ε) straddles 0 at every precision and is accepted by that algebraic
+identity, whatever ε.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ import numpy as np
 from mpmath import iv
 
 from darrm_opt.certify.sweep import signed_h
+from darrm_opt.certify.ties import is_exact_tie
 from darrm_opt.model.corners import corners_mp
 from darrm_opt.model.params import Params
 
@@ -109,27 +112,29 @@ def _conv_bern(v, p):
     return out
 
 
+_RANK = {"pass": 0, "tie": 0, "undecided": 1, "fail": 2}
+
+
 def recheck(params: Params, gamma: np.ndarray, multisets, two_sided: bool) -> Recheck:
     """Decide every multiset of ``multisets`` (count vectors) by :func:`decide`; for a non-symmetric γ both
-    f and −f (the output-0 condition) must be ≤ the bound. Certified iff every multiset passes; a proven
-    violation is reported before an undecided tie. The reported cost is f = bound + 2·excess at the
-    midpoint of the largest excess enclosure (its multiset is ``worst``)."""
-    best = None
+    f and −f (the output-0 condition) must be ≤ the bound. Certified iff every multiset passes (or is an
+    exact tie). ``worst`` is a proven violation if there is one, else an undecided multiset, else the one
+    with the largest upper end of its excess; the reported cost is f = bound + 2·excess at the midpoint of
+    that multiset's enclosure."""
+    best: Decision | None = None
     worst: tuple[int, ...] = ()
-    failed = undecided = ""
     for cnt in multisets:
         d = decide(params, gamma, cnt, two_sided)
-        key = tuple(int(c) for c in cnt)
-        if best is None or d.hi > best.hi:
-            best, worst = d, key
-        if d.verdict == "fail" and not failed:
-            failed = f"multiset {list(key)} exceeds the bound (proven by interval arithmetic)"
-        elif d.verdict == "undecided" and not undecided:
-            undecided = (f"multiset {list(key)} meets the bound to within {mpmath.nstr(max(-d.lo, d.hi), 3)} at "
-                         f"{d.digits} digits: whether it exceeds it cannot be proven")
-    reason = failed or undecided
+        if best is None or (_RANK[d.verdict], d.hi) > (_RANK[best.verdict], best.hi):
+            best, worst = d, tuple(int(c) for c in cnt)
     if best is None:
         return Recheck(True, "", float("-inf"), worst, len(multisets))
+    reason = ""
+    if best.verdict == "fail":
+        reason = f"multiset {list(worst)} exceeds the bound (proven by interval arithmetic)"
+    elif best.verdict == "undecided":
+        reason = (f"multiset {list(worst)} meets the bound to within {mpmath.nstr(max(-best.lo, best.hi), 3)} "
+                  f"at {best.digits} digits and is not an exact tie: whether it exceeds it cannot be proven")
     with mpmath.workdps(MP_DIGITS):
         max_cost = float(exact_bound_mp(params) + (best.lo + best.hi))
     return Recheck(not reason, reason, max_cost, worst, len(multisets))
@@ -212,8 +217,9 @@ def _ends(x) -> tuple[mpmath.mpf, mpmath.mpf]:
 @dataclass(frozen=True)
 class Decision:
     """The proven sign of one multiset's excess: ``verdict`` is "pass" (upper end ≤ 0), "fail" (lower end
-    > 0) or "undecided" (straddles 0 at every rung); ``lo``, ``hi`` the final enclosure of the larger
-    excess (max over the sides checked), ``digits`` the precision that decided."""
+    > 0), "tie" (straddles 0 at every rung, but proven exactly 0 algebraically: a pass) or "undecided"
+    (straddles 0 at every rung, not an exact tie: refused); ``lo``, ``hi`` the final enclosure of the larger
+    excess (max over the sides checked; [0, 0] for a tie), ``digits`` the last precision used."""
 
     verdict: str
     lo: mpmath.mpf
@@ -223,7 +229,9 @@ class Decision:
 
 def decide(params: Params, gamma: np.ndarray, counts, two_sided: bool) -> Decision:
     """Climb :data:`DIGITS_LADDER` until the excess of ``counts`` (x₁, and x₀ when ``two_sided``) is proven
-    ≤ 0 or > 0: pass iff max(hi) ≤ 0, fail iff max(lo) > 0 (one side proven over the bound)."""
+    ≤ 0 or > 0: pass iff max(hi) ≤ 0, fail iff max(lo) > 0 (one side proven over the bound). Still straddling
+    at the last rung: "tie" (a pass, excess exactly 0) when every straddling side's excess polynomial is
+    identically zero (certify/ties.py), else "undecided"."""
     for dps in DIGITS_LADDER:
         x1, x0 = excess_intervals(params, gamma, counts, dps)
         ends = [_ends(x) for x in ((x1, x0) if two_sided else (x1,))]
@@ -233,4 +241,6 @@ def decide(params: Params, gamma: np.ndarray, counts, two_sided: bool) -> Decisi
             return Decision("pass", lo, hi, dps)
         if lo > 0:
             return Decision("fail", lo, hi, dps)
+    if all(e[1] <= 0 or is_exact_tie(params, gamma, counts, side) for e, side in zip(ends, (1, -1))):
+        return Decision("tie", mpmath.mpf(0), mpmath.mpf(0), DIGITS_LADDER[-1])
     return Decision("undecided", lo, hi, DIGITS_LADDER[-1])
