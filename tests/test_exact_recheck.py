@@ -402,7 +402,8 @@ def test_a_violation_below_320_digits_that_is_no_tie_is_refused():
 
 @pytest.mark.parametrize("params", PARAMS)
 def test_excess_polynomial_agrees_with_the_brute_force(params):
-    """P(t)/(e + 1)^K at t = e^{ε/s} (certify/ties.py) equals the 60-digit brute-force excess, both sides."""
+    """P(t)/(D(e + 1))^K at t = e^{ε/s} (certify/ties.py) equals the 60-digit brute-force excess, both
+    sides."""
     rng = np.random.default_rng(11 + params.K)
     gamma = rng.random(params.K + 1)
     gamma[0] = 1.0
@@ -418,7 +419,8 @@ def test_excess_polynomial_agrees_with_the_brute_force(params):
             for side, want in ((1, (ref - bound) / 2), (-1, (-ref - bound) / 2)):
                 P = excess_polynomial(params, gamma, n, side)
                 got = sum(mpmath.mpf(c.numerator) / c.denominator * t**k for k, c in enumerate(map(Fraction, P)))
-                assert abs(got / (t**s + 1) ** params.K - want) < mpmath.mpf(10) ** -55, (n, side)
+                D = Fraction(params.teacher_delta).denominator  # P is scaled by D^K (integer arithmetic)
+                assert abs(got / (D * (t**s + 1)) ** params.K - want) < mpmath.mpf(10) ** -55, (n, side)
 
 
 def test_ties_need_m_in_eighths():

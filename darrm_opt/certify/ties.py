@@ -82,16 +82,23 @@ def _pmf_numerators(ep1: Poly, numerators: list[Poly], counts) -> list[Poly]:
     return v
 
 
+def _int(x: Fraction) -> int:
+    assert x.denominator == 1
+    return x.numerator
+
+
 def excess_polynomial(params: Params, gamma: np.ndarray, counts, side: int) -> Poly | None:
-    """P(t) of the module docstring for x₊ (side = 1, output 1) or x₋ (side = −1, output 0), trailing zeros
-    stripped ([] is the zero polynomial); None when m is not a/2^k with k ≤ MAX_ROOT_LOG2."""
+    """D^K·P(t) (module docstring; D the denominator of Δ) for x₊ (side = 1, output 1) or x₋ (side = −1,
+    output 0), trailing zeros stripped ([] is the zero polynomial); None when m is not a/2^k with k ≤
+    MAX_ROOT_LOG2."""
     s = root_step(params.m)
     if s is None:
         return None
     e: Poly = [0] * s + [1]
-    ep1 = _add(e, [1])
-    cs = _corner_numerators(params, e)
-    A = _pmf_numerators(ep1, [p for p, _ in cs], counts)
+    D = Fraction(params.teacher_delta).denominator  # a power of 2: D·N has integer coefficients
+    ep1 = [D * x for x in _add(e, [1])]
+    cs = [([_int(D * x) for x in p], [_int(D * x) for x in q]) for p, q in _corner_numerators(params, e)]
+    A = _pmf_numerators(ep1, [p for p, _ in cs], counts)  # D^K A_l, D^K B_l: integer arithmetic only
     B = _pmf_numerators(ep1, [q for _, q in cs], counts)
     E: Poly = [0] * int(params.m * s) + [1]
     total: Poly = []
