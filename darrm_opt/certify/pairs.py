@@ -8,7 +8,10 @@ of γ, ε and δ, like :mod:`darrm_opt.certify.exact`: in the equivalent form P_
 P_l = Pr[out = o | L = l] = (1 ± h_l)/2 (so that γ = 1 rows give exact 0s instead of e^ε − e^ε), enclosed in
 outward-rounded interval arithmetic (mpmath.iv) at 40, 80, 160, 320 digits. A row passes only when the upper
 end is ≤ 0 and fails when the lower end is > 0; a row still straddling 0 at 320 digits is refused
-("cannot be proven").
+("cannot be proven"). No row is an exact tie unless P_{l′} = 0 (then the excess P_l − δ is a difference of
+two binary floats, computed exactly): otherwise P_l − e^ε P_{l′} − δ = 0 would make e^ε = (P_l − δ)/P_{l′}
+rational, and e^ε is transcendental for rational ε ≠ 0 (Lindemann), so the refusal only meets rows within
+~1e-320 of the bound.
 """
 
 from __future__ import annotations
