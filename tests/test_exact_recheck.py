@@ -1,16 +1,19 @@
-"""The 40-digit re-check (certify/exact.py) against an independent 60-digit brute force.
+"""The interval re-check (certify/exact.py) against an independent 60-digit brute force.
 
 The reference below never uses the library's corners, convolution, signed h or bound: it takes the
 vertices from the notes' formulas, enumerates all 2^K vote vectors and evaluates Lemma 3.4 through the
 output probabilities, f = 2(Pr[1 | p] − e^{mε} Pr[1 | p′]) + e^{mε} − 1, with Pr[1 | L] = γ(L)·1{L ≥ (K+1)/2}
 + (1 − γ(L))/2 (Alg. 1). Tables are then placed a few ulps of δ above and below the bound, where only
-the exact re-check can tell the two apart.
+the exact re-check can tell the two apart; a table whose true excess is +6e-51 (which plain 40-digit
+arithmetic accepts) is proven a violation, and non-structural ties are decided by their excess polynomial
+(certify/ties.py) whatever ε.
 """
 
 from __future__ import annotations
 
 import itertools
 import math
+from fractions import Fraction
 from functools import cache
 
 import mpmath
@@ -18,7 +21,18 @@ import numpy as np
 import pytest
 
 from darrm_opt.certify.certificate import certify
-from darrm_opt.certify.exact import MP_DIGITS, exact_bound_mp, exact_cost_mp, exact_excess_mp, recheck
+from darrm_opt.certify.exact import (
+    DIGITS_LADDER,
+    MP_DIGITS,
+    Decision,
+    decide,
+    exact_bound_mp,
+    exact_cost_mp,
+    exact_excess_mp,
+    excess_intervals,
+    recheck,
+)
+from darrm_opt.certify.ties import excess_polynomial, root_step
 from darrm_opt.model.corners import corners
 from darrm_opt.model.params import Params
 
@@ -287,3 +301,140 @@ def test_recheck_verdict_is_frozen():
 def test_empty_recheck():
     r = recheck(Params(3, 1), np.ones(4), np.zeros((0, 8), dtype=int), True)
     assert r.certified and r.checked == 0 and r.max_cost == -math.inf and r.worst == ()
+
+
+def _ends(x):
+    lo, hi = x._mpi_
+    return mpmath.mp.make_mpf(lo), mpmath.mp.make_mpf(hi)  # exact, not rounded to 53 bits
+
+
+@pytest.mark.parametrize("params", PARAMS)
+def test_excess_intervals_enclose_the_brute_force_excess(params):
+    """Every enclosure (at 40 and 80 digits) contains the 60-digit brute-force excess (f − bound)/2 and is
+    narrow: width < 1e-35 at 40 digits, < 1e-55 at 80 (the reference itself is good to ~1e-58)."""
+    rng = np.random.default_rng(7 + params.K)
+    gamma = rng.random(params.K + 1)
+    gamma[0] = gamma[-1] = 1.0
+    multisets = all_multisets(params.K, 4 if params.pure else 8)
+    bound = ref_bound(params)
+    for i in rng.choice(len(multisets), 6, replace=False):
+        n = multisets[i]
+        ref = ref_cost(params, gamma, n)
+        with mpmath.workdps(REF_DPS):
+            want = ((ref - bound) / 2, (-ref - bound) / 2)
+        for dps, width in ((40, 1e-35), (80, 1e-55)):
+            for x, w in zip(excess_intervals(params, gamma, n, dps), want):
+                lo, hi = _ends(x)
+                with mpmath.workdps(REF_DPS):
+                    assert lo - mpmath.mpf(10) ** -57 <= w <= hi + mpmath.mpf(10) ** -57, (n, dps)
+                    assert hi - lo < width
+
+
+#: Δ = δ = 1e-50 beside the γ ≡ 1, K = 3, m = 2 tie: the true excess of (0,0,1,2 | 0,0,0,0) is +6.4e-51
+TINY = Params(3, 2, epsilon=0.3, teacher_delta=1e-50, delta=1e-50)
+TINY_N = (0, 0, 1, 2, 0, 0, 0, 0)
+
+
+def test_a_violation_of_6e_51_that_40_digit_arithmetic_accepts_is_proven():
+    g = np.ones(4)
+    ref = ref_cost(TINY, g, TINY_N)
+    with mpmath.workdps(REF_DPS):
+        true_excess = (ref - ref_bound(TINY)) / 2
+        assert mpmath.mpf(1e-51) < true_excess < mpmath.mpf(1e-50)  # a real violation, far above 60-digit noise
+    x1, x0 = exact_excess_mp(TINY, g, np.array(TINY_N))
+    assert x1 <= 0 and x0 < 0  # the plain 40-digit evaluation would accept it
+    d = decide(TINY, g, TINY_N, True)
+    assert d.verdict == "fail" and d.digits == 80  # 40 digits straddle, 80 prove it
+    with mpmath.workdps(REF_DPS):
+        slack = mpmath.mpf(10) ** -57  # the 60-digit reference's own error
+        assert 0 < d.lo and d.lo - slack <= true_excess <= d.hi + slack and d.hi - d.lo < mpmath.mpf(10) ** -70
+    r = recheck(TINY, g, np.array([TINY_N, (3, 0, 0, 0, 0, 0, 0, 0)]), True)
+    assert not r.certified and r.worst == TINY_N and "exceeds the bound" in r.reason
+    cert = certify(TINY, g)
+    assert not cert.certified and cert.high_precision_checked > 0
+
+
+def test_the_mirrored_violation_on_the_output_zero_side_is_proven_too():
+    n = reflect(TINY_N)
+    x1, x0 = exact_excess_mp(TINY, np.ones(4), np.array(n))
+    assert x1 < 0 and x0 <= 0
+    assert decide(TINY, np.ones(4), n, True).verdict == "fail"
+    assert decide(TINY, np.ones(4), n, False).verdict == "pass"  # x₁ alone is fine
+
+
+@pytest.mark.parametrize("eps", [0.1, 0.3])
+def test_a_non_structural_tie_is_an_exact_tie_whatever_epsilon(eps):
+    """γ ≡ 1, K = 3, m = 2, pure DP: multiset (1, 2, 0, 0) costs exactly e^{2ε} − 1 (a rational identity in
+    e^ε). Plain 40-digit arithmetic put it on opposite sides of 0 at ε = 0.1 and 0.3 (refused, accepted); the
+    interval re-check straddles 0 at every precision, the excess polynomial is identically 0, and both are
+    accepted as exact ties. A 400-digit brute force agrees that the excess is 0 to 390 digits."""
+    params = Params(3, 2, epsilon=eps, teacher_delta=0.0, delta=0.0)
+    g, n = np.ones(4), (1, 2, 0, 0)
+    with mpmath.workdps(400):
+        cs = ref_corners(mpmath.mpf(eps), 0.0, exp=mpmath.exp)
+        teachers = [cs[c] for c, k in enumerate(n) for _ in range(k)]
+        p1 = ref_prob_one(3, g, [mpmath.mpf(p) for p, _ in teachers])
+        q1 = ref_prob_one(3, g, [mpmath.mpf(q) for _, q in teachers])
+        assert abs(p1 - mpmath.exp(2 * mpmath.mpf(eps)) * q1) < mpmath.mpf(10) ** -390
+    for dps in DIGITS_LADDER:
+        lo, hi = _ends(excess_intervals(params, g, n, dps)[0])
+        assert lo <= 0 <= hi and hi - lo < mpmath.mpf(10) ** (4 - dps)
+    assert excess_polynomial(params, g, n, 1) == []
+    assert decide(params, g, n, False) == Decision("tie", mpmath.mpf(0), mpmath.mpf(0), 320)
+    cert = certify(params, g)
+    assert cert.certified, cert.reason
+    assert cert.max_privacy_cost == cert.bound
+
+
+def test_a_violation_below_320_digits_that_is_no_tie_is_refused():
+    """Δ = δ = 5e-324 (the smallest float) beside the same tie: the excess of TINY_N is ~3e-324 > 0, below
+    what 320 digits resolve, and its polynomial is not 0: refused as "cannot be proven"."""
+    params = Params(3, 2, epsilon=0.3, teacher_delta=5e-324, delta=5e-324)
+    g = np.ones(4)
+    d = decide(params, g, TINY_N, True)
+    assert d.verdict == "undecided" and d.lo <= 0 < d.hi < mpmath.mpf(10) ** -319
+    P = excess_polynomial(params, g, TINY_N, 1)
+    assert P  # a nonzero rational polynomial: not an exact tie
+    r = recheck(params, g, np.array([TINY_N]), True)
+    assert not r.certified and "cannot be proven" in r.reason and "not an exact tie" in r.reason
+    assert r.worst == TINY_N
+
+
+@pytest.mark.parametrize("params", PARAMS)
+def test_excess_polynomial_agrees_with_the_brute_force(params):
+    """P(t)/(D(e + 1))^K at t = e^{ε/s} (certify/ties.py) equals the 60-digit brute-force excess, both
+    sides."""
+    rng = np.random.default_rng(11 + params.K)
+    gamma = rng.random(params.K + 1)
+    gamma[0] = 1.0
+    multisets = all_multisets(params.K, 4 if params.pure else 8)
+    s = root_step(params.m)
+    assert s == (2 if params.m == 2.5 else 1)
+    for i in rng.choice(len(multisets), 5, replace=False):
+        n = multisets[i]
+        ref = ref_cost(params, gamma, n)
+        with mpmath.workdps(REF_DPS):
+            bound = ref_bound(params)
+            t = mpmath.exp(mpmath.mpf(params.epsilon) / s)
+            for side, want in ((1, (ref - bound) / 2), (-1, (-ref - bound) / 2)):
+                P = excess_polynomial(params, gamma, n, side)
+                got = sum(mpmath.mpf(c.numerator) / c.denominator * t**k for k, c in enumerate(map(Fraction, P)))
+                D = Fraction(params.teacher_delta).denominator  # P is scaled by D^K (integer arithmetic)
+                assert abs(got / (D * (t**s + 1)) ** params.K - want) < mpmath.mpf(10) ** -55, (n, side)
+
+
+def test_ties_need_m_in_eighths():
+    assert root_step(3.0) == 1 and root_step(2.5) == 2 and root_step(1.125) == 8
+    assert root_step(1.0625) is None
+    params = Params(3, 1.0625, epsilon=0.1, teacher_delta=0.0, delta=0.0)
+    assert excess_polynomial(params, np.ones(4), (3, 0, 0, 0), 1) is None
+
+
+def test_structural_ties_are_degenerate_intervals_at_forty_digits():
+    """Outcomes of probability exactly 0 stay [0, 0]: the tie is decided at the first rung."""
+    params = Params(5, 5, epsilon=0.1, teacher_delta=0.0, delta=0.0)
+    x1, x0 = excess_intervals(params, np.ones(6), (5, 0, 0, 0), MP_DIGITS)
+    assert _ends(x1) == (0, 0)
+    assert _ends(x0)[1] < -0.6  # −(e^{0.5} − 1)
+    d = decide(params, np.ones(6), (5, 0, 0, 0), True)
+    assert d.verdict == "pass" and d.digits == 40 and d.hi == 0

@@ -258,3 +258,46 @@ def test_one_bit_sigma_below_analytic_gaussian_and_meets_it_for_large_k():
     large = pate.calibrate_gnmax_one_bit(0.2676, 3e-4, 101).sigma
     assert small < large <= ana
     assert large == pytest.approx(ana, rel=1e-3)
+
+
+# ---------------------------------------------------------------------------------------------------
+# the interval re-check of the PATE rows
+# ---------------------------------------------------------------------------------------------------
+def _row_ends(params, g, label, dps):
+    from darrm_opt.certify.pairs import row_excess_interval
+
+    lo, hi = row_excess_interval(params, g, label, dps)._mpi_
+    return mpmath.mp.make_mpf(lo), mpmath.mp.make_mpf(hi)
+
+
+def test_pate_row_intervals_enclose_the_probability_form():
+    """Each row's enclosure contains P_l − e^ε P_{l′} − δ from the output probabilities at 60 digits."""
+    from darrm_opt.model.neighbours import pair_rows
+
+    params = PateParams(7, 0.4, 1e-3)
+    g = np.random.default_rng(3).random(8)
+    _, labels = pair_rows(7, math.exp(0.4))
+    with mpmath.workdps(60):
+        E, d = mpmath.exp(mpmath.mpf(0.4)), mpmath.mpf(1e-3)
+        p1 = [(1 + (1 if l > 3.5 else -1) * mpmath.mpf(float(g[l]))) / 2 for l in range(8)]
+        for l, lp, out in labels:
+            P = (p1[l], p1[lp]) if out == 1 else (1 - p1[l], 1 - p1[lp])
+            want = P[0] - E * P[1] - d
+            lo, hi = _row_ends(params, g, (l, lp, out), 40)
+            assert lo - mpmath.mpf(10) ** -57 <= want <= hi + mpmath.mpf(10) ** -57
+            assert hi - lo < mpmath.mpf(10) ** -38
+
+
+def test_pate_structural_tie_is_an_exact_zero():
+    """γ(0) = γ(1) = 1, δ = 0: Pr[out = 1 | L] = 0 at L = 0 and 1, so the rows (0, 1, 1) and (1, 0, 1) cost
+    exactly e^ε − 1 = the bound: excess [0, 0] at 40 digits (the cost form h − e^ε h′ − (e^ε − 1) would be
+    e^ε − e^ε, rounding noise of either sign)."""
+    from darrm_opt.certify.pairs import decide_row
+
+    params = PateParams(5, 0.3, 0.0)
+    g = np.array([1.0, 1.0, 0.5, 0.5, 1.0, 1.0])
+    for label in ((0, 1, 1), (1, 0, 1), (5, 4, 0), (4, 5, 0)):
+        assert _row_ends(params, g, label, 40) == (0, 0)
+        verdict, mid = decide_row(params, g, label)
+        assert verdict == "pass" and mid == 0
+    assert decide_row(params, g, (3, 2, 1))[0] == "fail"  # P₁(3) − e^0.3 P₁(2) = 0.75 − 1.35·0.25 > 0

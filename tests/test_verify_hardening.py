@@ -2,8 +2,9 @@
 
 Unreadable files (a 400-digit integer inside γ, non-UTF-8 bytes, NaN, deep nesting) and missing privacy
 parameters exit 2 with one line naming the problem, never a traceback; exactly tight tables (γ_DSub,
-γ ≡ 1 at K = 3, m = 2) are still refused (exit 1) with a plain explanation, and the shrink it proposes
-really certifies.
+γ ≡ 1 at K = 3, m = 2) are proven exact ties and certify; a table whose tie is below what 320-digit interval
+arithmetic resolves (and no exact tie) is refused (exit 1) with a plain explanation, and the shrink it
+proposes really certifies.
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from darrm_opt.model.baselines import gamma_dsub
@@ -75,16 +75,29 @@ def test_missing_privacy_parameters_are_named_never_defaulted(tmp_path, dropped)
     (3, 2, [1.0] * 4),  # m >= (K + 1) / 2: γ ≡ 1 meets e^{mε} − 1 exactly
     (11, 3, [float(x) for x in gamma_dsub(11, 3)]),
 ])
-def test_exactly_tight_tables_are_explained_and_still_refused(tmp_path, K, m, gamma):
+@pytest.mark.parametrize("eps", [0.1, 0.3])
+def test_exactly_tight_tables_certify_as_exact_ties(tmp_path, K, m, gamma, eps):
     f = tmp_path / "tight.json"
-    f.write_text(json.dumps({"K": K, "m": m, **PURE, "gamma": gamma}))
+    f.write_text(json.dumps({"K": K, "m": m, **PURE, "epsilon": eps, "gamma": gamma}))
+    r = verify(f)
+    assert r.returncode == 0 and "CERTIFIED" in r.stdout, (r.stdout, r.stderr)
+    assert "Traceback" not in r.stderr and "not certified" not in r.stderr
+
+
+def test_a_tie_that_cannot_be_proven_is_explained_and_refused(tmp_path):
+    """Δ = 5e-324, δ = 1e-323, γ ≡ 1, K = 3, m = 2: multiset (0,0,1,2 | 0,0,0,0) is within ~1e-320 of the bound
+    (not an exact tie), which 320-digit interval arithmetic cannot resolve."""
+    doc = {"K": 3, "m": 2, "epsilon": 0.3, "teacher_delta": 5e-324, "delta": 1e-323}
+    f = tmp_path / "tie.json"
+    f.write_text(json.dumps({**doc, "gamma": [1.0] * 4}))
     r = verify(f)
     assert r.returncode == 1, (r.stdout, r.stderr)
     assert "Traceback" not in r.stderr
-    assert "equality to 40 digits" in r.stderr and "cannot be proven" in r.stderr
+    assert "equality to 320 digits" in r.stderr and "cannot be proven" in r.stderr
+    assert "[0, 0, 1, 2, 0, 0, 0, 0]" in r.stderr and "NOT CERTIFIED" in r.stdout and "VIOLATED" not in r.stdout
     assert "(1 - 1e-12) certifies" in r.stderr
     shrunk = tmp_path / "shrunk.json"
-    shrunk.write_text(json.dumps({"K": K, "m": m, **PURE, "gamma": list(np.asarray(gamma) * (1 - 1e-12))}))
+    shrunk.write_text(json.dumps({**doc, "gamma": [1.0 - 1e-12] * 4}))
     ok = verify(shrunk)
     assert ok.returncode == 0 and "CERTIFIED" in ok.stdout
 

@@ -6,7 +6,8 @@ certifies every constant table:
 
 - if γ ≡ 1 itself is certified, every c ∈ [0, 1] is (c·f ≤ f ≤ bound where f ≥ 0, and c·f ≤ 0 elsewhere);
 - otherwise the sweep's float maximum M and its a-priori error η bound the exact maximum by U = M + η, and
-  γ ≡ c is certified when c · U ≤ e^{mε} − 1 + 2δ, both sides evaluated in 40-digit arithmetic.
+  γ ≡ c is certified when c · U ≤ e^{mε} − 1 + 2δ, proven in 40-digit outward-rounded interval arithmetic
+  (the upper end of c·U must not exceed the lower end of the bound's enclosure).
 
 This is what makes the best constant c* = bound / U and the paper's γ_const (Lemma A.1) cost one sweep
 between them, their printed (rounded-down) values included.
@@ -17,9 +18,10 @@ from __future__ import annotations
 import math
 
 import mpmath
+from mpmath import iv
 
 from darrm_opt.certify.certificate import Certificate
-from darrm_opt.certify.exact import MP_DIGITS, exact_bound_mp
+from darrm_opt.certify.exact import MP_DIGITS, _ends, _exp_iv, _iv_dps, exact_bound_mp
 from darrm_opt.model.baselines import const_opt_value
 from darrm_opt.model.params import Params
 
@@ -56,9 +58,10 @@ def constant_certified(params: Params, unit: Certificate, c: float) -> bool:
         return True
     if ones_upper_bound(unit) is None:
         return False
-    with mpmath.workdps(MP_DIGITS):
-        upper = mpmath.mpf(unit.max_privacy_cost) + mpmath.mpf(unit.error_bound)
-        return bool(mpmath.mpf(c) * upper <= exact_bound_mp(params))
+    with _iv_dps(MP_DIGITS):
+        cost = iv.mpf(c) * (iv.mpf(unit.max_privacy_cost) + iv.mpf(unit.error_bound))
+        bound = _exp_iv(iv.mpf(params.m) * iv.mpf(params.epsilon)) - 1 + 2 * iv.mpf(params.delta)
+        return bool(_ends(cost)[1] <= _ends(bound)[0])
 
 
 def constant_certificate(params: Params, unit: Certificate, c: float) -> Certificate:

@@ -3,9 +3,15 @@
 DaRRM_γ is (ε, δ)-DP for non-private teachers on disjoint shards iff every row of
 :func:`darrm_opt.model.neighbours.pair_rows` satisfies h_l − e^ε h_{l′} ≤ e^ε − 1 + 2δ (output 1) and
 −h_l + e^ε h_{l′} ≤ e^ε − 1 + 2δ (output 0), h_l = s_l γ(l). All 4K rows are evaluated in float64; every row
-within the float error bound (or 1e-12) of the bound is re-evaluated in 40-digit arithmetic from the
-exact binary values of γ, ε and δ, like :mod:`darrm_opt.certify.exact`, and passes only if it is ≤ the
-bound in the same precision.
+within the float error bound (or 1e-12) of the bound is re-decided rigorously from the exact binary values
+of γ, ε and δ, like :mod:`darrm_opt.certify.exact`: in the equivalent form P_l − e^ε P_{l′} − δ ≤ 0 with
+P_l = Pr[out = o | L = l] = (1 ± h_l)/2 (so that γ = 1 rows give exact 0s instead of e^ε − e^ε), enclosed in
+outward-rounded interval arithmetic (mpmath.iv) at 40, 80, 160, 320 digits. A row passes only when the upper
+end is ≤ 0 and fails when the lower end is > 0; a row still straddling 0 at 320 digits is refused
+("cannot be proven"). No row is an exact tie unless P_{l′} = 0 (then the excess P_l − δ is a difference of
+two binary floats, computed exactly): otherwise P_l − e^ε P_{l′} − δ = 0 would make e^ε = (P_l − δ)/P_{l′}
+rational, and e^ε is transcendental for rational ε ≠ 0 (Lindemann), so the refusal only meets rows within
+~1e-320 of the bound.
 """
 
 from __future__ import annotations
@@ -16,8 +22,9 @@ from dataclasses import asdict, dataclass
 
 import mpmath
 import numpy as np
+from mpmath import iv
 
-from darrm_opt.certify.exact import MP_DIGITS
+from darrm_opt.certify.exact import DIGITS_LADDER, MP_DIGITS, _ends, _exp_iv, _iv_dps
 from darrm_opt.errors import InvalidParameter
 from darrm_opt.model.neighbours import PateParams, pair_rows, signs
 
@@ -53,14 +60,27 @@ def _validate(gamma, K: int) -> np.ndarray:
     return g
 
 
-def exact_row_cost(params: PateParams, gamma: np.ndarray, label: tuple[int, int, int]) -> mpmath.mpf:
-    """One row's cost ±(h_l − e^ε h_{l′}) in MP_DIGITS-digit arithmetic (+ for output 1, − for output 0)."""
+def row_excess_interval(params: PateParams, gamma: np.ndarray, label: tuple[int, int, int], dps: int):
+    """An interval containing the row's excess P_l − e^ε P_{l′} − δ, P = (1 + h)/2 for output 1 and
+    (1 − h)/2 for output 0 (the row cost is 2·excess + e^ε − 1 + 2δ), at ``dps`` digits (module docstring)."""
     l, lp, out = label
     s = signs(params.K)
-    with mpmath.workdps(MP_DIGITS):
-        E = mpmath.exp(mpmath.mpf(params.epsilon))
-        val = mpmath.mpf(float(s[l] * gamma[l])) - E * mpmath.mpf(float(s[lp] * gamma[lp]))
-        return val if out == 1 else -val
+    sign = 1.0 if out == 1 else -1.0
+    with _iv_dps(dps):
+        E = _exp_iv(iv.mpf(params.epsilon))
+        P = [(1 + sign * iv.mpf(float(s[i] * gamma[i]))) / 2 for i in (l, lp)]
+        return P[0] - E * P[1] - iv.mpf(params.delta)
+
+
+def decide_row(params: PateParams, gamma: np.ndarray, label: tuple[int, int, int]) -> tuple[str, mpmath.mpf]:
+    """("pass" | "fail" | "undecided", midpoint of the excess enclosure) for one row, climbing
+    :data:`darrm_opt.certify.exact.DIGITS_LADDER` while the enclosure straddles 0."""
+    for dps in DIGITS_LADDER:
+        lo, hi = _ends(row_excess_interval(params, gamma, label, dps))
+        if hi <= 0 or lo > 0:
+            break
+    verdict = "pass" if hi <= 0 else "fail" if lo > 0 else "undecided"
+    return verdict, (lo + hi) / 2
 
 
 def certify_pairs(params: PateParams, gamma) -> PairCertificate:
@@ -81,12 +101,16 @@ def certify_pairs(params: PateParams, gamma) -> PairCertificate:
     else:
         near = np.flatnonzero(costs > B - max(eta, NEAR_TIGHT))
         if near.size:
+            decided = [(decide_row(params, g, labels[i]), labels[i]) for i in near]
+            (_, top), worst = max(decided, key=lambda t: t[0][1])
             with mpmath.workdps(MP_DIGITS):
-                bound_mp = mpmath.expm1(mpmath.mpf(params.epsilon)) + 2 * mpmath.mpf(params.delta)
-                exact = [(exact_row_cost(params, g, labels[i]), labels[i]) for i in near]
-                top, worst = max(exact, key=lambda t: t[0])
-                max_cost, hp = float(top), int(near.size)
-                if top > bound_mp:
-                    certified, reason = False, f"pair {list(worst)} exceeds the bound in {MP_DIGITS}-digit arithmetic"
+                max_cost = float(2 * top + mpmath.expm1(mpmath.mpf(params.epsilon)) + 2 * mpmath.mpf(params.delta))
+            hp = int(near.size)
+            bad = [(v, lab) for (v, _), lab in decided if v != "pass"]
+            if bad:
+                v, lab = min(bad)  # "fail" before "undecided"
+                certified = False
+                reason = (f"pair {list(lab)} exceeds the bound (proven by interval arithmetic)" if v == "fail" else
+                          f"pair {list(lab)} meets the bound to 320 digits: whether it exceeds it cannot be proven")
     return PairCertificate(certified, max_cost, float(B), len(labels), [int(x) for x in worst], float(eta), hp,
                            time.perf_counter() - t0, reason)

@@ -44,12 +44,13 @@ def multiset_words(counts: list[int], corners: list[list[float]]) -> str:
 def certificate_line(cert: Certificate) -> str:
     """The certificate: the largest privacy cost f(n) over every corner multiset n against the Lemma 3.4 bound
     e^{mε} − 1 + 2δ, and the worst multiset as counts of the corners and in words."""
-    status = "CERTIFIED" if cert.certified else "VIOLATED"
-    rel = "<=" if cert.certified else ">"
+    unproven = not cert.certified and "cannot be proven" in cert.reason  # an undecided tie, not a violation
+    status = "CERTIFIED" if cert.certified else "NOT CERTIFIED" if unproven else "VIOLATED"
+    rel = "<=" if cert.certified else "~" if unproven else ">"
     line = (
         f"certificate: {status}: max privacy cost {cert.max_privacy_cost:.12g} {rel} bound e^(mε) − 1 + 2δ = "
         f"{cert.bound:.12g} over {cert.multisets_checked:,} corner multisets (worst multiset {cert.worst_multiset}; "
-        f"{cert.high_precision_checked} re-checked in {40}-digit arithmetic)"
+        f"{cert.high_precision_checked} re-checked in interval arithmetic, 40 to 320 digits)"
     )
     if cert.corners and len(cert.worst_multiset) == len(cert.corners):
         line += "\nworst multiset: " + multiset_words(cert.worst_multiset, cert.corners)

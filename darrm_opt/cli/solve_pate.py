@@ -63,7 +63,7 @@ def pate_text(params, sol, cal, seconds: float) -> str:
               "neighbours (exact-one-bit)", soft_wrap=True)
     con.print(f"certificate: CERTIFIED as printed: max privacy cost {cert.max_privacy_cost:.12g} <= bound "
               f"{cert.bound:.12g} over all {cert.pairs_checked} (l, l ± 1, output) rows "
-              f"({cert.high_precision_checked} re-checked in 40-digit arithmetic)", soft_wrap=True)
+              f"({cert.high_precision_checked} re-checked in interval arithmetic, 40 to 320 digits)", soft_wrap=True)
     return con.export_text()
 
 

@@ -119,27 +119,25 @@ def _multiclass_profile_ok(params, gamma, stored) -> bool | None:  # noqa: ANN00
     return PrivacyProfile.from_dict(stored).dominates(multiclass_profile(params, gamma), tol=MARGIN)
 
 
-#: a worst cost within this relative distance of the bound in 40-digit arithmetic is "equal to 40 digits"
-TIGHT_REL = 1e-30
 SHRINK = 1e-12
 
 
 def tight_note(params, gamma, cert) -> str | None:  # noqa: ANN001
-    """A plain explanation when the rejected table meets the bound with equality (to 40 digits) at its worst
-    multiset, as exactly tight tables do (γ_DSub; γ ≡ 1 at K = 3, m = 2): equality cannot be proven in
-    floating point, so the table is not accepted; says whether γ·(1 − 1e-12) certifies (checked here)."""
+    """A plain explanation when the rejected table's worst multiset is an undecided tie: its excess interval
+    still straddles 0 at the last precision of the interval re-check (certify/exact.py), as for exactly
+    tight tables (γ_DSub; γ ≡ 1 at K = 3, m = 2). Equality cannot be proven in interval arithmetic, so the
+    table is not accepted; says whether γ·(1 − 1e-12) certifies (checked here)."""
     import mpmath
     import numpy as np
 
-    from darrm_opt.certify.certificate import certify
-    from darrm_opt.certify.exact import MP_DIGITS, exact_bound_mp, exact_cost_mp
+    from darrm_opt.certify.certificate import certify, is_symmetric
+    from darrm_opt.certify.exact import decide
 
     g = np.asarray(gamma, dtype=np.float64)
-    with mpmath.workdps(MP_DIGITS):
-        bound = exact_bound_mp(params)
-        gap = exact_cost_mp(params, g, cert.worst_multiset) - bound
-        tight = abs(gap) <= TIGHT_REL * max(mpmath.mpf(1), abs(bound))
-    if not tight:
+    if not cert.worst_multiset:
+        return None
+    d = decide(params, g, cert.worst_multiset, not is_symmetric(g))
+    if d.verdict != "undecided":
         return None
     shrunk = certify(params, g * (1.0 - SHRINK))
     if shrunk.certified:
@@ -147,10 +145,10 @@ def tight_note(params, gamma, cert) -> str | None:  # noqa: ANN001
                f"(bound - max cost = {shrunk.bound - shrunk.max_privacy_cost:.3g})")
     else:
         fix = f"scaling it by (1 - {SHRINK:g}) does not certify either"
-    return (f"the table meets the bound with equality to {MP_DIGITS} digits at multiset {cert.worst_multiset} "
-            f"(cost - bound = {mpmath.nstr(gap, 3)} in {MP_DIGITS}-digit arithmetic, bound {cert.bound:.12g}); "
-            "exact equality cannot be proven in floating point, so the verifier does not accept it; "
-            f"{fix}.")
+    return (f"the table meets the bound with equality to {d.digits} digits at multiset {cert.worst_multiset} "
+            f"(interval arithmetic at {d.digits} digits puts (cost - bound)/2 in [{mpmath.nstr(d.lo, 3)}, "
+            f"{mpmath.nstr(d.hi, 3)}], bound {cert.bound:.12g}); whether it exceeds the bound cannot be proven, "
+            f"so the verifier does not accept it; {fix}.")
 
 
 def _check_profile(params, gamma, stored, executor, reporter):
@@ -181,7 +179,7 @@ def _verify_pate(params, gamma, stored, fmt: OutputFormat) -> None:
         verdict = "CERTIFIED" if cert.certified else "NOT CERTIFIED"
         write_output(f"certificate: {verdict}: max privacy cost {cert.max_privacy_cost:.12g} vs bound "
                      f"{cert.bound:.12g} over all {cert.pairs_checked} (l, l ± 1, output) rows of the PATE setting "
-                     f"({cert.high_precision_checked} re-checked in 40-digit arithmetic)"
+                     f"({cert.high_precision_checked} re-checked in interval arithmetic, 40 to 320 digits)"
                      + ("" if profile_ok is None
                         else f"; stored privacy profile {'valid' if profile_ok else 'OPTIMISTIC'}")
                      + "\n", None)

@@ -247,7 +247,7 @@ def profile_and_certificate(params: Params, gamma, *, workers: int | None = None
                             progress=None, rounds: int = MAX_ROUNDS) -> tuple[PrivacyProfile, Certificate]:
     """The profile and the certificate of ``gamma``, from one certification sweep plus the hull search.
 
-    Sweeps: the certificate's own sweep at x = e^{mε} (its 40-digit re-check makes (mε, δ) exact), x = 1,
+    Sweeps: the certificate's own sweep at x = e^{mε} (its interval re-check makes (mε, δ) exact), x = 1,
     the steepest slope, then ``rounds`` rounds confirming hull edges (FULL_ROUNDS: until every edge is
     confirmed, the envelope is then the true hull plus MARGIN). The profile bounds the privacy of
     ``gamma`` whether or not the certificate certifies (mε, δ); only then does it contain (mε, δ)."""
