@@ -109,14 +109,14 @@ def _verify_multiclass(file: Path, fmt: OutputFormat) -> bool:
 
 
 def _multiclass_profile_ok(params, gamma, stored) -> bool | None:  # noqa: ANN001
-    """None without a stored profile; else whether it dominates the recomputed exact profile (less its
-    margin) at every envelope point and support statement."""
-    from darrm_opt.privacy.pair_profile import multiclass_profile
-    from darrm_opt.privacy.profile import MARGIN, PrivacyProfile
+    """None without a stored profile; else whether it is valid: its envelope dominates the recomputed exact
+    profile's (less its margin) and every support statement holds exactly (no tolerance)."""
+    from darrm_opt.privacy.pair_profile import multiclass_profile_holds
+    from darrm_opt.privacy.profile import PrivacyProfile
 
     if stored is None:
         return None
-    return PrivacyProfile.from_dict(stored).dominates(multiclass_profile(params, gamma), tol=MARGIN)
+    return multiclass_profile_holds(params, gamma, PrivacyProfile.from_dict(stored))
 
 
 #: a worst cost within this relative distance of the bound in 40-digit arithmetic is "equal to 40 digits"
