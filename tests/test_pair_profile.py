@@ -255,3 +255,31 @@ def test_statements_hold_exactly(K, C):
         assert not statements_hold(fam, [(0.0, math.nextafter(d0, 0.0))])
         assert not statements_hold(fam, [(-1.0, 1.0)]) and not statements_hold(fam, [(math.nan, 1.0)])
         assert statements_hold(fam, [(1e6, prof.infinite_mass)])
+
+
+def test_verify_rejects_a_pate_statement_lowered_below_the_margin(tmp_path):
+    """A binary PATE-setting file's stored statement (0, δ) lowered by 5e-14 (less than the MARGIN that the
+    comparison with the recomputed profile allowed) is false by brute force over the pairs (l, l ± 1), and
+    verify exits 1; the solved file itself passes."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from darrm_opt.cli import app
+    from darrm_opt.model.neighbours import signs
+
+    out = tmp_path / "pate.json"
+    r = CliRunner().invoke(app, ["solve", "--K", "11", "--teachers", "disjoint-nonprivate", "--target-epsilon",
+                                 "0.5", "--delta", "1e-5", "--format", "json", "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    r = _verify(out, "--format", "json")
+    assert r.exit_code == 0 and json.loads(r.stdout)["privacy_profile_valid"] is True, r.output
+    doc = json.loads(out.read_text())
+    support = doc["privacy_profile"]["support"]
+    support[0][1] -= 5e-14  # the statement at ε′ = 0: the largest total variation ½|h_l − h_l±1|
+    h = signs(11) * np.array(doc["gamma"])
+    assert support[0][0] == 0.0 and max(abs(h[i] - h[i + 1]) / 2 for i in range(11)) > support[0][1] + 4e-14
+    bad = tmp_path / "low.json"
+    bad.write_text(json.dumps(doc))
+    r = _verify(bad)
+    assert r.exit_code == 1 and "optimistic" in r.output, r.output

@@ -167,11 +167,10 @@ def _verify_pate(params, gamma, stored, fmt: OutputFormat) -> None:
     """``verify`` of a PATE-setting table: every (l, l ± 1, output) row (and the stored profile, if any,
     against the recomputed one); exit 1 on a violation, as for shared-data tables."""
     from darrm_opt.certify.pairs import certify_pairs
-    from darrm_opt.privacy.pair_profile import pate_profile
-    from darrm_opt.privacy.profile import MARGIN
+    from darrm_opt.privacy.pair_profile import pate_profile_holds
 
     cert = certify_pairs(params, gamma)
-    profile_ok = None if stored is None else stored.dominates(pate_profile(params, gamma), tol=MARGIN)
+    profile_ok = None if stored is None else pate_profile_holds(params, gamma, stored)
     doc = {**params.canonical(), "certificate": cert.to_dict()}
     if profile_ok is not None:
         doc["privacy_profile_valid"] = profile_ok

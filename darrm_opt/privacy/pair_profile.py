@@ -235,14 +235,27 @@ def pate_profile(params: PateParams, gamma) -> PrivacyProfile:
 
 
 def multiclass_profile_holds(params: MulticlassParams, gamma, stored: PrivacyProfile) -> bool:
-    """Whether a stored profile of a multi-class table is a valid upper bound: its envelope is at least the
-    recomputed exact profile's (raised by MARGIN) less MARGIN at each recomputed vertex, and each of its
-    statements (ε_j, δ_j) holds exactly (:func:`statements_hold`)."""
+    """Whether a stored profile of a multi-class table is a valid upper bound (:func:`profile_holds`)."""
     from darrm_opt.certify.certificate import validate_gamma
-    from darrm_opt.privacy.profile import MARGIN
 
     g = validate_gamma(gamma, params.K)
-    fresh = multiclass_profile(params, g)
+    return profile_holds(multiclass_profile(params, g), multiclass_family(params.K, params.C, g), stored)
+
+
+def pate_profile_holds(params: PateParams, gamma, stored: PrivacyProfile) -> bool:
+    """Whether a stored profile of a binary PATE-setting table is a valid upper bound (:func:`profile_holds`)."""
+    from darrm_opt.certify.certificate import validate_gamma
+
+    g = validate_gamma(gamma, params.K)
+    return profile_holds(pate_profile(params, g), pate_family(params.K, g), stored)
+
+
+def profile_holds(fresh: PrivacyProfile, family: PairFamily, stored: PrivacyProfile) -> bool:
+    """Whether ``stored`` is a valid upper bound: its envelope is at least the recomputed exact profile's
+    ``fresh`` (raised by MARGIN) less MARGIN at each of its vertices, and each of its statements (ε_j, δ_j)
+    holds exactly (:func:`statements_hold`)."""
+    from darrm_opt.privacy.profile import MARGIN
+
     if not all(stored.envelope(b) >= a - MARGIN for b, a in fresh.vertices):
         return False
-    return statements_hold(multiclass_family(params.K, params.C, g), stored.support)
+    return statements_hold(family, stored.support)
