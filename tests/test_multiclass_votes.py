@@ -316,3 +316,27 @@ def test_aggregate_bad_label_rows_exit_2_naming_row_and_rule(table_file, tmp_pat
     import re
 
     assert re.search(rule, r.output.replace("\n", " ")), r.output
+
+
+def test_many_classes_answer_in_bounded_memory_with_the_same_answers(monkeypatch):
+    """K = 1 vote over C = 1000 classes, 20 000 rows (a 120 kB body): the (rows, C) histograms and their
+    temporaries are formed in chunks (peak traced memory under 24 MB; whole, they took ~0.6 GB: a 100 000-row
+    request took 3.3 GB RSS), and a seeded source gives the same answers whatever the chunk size (the
+    random bytes are read in the documented order)."""
+    import tracemalloc
+
+    from darrm_opt.release import aggregator as mod
+
+    rng = np.random.default_rng(3)
+    votes = rng.integers(0, 1000, size=(20_000, 1)).astype(np.uint16)
+    gamma = [0.37, 0.81]
+    tracemalloc.start()
+    big = MulticlassAggregator(gamma, 1000, random_bytes=random.Random(5).randbytes)(votes)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak < 24e6, peak
+    monkeypatch.setattr(mod, "CHUNK_CELLS", 3000)  # 3 rows per chunk
+    small = MulticlassAggregator(gamma, 1000, random_bytes=random.Random(5).randbytes)(votes)
+    assert np.array_equal(big, small) and big.dtype == np.uint16
+    kept = big == votes[:, 0]  # K = 1: gap 1, kept w.p. γ(1), else uniform over 1000
+    assert abs(kept.mean() - (0.81 + 0.19 / 1000)) < 5 * math.sqrt(0.81 * 0.19 / 20_000)

@@ -219,3 +219,67 @@ def test_ledger_accounting_uses_the_multiclass_profile():
     assert exact.epsilon == exact_epsilon([(prof, 20)], 1e-4)
     assert exact.epsilon < acc.bounds["optimal"].epsilon - 0.2
     assert acc.spend.method == "exact" and acc.spend.epsilon == exact.epsilon
+
+
+def test_verify_rejects_a_support_statement_lowered_below_the_margin(solved_file, tmp_path):
+    """A stored statement (0, δ) lowered by 5e-14 (less than MARGIN, which the envelope check allows) is
+    false by brute force, and verify exits 1 (it accepted it when statements were compared with MARGIN)."""
+    import json
+
+    doc = json.loads(solved_file.read_text())
+    support = doc["privacy_profile"]["support"]
+    i = next(j for j, (e, _) in enumerate(support) if e == 0.0)
+    support[i][1] -= 5e-14
+    assert brute_delta(20, 4, np.array(doc["gamma"]), 0.0) > support[i][1] + 4e-14
+    bad = tmp_path / "low.json"
+    bad.write_text(json.dumps(doc))
+    r = _verify(bad)
+    assert r.exit_code == 1 and "optimistic" in r.output, r.output
+
+
+@pytest.mark.parametrize("K,C", [(5, 3), (6, 4)])
+def test_statements_hold_exactly(K, C):
+    """Every statement of a computed profile holds (saturated γ too: an infinite-loss atom); the tightest
+    statement lowered by one ulp does not; malformed statements (ε < 0, NaN) do not."""
+    from darrm_opt.privacy.pair_profile import multiclass_family, statements_hold
+
+    rng = np.random.default_rng(K * C)
+    saturated = rng.random(K + 1)
+    saturated[K // 2:] = 1.0
+    for gamma in (rng.random(K + 1), saturated):
+        prof = multiclass_profile(MulticlassParams(K, C, 0.5, 1e-3), gamma)
+        fam = multiclass_family(K, C, gamma)
+        assert statements_hold(fam, prof.support)
+        e0, d0 = prof.support[0]
+        assert e0 == 0.0 and abs(d0 - brute_delta(K, C, gamma, 0.0)) < 1e-15
+        assert not statements_hold(fam, [(0.0, math.nextafter(d0, 0.0))])
+        assert not statements_hold(fam, [(-1.0, 1.0)]) and not statements_hold(fam, [(math.nan, 1.0)])
+        assert statements_hold(fam, [(1e6, prof.infinite_mass)])
+
+
+def test_verify_rejects_a_pate_statement_lowered_below_the_margin(tmp_path):
+    """A binary PATE-setting file's stored statement (0, δ) lowered by 5e-14 (less than the MARGIN that the
+    comparison with the recomputed profile allowed) is false by brute force over the pairs (l, l ± 1), and
+    verify exits 1; the solved file itself passes."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from darrm_opt.cli import app
+    from darrm_opt.model.neighbours import signs
+
+    out = tmp_path / "pate.json"
+    r = CliRunner().invoke(app, ["solve", "--K", "11", "--teachers", "disjoint-nonprivate", "--target-epsilon",
+                                 "0.5", "--delta", "1e-5", "--format", "json", "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    r = _verify(out, "--format", "json")
+    assert r.exit_code == 0 and json.loads(r.stdout)["privacy_profile_valid"] is True, r.output
+    doc = json.loads(out.read_text())
+    support = doc["privacy_profile"]["support"]
+    support[0][1] -= 5e-14  # the statement at ε′ = 0: the largest total variation ½|h_l − h_l±1|
+    h = signs(11) * np.array(doc["gamma"])
+    assert support[0][0] == 0.0 and max(abs(h[i] - h[i + 1]) / 2 for i in range(11)) > support[0][1] + 4e-14
+    bad = tmp_path / "low.json"
+    bad.write_text(json.dumps(doc))
+    r = _verify(bad)
+    assert r.exit_code == 1 and "optimistic" in r.output, r.output

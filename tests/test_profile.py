@@ -15,7 +15,7 @@ from darrm_opt.model.corners import compositions, corners
 from darrm_opt.model.params import Params
 from darrm_opt.model.pmf import pmf_direct
 from darrm_opt.optimize.optimizer import solve
-from darrm_opt.privacy.profile import PrivacyProfile, privacy_profile
+from darrm_opt.privacy.profile import MARGIN, PrivacyProfile, privacy_profile
 
 runner = CliRunner()
 
@@ -183,3 +183,19 @@ def test_profile_by_the_numpy_twin_equals_the_compiled_one():
         twin = privacy_profile(p, np.array(pin["gamma"]), workers=2)
     assert twin == compiled  # vertices and support, bit for bit
     assert [list(v) for v in twin.vertices] == [list(v) for v in compiled.vertices]
+
+
+def test_delta_beyond_exp_range_and_malformed_statements(k11, tmp_path):
+    """δ(ε′) for ε′ past exp's range (709.78) is the infinite-loss mass or more, not an OverflowError; the
+    same pair with an atom at b = 2^-1074 (the smallest positive double) keeps its a − e^{ε′}·b term; verify
+    of a stored statement at ε′ = 800 or ε′ = −1 claiming δ = 0 answers 'optimistic' (exit 1), no traceback."""
+    params, gamma, _, prof = k11
+    for e in (709.0, 709.8, 800.0, 1e308, math.inf):
+        assert prof.infinite_mass - MARGIN <= prof.delta(e) <= prof.delta(709.0)  # statements carry no margin
+    tiny = PrivacyProfile(((0.0, 1.0),), ((0.0, 0.0), (5e-324, 0.5), (1.0, 1.0)))
+    assert tiny.delta(800.0) >= 0.5 - 1e-15  # e^709·2^-1074 < 4e-16: the atom is still there
+    for e in (800.0, -1.0):
+        d = prof.to_dict()
+        d["support"].append([e, 0.0])
+        res = runner.invoke(app, ["verify", str(_table_file(tmp_path, params, gamma, d)), "-q"])
+        assert res.exit_code == 1 and "optimistic" in res.output, (e, res.output)

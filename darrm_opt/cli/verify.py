@@ -109,14 +109,14 @@ def _verify_multiclass(file: Path, fmt: OutputFormat) -> bool:
 
 
 def _multiclass_profile_ok(params, gamma, stored) -> bool | None:  # noqa: ANN001
-    """None without a stored profile; else whether it dominates the recomputed exact profile (less its
-    margin) at every envelope point and support statement."""
-    from darrm_opt.privacy.pair_profile import multiclass_profile
-    from darrm_opt.privacy.profile import MARGIN, PrivacyProfile
+    """None without a stored profile; else whether it is valid: its envelope dominates the recomputed exact
+    profile's (less its margin) and every support statement holds exactly (no tolerance)."""
+    from darrm_opt.privacy.pair_profile import multiclass_profile_holds
+    from darrm_opt.privacy.profile import PrivacyProfile
 
     if stored is None:
         return None
-    return PrivacyProfile.from_dict(stored).dominates(multiclass_profile(params, gamma), tol=MARGIN)
+    return multiclass_profile_holds(params, gamma, PrivacyProfile.from_dict(stored))
 
 
 SHRINK = 1e-12
@@ -165,11 +165,10 @@ def _verify_pate(params, gamma, stored, fmt: OutputFormat) -> None:
     """``verify`` of a PATE-setting table: every (l, l ± 1, output) row (and the stored profile, if any,
     against the recomputed one); exit 1 on a violation, as for shared-data tables."""
     from darrm_opt.certify.pairs import certify_pairs
-    from darrm_opt.privacy.pair_profile import pate_profile
-    from darrm_opt.privacy.profile import MARGIN
+    from darrm_opt.privacy.pair_profile import pate_profile_holds
 
     cert = certify_pairs(params, gamma)
-    profile_ok = None if stored is None else stored.dominates(pate_profile(params, gamma), tol=MARGIN)
+    profile_ok = None if stored is None else pate_profile_holds(params, gamma, stored)
     doc = {**params.canonical(), "certificate": cert.to_dict()}
     if profile_ok is not None:
         doc["privacy_profile_valid"] = profile_ok

@@ -99,6 +99,39 @@ def divergence_bound(family: PairFamily, x: float) -> float:
     return round_up(best)
 
 
+def divergence_at(family: PairFamily, X: Fraction) -> Fraction:
+    """D(X) = max_i Σ_j n_ij max(0, P_ij − X Q_ij) exactly, for a rational X ≥ 0 below the float range.
+
+    The float values at x = fl(X) are within η(x) + |x − X|·Σ_j n_ij Q_ij ≤ η(x) + u·X ≤ 2η(x) of the exact
+    ones at X (each pair's divergence is 1-Lipschitz in X since Σ_j n_ij Q_ij = 1), so every pair within
+    4η of the float maximum is re-computed exactly and the true maximiser is among them."""
+    x = float(X)
+    hs = family.divergences(x)
+    if hs.size == 0:
+        return Fraction(0)
+    near = np.flatnonzero(hs >= float(hs.max()) - 4.0 * family.error_bound(x))
+    return max(family.exact(int(i), X) for i in near)
+
+
+#: statements at ε′ above this are checked at this ε′ (δ is non-increasing, so that is pessimistic)
+MAX_STATEMENT_EPS = 700.0
+
+
+def statements_hold(family: PairFamily, support) -> bool:
+    """Whether every statement (ε_j, δ_j) of ``support`` is true: δ_j ≥ D(X) exactly, X ≤ e^{ε_j} rational
+    (X = 1 at ε_j = 0, else the 256-bit lower bound of e^{min(ε_j, 700)}: D is non-increasing in X, so this
+    over-estimates δ(ε_j)). No tolerance: a statement below the exact profile by any amount is false."""
+    from darrm_opt.certify.multiclass import exp_lower
+
+    for e, d in support:
+        if not (math.isfinite(d) and e >= 0 and not math.isnan(e)):
+            return False
+        X = Fraction(1) if e == 0 else exp_lower(min(e, MAX_STATEMENT_EPS))
+        if divergence_at(family, X) > Fraction(d):
+            return False
+    return True
+
+
 def hull_slopes(family: PairFamily) -> list[float]:
     """The slopes x ≥ 1 of the upper hull of the event points (and x = 1)."""
     pts = {(0.0, 0.0), (1.0, 1.0), *map(tuple, family.points().tolist())}
@@ -199,3 +232,30 @@ def pate_profile(params: PateParams, gamma) -> PrivacyProfile:
     g = validate_gamma(gamma, params.K)
     cert = certify_pairs(params, g)
     return family_profile(pate_family(params.K, g), (params.epsilon, params.delta) if cert.certified else None)
+
+
+def multiclass_profile_holds(params: MulticlassParams, gamma, stored: PrivacyProfile) -> bool:
+    """Whether a stored profile of a multi-class table is a valid upper bound (:func:`profile_holds`)."""
+    from darrm_opt.certify.certificate import validate_gamma
+
+    g = validate_gamma(gamma, params.K)
+    return profile_holds(multiclass_profile(params, g), multiclass_family(params.K, params.C, g), stored)
+
+
+def pate_profile_holds(params: PateParams, gamma, stored: PrivacyProfile) -> bool:
+    """Whether a stored profile of a binary PATE-setting table is a valid upper bound (:func:`profile_holds`)."""
+    from darrm_opt.certify.certificate import validate_gamma
+
+    g = validate_gamma(gamma, params.K)
+    return profile_holds(pate_profile(params, g), pate_family(params.K, g), stored)
+
+
+def profile_holds(fresh: PrivacyProfile, family: PairFamily, stored: PrivacyProfile) -> bool:
+    """Whether ``stored`` is a valid upper bound: its envelope is at least the recomputed exact profile's
+    ``fresh`` (raised by MARGIN) less MARGIN at each of its vertices, and each of its statements (ε_j, δ_j)
+    holds exactly (:func:`statements_hold`)."""
+    from darrm_opt.privacy.profile import MARGIN
+
+    if not all(stored.envelope(b) >= a - MARGIN for b, a in fresh.vertices):
+        return False
+    return statements_hold(family, stored.support)

@@ -96,7 +96,8 @@ class PrivacyProfile:
         profile is non-increasing, so a swept statement at ε_j ≤ ε′ also holds at ε′)."""
         if not (isinstance(epsilon, (int, float)) and epsilon >= 0 and not math.isnan(epsilon)):
             raise InvalidParameter("epsilon", "must be a number >= 0", epsilon)
-        y = math.nextafter(math.exp(epsilon), 0.0) if math.isfinite(epsilon) else math.inf
+        # y ≤ e^{ε′}; past exp's range y = e^709 (rounded down) is still ≤ e^{ε′} (pessimistic, no overflow)
+        y = math.nextafter(math.exp(min(epsilon, 709.0)), 0.0) if math.isfinite(epsilon) else math.inf
         env = max(a - y * b if b > 0 else a for b, a in self.vertices)
         env = max(math.nextafter(env, math.inf), 0.0)
         swept = [d for e, d in self.support if e <= epsilon]
@@ -105,9 +106,10 @@ class PrivacyProfile:
     def dominates(self, other: PrivacyProfile, tol: float = 0.0) -> bool:
         """True when this profile is never below ``other`` (less ``tol``): its envelope at every b (so
         δ(ε′) ≥ other's everywhere; ``other``'s envelope is piecewise linear and this one concave, so
-        other's vertices suffice) and each of its swept statements (ε_j, δ_j) against other's δ(ε_j)."""
+        other's vertices suffice) and each of its swept statements (ε_j, δ_j) against other's δ(ε_j) (a
+        statement at a negative or NaN ε_j is not dominated: it would bound δ at every ε′)."""
         return all(self.envelope(b) >= a - tol for b, a in other.vertices) and all(
-            d >= other.delta(e) - tol for e, d in self.support)
+            e >= 0 and d >= other.delta(e) - tol for e, d in self.support)
 
     def envelope(self, b: float) -> float:
         """A(b): linear interpolation of the vertices."""

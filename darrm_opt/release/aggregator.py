@@ -170,6 +170,10 @@ def _uniform_limits(C: int) -> list[int]:
     return [0] + [_TWO64 - _TWO64 % n for n in range(1, C + 1)]
 
 
+#: histogram cells (rows × C) formed at once by the multi-class aggregator (bounds its temporaries)
+CHUNK_CELLS = 1 << 18
+
+
 class MulticlassAggregator:
     """Multi-class DaRRM_γ for one certified table (:func:`darrm_opt.model.multiclass.output_distribution`):
     for a histogram h of the K votes over C classes, gap g = h₍₁₎ − h₍₂₎ (0 for a tie) and top set T,
@@ -203,8 +207,8 @@ class MulticlassAggregator:
         self._limit = np.array([lim % _TWO64 for lim in limits], dtype=np.uint64)
         self.dtype = np.uint8 if self.C <= 256 else np.uint16
 
-    def histograms(self, votes: np.ndarray | Sequence[Sequence[int]]) -> np.ndarray:
-        """The (rows, C) histograms of (rows, K) class labels; InvalidParameter naming the first bad row."""
+    def _labels(self, votes: np.ndarray | Sequence[Sequence[int]]) -> np.ndarray:
+        """The (rows, K) class labels, checked; InvalidParameter naming the first bad row."""
         if not isinstance(votes, np.ndarray):
             bad = next((i for i, r in enumerate(votes) if len(r) != self.K), None)
             if bad is not None:
@@ -218,13 +222,23 @@ class MulticlassAggregator:
         if bad_rows.size:
             raise InvalidParameter("votes", f"row {int(bad_rows[0])}: every label must be an integer in "
                                    f"[0, {self.C - 1}] (C = {self.C} classes)")
+        return v
+
+    def _count(self, v: np.ndarray) -> np.ndarray:
+        """(rows, C) histograms of checked labels."""
         n = v.shape[0]
         idx = (np.arange(n, dtype=np.int64)[:, None] * self.C + v.astype(np.int64)).ravel()
         return np.bincount(idx, minlength=n * self.C).reshape(n, self.C)
 
+    def histograms(self, votes: np.ndarray | Sequence[Sequence[int]]) -> np.ndarray:
+        """The (rows, C) histograms of (rows, K) class labels; InvalidParameter naming the first bad row."""
+        return self._count(self._labels(votes))
+
     def __call__(self, votes: np.ndarray | Sequence[Sequence[int]]) -> np.ndarray:
-        """One released class per row of K class labels (integers 0..C−1)."""
-        return self.answers_from_histograms(self.histograms(votes))
+        """One released class per row of K class labels (integers 0..C−1); the histograms are formed
+        :data:`CHUNK_CELLS` cells at a time (memory O(rows + CHUNK_CELLS), whatever C)."""
+        v = self._labels(votes)
+        return self._release(v.shape[0], lambda lo, hi: self._count(v[lo:hi]))
 
     def answers_from_histograms(self, h: np.ndarray) -> np.ndarray:
         """One released class per histogram row (counts over the C classes summing to K), by (MC-1)."""
@@ -233,19 +247,35 @@ class MulticlassAggregator:
         if h.ndim != 2 or h.shape[1] != self.C or (n and (h.min() < 0 or np.any(h.sum(axis=1) != self.K))):
             raise InvalidParameter("votes", f"histograms must be rows of C = {self.C} counts >= 0 summing to "
                                    f"K = {self.K}")
+        return self._release(n, lambda lo, hi: h[lo:hi])
+
+    def _release(self, n: int, rows: Callable[[int, int], np.ndarray]) -> np.ndarray:
+        """(MC-1) for n histograms, ``rows(lo, hi)`` giving rows lo..hi − 1: the gaps and top-set sizes chunk
+        by chunk, the coins and indices for all rows (the byte order of the class docstring), then the
+        index-th top class chunk by chunk."""
         if n == 0:
             return np.zeros(0, dtype=self.dtype)
-        top = h == h.max(axis=1, keepdims=True)
-        t = top.sum(axis=1)
-        second = np.partition(h, self.C - 2, axis=1)[:, self.C - 2]
-        gap = np.where(t > 1, 0, h.max(axis=1) - second)
+        step = max(1, CHUNK_CELLS // self.C)
+        gap, t = np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64)
+        for lo in range(0, n, step):
+            h = rows(lo, lo + step)
+            top = h == h.max(axis=1, keepdims=True)
+            t[lo : lo + step] = top.sum(axis=1)
+            second = np.partition(h, self.C - 2, axis=1)[:, self.C - 2]
+            gap[lo : lo + step] = np.where(t[lo : lo + step] > 1, 0, h.max(axis=1) - second)
         keep = self._coins(gap)
-        size = np.where(keep, t, self.C)  # draw among the top set, or among all classes
-        index = self._uniform_indices(size)
-        # the index-th top class (classes in increasing order) where kept, the index-th class otherwise
-        rank = np.cumsum(top, axis=1) - 1
-        kept_class = np.argmax(top & (rank == index[:, None]), axis=1)
-        return np.where(keep, kept_class, index).astype(self.dtype)
+        index = self._uniform_indices(np.where(keep, t, self.C))  # among the top set, or among all classes
+        out = index.astype(self.dtype)
+        for lo in range(0, n, step):
+            k = keep[lo : lo + step]
+            if not k.any():
+                continue
+            h = rows(lo, lo + step)
+            top = h == h.max(axis=1, keepdims=True)
+            rank = np.cumsum(top, axis=1) - 1  # the index-th top class (classes in increasing order)
+            kept_class = np.argmax(top & (rank == index[lo : lo + step, None]), axis=1)
+            out[lo : lo + step] = np.where(k, kept_class, out[lo : lo + step])
+        return out
 
     def _coins(self, gap: np.ndarray) -> np.ndarray:
         """Bernoulli(γ(g)) per row, exactly (8 bytes per row, then 8 per tie in row order)."""
