@@ -2,7 +2,9 @@
 
 DaRRM_γ is (mε, δ)-DP iff f(p, p′; γ) ≤ e^{mε} − 1 + 2δ for every admissible pair (Lemma 3.4), and it
 suffices to check every corner multiset (Lemma 5.1, App. C.3). For a non-symmetric γ the output-0 condition
-is −f ≤ bound, so both signs are checked; for symmetric γ the reflected multiset covers it.
+is −f ≤ bound, so both signs are checked; for symmetric γ the reflected multiset covers it. For a symmetric γ
+that is non-increasing up to the middle (γ_Sub, the constants) the multisets of the corners with p ≥ p′
+already attain the maximum (darrm_opt.certify.monotone), and ``reduce=True`` sweeps only those.
 
 The check is exact in the following sense. Every multiset is swept in float64 with an a-priori error bound
 η (:func:`darrm_opt.certify.sweep.error_bound`). Multisets whose float cost is ≤ bound − max(η, 1e-12) pass. Every
@@ -19,6 +21,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from darrm_opt.certify.exact import recheck
+from darrm_opt.certify.monotone import lift, monotone_applies, reduced_problem, upper_corner_ids
 from darrm_opt.certify.problems import make_problem
 from darrm_opt.certify.sweep import SweepResult, error_bound, signed_h, sweep
 from darrm_opt.errors import InvalidParameter
@@ -45,6 +48,10 @@ class Certificate:
     high_precision_checked: int
     seconds: float
     reason: str = ""
+    #: indices of the corners whose multisets were swept; None: all of them. A subset (those with p ≥ p′)
+    #: only for a symmetric γ with non-decreasing signed values, where it finds the same maximum
+    #: (darrm_opt.certify.monotone); the worst multiset is still written over all corners.
+    corners_swept: list[int] | None = None
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -79,14 +86,17 @@ def certify(
     executor=None,
     workers: int | None = None,
     method: str = "auto",
+    reduce: bool = False,
 ) -> Certificate:
     """Certify ``gamma`` (K + 1 values) for ``params`` by an exhaustive sweep over every corner multiset.
 
     Returns a :class:`Certificate`; ``certified`` is False (with ``reason``) when some multiset violates the
-    bound or cannot be verified.
+    bound or cannot be verified. ``reduce``: sweep only the corners with p ≥ p′ where the lemma of
+    :mod:`darrm_opt.certify.monotone` makes that enough (symmetric γ, non-decreasing signed values, method
+    "auto"); the maximum found is the same.
     """
     return certify_and_separate(params, gamma, progress=progress, executor=executor, workers=workers,
-                                method=method)[0]
+                                method=method, reduce=reduce)[0]
 
 
 def certify_and_separate(
@@ -99,9 +109,11 @@ def certify_and_separate(
     executor=None,
     workers: int | None = None,
     method: str = "auto",
+    reduce: bool = False,
 ) -> tuple[Certificate, SweepResult]:
     """One exhaustive sweep that both certifies ``gamma`` and, for cutting planes, collects up to ``top``
-    multisets whose cost exceeds ``threshold`` (``SweepResult.violators``)."""
+    multisets whose cost exceeds ``threshold`` (``SweepResult.violators``). ``reduce``: as in
+    :func:`certify` (never while separating: the cuts of a non-monotone LP iterate need every corner)."""
     t0 = time.perf_counter()
     g = validate_gamma(gamma, params.K)
     two_sided = not is_symmetric(g)
@@ -111,8 +123,12 @@ def certify_and_separate(
     B = params.bound
     eta = error_bound(params.K, E, float(np.abs(h).max()) if h.size else 0.0)
     near = B - max(eta, NEAR_TIGHT)
-    res = sweep(make_problem(C, h, E, method), near=near, two_sided=two_sided, progress=progress, executor=executor,
+    swept = upper_corner_ids(C) if reduce and method == "auto" and top == 0 and monotone_applies(g) else None
+    problem = make_problem(C, h, E, method) if swept is None else reduced_problem(C, h, E)
+    res = sweep(problem, near=near, two_sided=two_sided, progress=progress, executor=executor,
                 workers=workers, near_cap=NEAR_CAP, threshold=threshold, top=top)
+    if swept is not None:
+        res = _lifted(res, swept, C.shape[0])
     fast_max = max(res.max_cost, -res.min_cost) if two_sided else res.max_cost
     worst = res.worst if (not two_sided or res.max_cost >= -res.min_cost) else res.best
     max_cost, hp = fast_max, 0
@@ -137,5 +153,17 @@ def certify_and_separate(
         high_precision_checked=hp,
         seconds=time.perf_counter() - t0,
         reason=reason,
+        corners_swept=None if swept is None else [int(i) for i in swept],
     )
     return cert, res
+
+
+def _lifted(res: SweepResult, ids: np.ndarray, n_corners: int) -> SweepResult:
+    """A sweep over the corner subset ``ids`` with its count vectors written over all ``n_corners`` corners."""
+    def one(counts):
+        return None if counts is None else tuple(int(x) for x in lift(counts, ids, n_corners)[0])
+
+    res.worst, res.best = one(res.worst), one(res.best)
+    res.near = lift(res.near, ids, n_corners)
+    res.violators = lift(res.violators, ids, n_corners)
+    return res

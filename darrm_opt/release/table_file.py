@@ -110,14 +110,17 @@ def _constant_tables(params: Params, const: str, delta_prime: float,
     return out
 
 
-def baseline_tables(params: Params, *, const: str = "simple", delta_prime: float = 0.1,
+def baseline_tables(params: Params, *, const: str = "simple", delta_prime: float = 0.1, reduce: bool = True,
                     **kwargs) -> dict[str, CertifiedTable | Unavailable]:
     """Certified γ_Sub, γ_DSub, γ_const (eq. 16) and γ_const_opt (the best certified constant) for ``params``.
 
     γ_Sub needs an integer m; γ_DSub pure DP (Δ = δ = 0) and an integer m. A baseline that is undefined,
     invalid for these parameters or fails certification is an :class:`Unavailable` with the reason (never
-    an exception: a baseline must not sink the main result). Every returned table is certified.
+    an exception: a baseline must not sink the main result). Every returned table is certified; all four
+    are monotone, so with ``reduce`` their sweeps cover the corners with p ≥ p′ only
+    (:mod:`darrm_opt.certify.monotone`: the same maximum, C(K + 4, 4) multisets instead of C(K + 7, 7)).
     """
+    kwargs["reduce"] = reduce
     out: dict[str, CertifiedTable | Unavailable] = {}
     for name, make in (("sub", _sub_table), ("dsub", _dsub_table)):
         try:
@@ -139,11 +142,13 @@ def round_down(gamma, decimals: int) -> np.ndarray:
 
 
 def certified_decimals(params: Params, gamma, decimals: int = 6, *, unit: Certificate | None = None,
-                       **kwargs) -> tuple[list[str], Certificate]:
+                       reduce: bool = True, **kwargs) -> tuple[list[str], Certificate]:
     """The table as printed with ``decimals`` decimals (rounded down), and the certificate *of the printed
     values*; if rounding down broke a constraint, the table is first scaled down by one unit of the last
     printed decimal (repeatedly) until the printed values certify. A constant table with the certificate
-    ``unit`` of γ ≡ 1 is certified by linearity (:mod:`darrm_opt.certify.linear`), without a sweep."""
+    ``unit`` of γ ≡ 1 is certified by linearity (:mod:`darrm_opt.certify.linear`), without a sweep; a
+    monotone one (rounding down keeps γ_Sub monotone) by the reduced sweep of ``reduce``
+    (:mod:`darrm_opt.certify.monotone`)."""
     g = np.asarray(gamma, dtype=np.float64)
     if unit is not None and g.size and np.all(g == g[0]):
         shown = round_down(g, decimals)
@@ -152,7 +157,7 @@ def certified_decimals(params: Params, gamma, decimals: int = 6, *, unit: Certif
             return [f"{x:.{decimals}f}" for x in shown], cert
     for _ in range(20):
         shown = round_down(g, decimals)
-        cert = certify(params, shown, **kwargs)
+        cert = certify(params, shown, reduce=reduce, **kwargs)
         if cert.certified:
             return [f"{x:.{decimals}f}" for x in shown], cert
         g = g * (1.0 - 10.0**-decimals)
