@@ -32,6 +32,8 @@ from darrm_opt.model.params import Params
 NEAR_TIGHT = 1e-12
 #: At most this many multisets are re-checked in high precision; more means "cannot certify".
 NEAR_CAP = 20_000
+#: At most this many multisets are kept for certifying a rounded copy (``wide``); more: it needs its own sweep.
+WIDE_CAP = 200_000
 
 
 @dataclass(frozen=True)
@@ -110,10 +112,14 @@ def certify_and_separate(
     workers: int | None = None,
     method: str = "auto",
     reduce: bool = False,
+    wide: float | None = None,
 ) -> tuple[Certificate, SweepResult]:
     """One exhaustive sweep that both certifies ``gamma`` and, for cutting planes, collects up to ``top``
     multisets whose cost exceeds ``threshold`` (``SweepResult.violators``). ``reduce``: as in
-    :func:`certify` (never while separating: the cuts of a non-monotone LP iterate need every corner)."""
+    :func:`certify` (never while separating: the cuts of a non-monotone LP iterate need every corner).
+    ``wide`` (symmetric γ): also keep every multiset whose swept cost exceeds bound − ``wide``, with that cost
+    (``SweepResult.wide``), from which :mod:`darrm_opt.certify.rounded` certifies a rounded copy of γ; the
+    certificate is the same as without it."""
     t0 = time.perf_counter()
     g = validate_gamma(gamma, params.K)
     two_sided = not is_symmetric(g)
@@ -125,8 +131,11 @@ def certify_and_separate(
     near = B - max(eta, NEAR_TIGHT)
     swept = upper_corner_ids(C) if reduce and method == "auto" and top == 0 and monotone_applies(g) else None
     problem = make_problem(C, h, E, method) if swept is None else reduced_problem(C, h, E)
-    res = sweep(problem, near=near, two_sided=two_sided, progress=progress, executor=executor,
-                workers=workers, near_cap=NEAR_CAP, threshold=threshold, top=top)
+    kw = dict(two_sided=two_sided, progress=progress, executor=executor, workers=workers, threshold=threshold,
+              top=top)
+    res = _wide_sweep(problem, near, B - wide, B + eta, kw) if wide is not None and not two_sided else None
+    if res is None:
+        res = sweep(problem, near=near, near_cap=NEAR_CAP, **kw)
     if swept is not None:
         res = _lifted(res, swept, C.shape[0])
     fast_max = max(res.max_cost, -res.min_cost) if two_sided else res.max_cost
@@ -158,6 +167,23 @@ def certify_and_separate(
     return cert, res
 
 
+def _wide_sweep(problem, near: float, level: float, violated: float, kw: dict) -> SweepResult | None:
+    """The sweep with ``near`` collected down to ``level`` (with costs), split into the multisets above
+    ``near`` (``SweepResult.near``, exactly those of a sweep at ``near``, NEAR_CAP applied as there) and all
+    of them (``SweepResult.wide``). More than WIDE_CAP above ``level``: no ``wide``, and None (sweep again)
+    unless the maximum exceeds ``violated`` (a proven violation, which needs no near set)."""
+    level = min(level, near)
+    res = sweep(problem, near=level, near_cap=WIDE_CAP, **kw)
+    if res.near_overflow:
+        return res if res.max_cost > violated else None
+    res.wide, res.wide_costs, res.wide_level = res.near, res.near_costs, level
+    keep = res.near_costs > near
+    res.near, res.near_costs = res.near[keep], res.near_costs[keep]
+    if res.near.shape[0] > NEAR_CAP:
+        res.near, res.near_costs, res.near_overflow = res.near[:NEAR_CAP], res.near_costs[:NEAR_CAP], True
+    return res
+
+
 def _lifted(res: SweepResult, ids: np.ndarray, n_corners: int) -> SweepResult:
     """A sweep over the corner subset ``ids`` with its count vectors written over all ``n_corners`` corners."""
     def one(counts):
@@ -165,5 +191,6 @@ def _lifted(res: SweepResult, ids: np.ndarray, n_corners: int) -> SweepResult:
 
     res.worst, res.best = one(res.worst), one(res.best)
     res.near = lift(res.near, ids, n_corners)
+    res.wide = None if res.wide is None else lift(res.wide, ids, n_corners)
     res.violators = lift(res.violators, ids, n_corners)
     return res

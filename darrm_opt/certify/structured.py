@@ -221,6 +221,7 @@ class StructuredSweepProblem(SweepProblem):
     def _collect_near(self, blk: _Block, above, vals, res, near, near_cap) -> None:
         """Every multiset above ``near``: for each (u2, v3, v2) whose best partner passes, all partners that do."""
         found: list[tuple[int, ...]] = []
+        costs: list[float] = []
         have = res.near.shape[0]
         T1, E = blk.tabs.T1, self.E
         c_of = lambda v3: (self.K - blk.tabs.s + 1) * v3 - v3 * (v3 - 1) // 2  # noqa: E731
@@ -233,7 +234,9 @@ class StructuredSweepProblem(SweepProblem):
                     res.near_overflow = True
                     break
                 found.append(self._multiset(blk, u2, v3, v2, int(u1), int(v1)))
+                costs.append(float(sub[u1, v1]))
             if res.near_overflow:
                 break
         if found:
             res.near = np.concatenate([res.near, np.array(found, dtype=np.int16)])
+            res.near_costs = np.concatenate([res.near_costs, costs])

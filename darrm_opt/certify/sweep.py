@@ -87,6 +87,13 @@ class SweepResult:
     #: count vectors whose cost (or −cost, two-sided) exceeds ``near`` (to re-check in high precision)
     near: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), dtype=np.int16))
     near_overflow: bool = False
+    #: the swept value of each ``near`` row that exceeded ``near`` (its cost, or −cost for the other output)
+    near_costs: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    #: with ``certify_and_separate(wide=...)``: every multiset whose swept cost exceeds ``wide_level``, and
+    #: those costs (None when not asked for, or when there were too many)
+    wide: np.ndarray | None = None
+    wide_costs: np.ndarray | None = None
+    wide_level: float | None = None
     seconds: float = 0.0
 
     def merge(self, other: SweepResult, top: int, near_cap: int) -> None:
@@ -105,9 +112,10 @@ class SweepResult:
             self.violators, self.violator_costs = V[order], c[order]
         if other.near.size:
             self.near = np.concatenate([self.near, other.near]) if self.near.size else other.near
+            self.near_costs = np.concatenate([self.near_costs, other.near_costs])
         self.near_overflow = self.near_overflow or other.near_overflow
         if self.near.shape[0] > near_cap:
-            self.near = self.near[:near_cap]
+            self.near, self.near_costs = self.near[:near_cap], self.near_costs[:near_cap]
             self.near_overflow = True
 
 
@@ -258,6 +266,7 @@ class SweepProblem:
                 idx = idx[: max(0, near_cap - res.near.shape[0])]
             i, j = np.divmod(idx, F.shape[1])  # type: ignore[assignment]  # arrays here, ints above
             res.near = np.concatenate([res.near, np.concatenate([V[j], U[i]], axis=1).astype(np.int16)])
+            res.near_costs = np.concatenate([res.near_costs, -F.ravel()[idx]])
 
     def _reduce(self, F, U, V, res, threshold, top, near, two_sided, near_cap) -> None:
         fmax = float(F.max())
@@ -293,6 +302,7 @@ class SweepProblem:
             i, j = np.divmod(idx, F.shape[1])  # type: ignore[assignment]  # arrays here, ints above
             cnt = np.concatenate([U[i], V[j]], axis=1).astype(np.int16)
             res.near = np.concatenate([res.near, cnt])
+            res.near_costs = np.concatenate([res.near_costs, np.abs(F.ravel()[idx]) if two_sided else F.ravel()[idx]])
 
 
 def default_workers() -> int:

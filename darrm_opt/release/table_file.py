@@ -18,8 +18,10 @@ from pathlib import Path
 
 import numpy as np
 
-from darrm_opt.certify.certificate import Certificate, certify
+from darrm_opt.certify.certificate import Certificate, certify, certify_and_separate
 from darrm_opt.certify.linear import best_constant, constant_certificate, constant_certified
+from darrm_opt.certify.rounded import certify_rounded
+from darrm_opt.certify.sweep import SweepResult
 from darrm_opt.errors import CertificationFailed, InvalidParameter, TableFileError
 from darrm_opt.model.baselines import gamma_const, gamma_dsub, gamma_sub
 from darrm_opt.model.params import Params, Prior
@@ -33,14 +35,17 @@ class CertifiedTable:
     shrink: float = 1.0  #: factor applied to the exact table to make its float64 values certify
     #: for a constant table: the certificate of γ ≡ 1 that certifies it (and its rounded-down prints) by linearity
     unit: Certificate | None = None
+    #: the sweep behind ``certificate`` when asked for with ``wide`` (certifies the rounded-down prints)
+    sweep: SweepResult | None = None
 
 
 def certify_or_shrink(params: Params, gamma, *, name: str = "gamma", max_tries: int = 6,
                       **kwargs) -> CertifiedTable:
     """Certify ``gamma``; if it fails by a relative excess below 1e-6 (float rounding of a tight table),
-    scale it down by 1e-12, 1e-10, ... until it certifies. Raises CertificationFailed otherwise."""
+    scale it down by 1e-12, 1e-10, ... until it certifies. Raises CertificationFailed otherwise. With
+    ``wide`` (see :func:`darrm_opt.certify.certificate.certify_and_separate`) the table keeps its sweep."""
     g = np.asarray(gamma, dtype=np.float64)
-    cert = certify(params, g, **kwargs)
+    cert, res = certify_and_separate(params, g, **kwargs)
     factor = 1.0
     step = 1e-12
     tries = 0
@@ -50,10 +55,11 @@ def certify_or_shrink(params: Params, gamma, *, name: str = "gamma", max_tries: 
             raise CertificationFailed(f"{name} is not (mε, δ)-DP: {cert.reason}", cert)
         factor *= 1.0 - max(step, 2 * excess)
         g = np.asarray(gamma, dtype=np.float64) * factor
-        cert = certify(params, g, **kwargs)
+        cert, res = certify_and_separate(params, g, **kwargs)
         step *= 100
         tries += 1
-    return CertifiedTable(name, tuple(float(x) for x in g), cert, factor)
+    return CertifiedTable(name, tuple(float(x) for x in g), cert, factor,
+                          sweep=res if kwargs.get("wide") is not None else None)
 
 
 @dataclass(frozen=True)
@@ -111,7 +117,7 @@ def _constant_tables(params: Params, const: str, delta_prime: float,
 
 
 def baseline_tables(params: Params, *, const: str = "simple", delta_prime: float = 0.1, reduce: bool = True,
-                    **kwargs) -> dict[str, CertifiedTable | Unavailable]:
+                    wide: float | None = None, **kwargs) -> dict[str, CertifiedTable | Unavailable]:
     """Certified γ_Sub, γ_DSub, γ_const (eq. 16) and γ_const_opt (the best certified constant) for ``params``.
 
     γ_Sub needs an integer m; γ_DSub pure DP (Δ = δ = 0) and an integer m. A baseline that is undefined,
@@ -119,12 +125,14 @@ def baseline_tables(params: Params, *, const: str = "simple", delta_prime: float
     an exception: a baseline must not sink the main result). Every returned table is certified; all four
     are monotone, so with ``reduce`` their sweeps cover the corners with p ≥ p′ only
     (:mod:`darrm_opt.certify.monotone`: the same maximum, C(K + 4, 4) multisets instead of C(K + 7, 7)).
+    ``wide``: γ_Sub and γ_DSub keep their sweeps with the multisets near the bound, from which
+    :func:`certified_decimals` certifies their printed decimals (``source``); the constants need none.
     """
     kwargs["reduce"] = reduce
     out: dict[str, CertifiedTable | Unavailable] = {}
     for name, make in (("sub", _sub_table), ("dsub", _dsub_table)):
         try:
-            out[name] = make(params, **kwargs)
+            out[name] = make(params, wide=wide, **kwargs)
         except (CertificationFailed, InvalidParameter) as exc:
             out[name] = Unavailable(name, str(exc))
     out.update(_constant_tables(params, const, delta_prime, **kwargs))
@@ -142,14 +150,22 @@ def round_down(gamma, decimals: int) -> np.ndarray:
 
 
 def certified_decimals(params: Params, gamma, decimals: int = 6, *, unit: Certificate | None = None,
-                       reduce: bool = True, **kwargs) -> tuple[list[str], Certificate]:
+                       reduce: bool = True, source: tuple[Certificate, SweepResult | None] | None = None,
+                       **kwargs) -> tuple[list[str], Certificate]:
     """The table as printed with ``decimals`` decimals (rounded down), and the certificate *of the printed
     values*; if rounding down broke a constraint, the table is first scaled down by one unit of the last
     printed decimal (repeatedly) until the printed values certify. A constant table with the certificate
     ``unit`` of γ ≡ 1 is certified by linearity (:mod:`darrm_opt.certify.linear`), without a sweep; a
     monotone one (rounding down keeps γ_Sub monotone) by the reduced sweep of ``reduce``
-    (:mod:`darrm_opt.certify.monotone`)."""
+    (:mod:`darrm_opt.certify.monotone`); any other from ``source``, γ's certificate and the sweep behind it
+    with its multisets near the bound (``Solution.sweep`` of ``solve(wide=wide_margin(params, decimals))``),
+    where :func:`darrm_opt.certify.rounded.certify_rounded` can decide it."""
     g = np.asarray(gamma, dtype=np.float64)
+    if source is not None and source[1] is not None:
+        shown = round_down(g, decimals)
+        cert = certify_rounded(params, g, shown, source[0], source[1])
+        if cert is not None and cert.certified:
+            return [f"{x:.{decimals}f}" for x in shown], cert
     if unit is not None and g.size and np.all(g == g[0]):
         shown = round_down(g, decimals)
         cert = constant_certificate(params, unit, float(shown[0]))
