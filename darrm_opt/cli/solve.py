@@ -88,7 +88,8 @@ def _output(params, sol, base, fmt: OutputFormat, t0: float, executor, reporter,
         from darrm_opt.privacy.profile import privacy_profile
 
         reporter.phase("computing the privacy profile")
-        profile = privacy_profile(params, sol.gamma, executor=executor, progress=reporter)
+        known = (sol.certificate, sol.sweep) if sol.sweep is not None else None  # the optimiser's last sweep
+        profile = privacy_profile(params, sol.gamma, executor=executor, progress=reporter, certified=known)
         doc = _json_doc(params, sol, base, time.perf_counter() - t0)
         doc = {**doc, "privacy_profile": profile.to_dict(), **_setting_doc(params, base, teachers)}
         return json.dumps(doc, indent=2)
