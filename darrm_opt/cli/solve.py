@@ -71,6 +71,7 @@ def solve(
         reporter = ProgressReporter(quiet)
         try:
             wide = wide_margin(params, DECIMALS) if fmt is OutputFormat.table else None
+            reporter.phase("finding γ_opt")
             sol = solve_gamma(params, solver=solver, mode=mode.value, progress=reporter, executor=executor, wide=wide)
             base: dict = {}
             if baselines:
