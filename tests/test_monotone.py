@@ -112,3 +112,100 @@ def test_reduction_is_off_unless_asked_and_for_explicit_methods():
     g = gamma_sub(11, 3)
     assert certify(params, g).corners_swept is None
     assert certify(params, g, reduce=True, method="matrix").corners_swept is None
+
+
+def _same_sweep(a, b):
+    assert a.max_cost == b.max_cost and a.worst == b.worst and a.multisets == b.multisets
+    assert a.min_cost == b.min_cost and a.best == b.best and a.near_overflow == b.near_overflow
+    assert sorted(map(tuple, a.near.tolist())) == sorted(map(tuple, b.near.tolist()))
+    assert sorted(zip(a.violator_costs.tolist(), map(tuple, a.violators.tolist()))) == sorted(
+        zip(b.violator_costs.tolist(), map(tuple, b.violators.tolist())))
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_sweep_many_is_bitwise_each_sweep(workers):
+    """One pass for several γ (shared pmfs) against a sweep of each: reduced corner sets at K = 41 and the
+    full 8-corner matrix sweep (with reflection) at K = 11, with near sets and violators collected."""
+    from darrm_opt.certify.sweep import SweepProblem, sweep_many
+
+    rng = np.random.default_rng(5)
+    for K, full in ((41, False), (11, True)):
+        params = Params(K, 3)
+        C, E = corners(params), math.exp(0.3)
+        gs = [gamma_sub(K, 3), np.ones(K + 1), v_shaped(K, rng), round_down_6(gamma_sub(K, 3))]
+        make = (lambda h, C=C, E=E: SweepProblem(C, h, E)) if full else (
+            lambda h, C=C, E=E: reduced_problem(C, h, E))
+        kws = [dict(threshold=0.2, top=30, near=params.bound - 1e-3 * (i + 1), two_sided=False, near_cap=5000)
+               for i in range(len(gs))]
+        many = sweep_many([make(signed_h(g)) for g in gs], kws, workers=workers)
+        for g, kw, got in zip(gs, kws, many):
+            _same_sweep(got, sweep(make(signed_h(g)), workers=workers, **kw))
+
+
+@settings(max_examples=15, deadline=None)
+@given(K=st.sampled_from([3, 5, 7, 9]), td=st.sampled_from([0.0, 1e-5, 1e-2]), seed=st.integers(0, 2**32 - 1))
+def test_sweep_many_is_bitwise_each_sweep_for_any_tables(K, td, seed):
+    """Random tables, not symmetric (two-sided near sets, no reflection), on every corner."""
+    from darrm_opt.certify.sweep import SweepProblem, sweep_many
+
+    params = Params(K, min(3, K), teacher_delta=td, delta=None if td else 0.0)
+    C, E = corners(params), math.exp(params.m * params.epsilon)
+    gs = np.random.default_rng(seed).random((3, K + 1))
+    kws = [dict(threshold=0.0, top=10, near=0.1, two_sided=True, near_cap=100) for _ in gs]
+    many = sweep_many([SweepProblem(C, signed_h(g), E) for g in gs], kws, workers=2)
+    for g, kw, got in zip(gs, kws, many):
+        _same_sweep(got, sweep(SweepProblem(C, signed_h(g), E), workers=2, **kw))
+
+
+def test_sweep_many_refuses_problems_of_different_corners_or_reflection():
+    from darrm_opt.certify.sweep import SweepProblem, sweep_many
+
+    C, E = corners(Params(11, 3)), math.exp(0.3)
+    kw = dict(threshold=None, top=0, near=None, two_sided=False, near_cap=10)
+    with pytest.raises(ValueError, match="one corner set"):
+        sweep_many([SweepProblem(C, signed_h(np.ones(12)), E), reduced_problem(C, signed_h(np.ones(12)), E)],
+                   [kw, kw])
+    with pytest.raises(ValueError, match="one corner set"):  # symmetric (reflected) and asymmetric tables
+        sweep_many([SweepProblem(C, signed_h(np.ones(12)), E), SweepProblem(C, signed_h(np.arange(12) / 11), E)],
+                   [kw, kw])
+
+
+def test_certify_many_gives_each_table_its_own_certificate():
+    from darrm_opt.certify.certificate import certify_many
+
+    params = Params(41, 3)
+    bump = np.zeros(42)
+    bump[20] = bump[21] = 1.0
+    gs = [gamma_sub(41, 3), np.ones(42), round_down_6(gamma_sub(41, 3)), bump]
+    for got, g in zip(certify_many(params, gs, reduce=True), gs):
+        ref = certify(params, g, reduce=True)
+        a, b = got.to_dict(), ref.to_dict()
+        a.pop("seconds"), b.pop("seconds")
+        assert a == b
+    assert [c.corners_swept is None for c in certify_many(params, gs, reduce=True)] == [False, False, False, True]
+
+
+def test_baseline_tables_from_the_shared_sweep_equal_one_by_one():
+    from darrm_opt.release.table_file import baseline_tables, certified_decimals
+
+    for params in (Params(41, 3), Params(11, 3, teacher_delta=0.0, delta=0.0), Params(21, 1)):
+        shared = baseline_tables(params, decimals=6)
+        for name, t in shared.items():
+            if not t:
+                continue
+            ref = certify(params, np.array(t.gamma), reduce=True)
+            if t.unit is None:
+                a, b = t.certificate.to_dict(), ref.to_dict()
+                a.pop("seconds"), b.pop("seconds")
+                assert a == b, name
+            if t.printed is not None:
+                text, cert = certified_decimals(params, t.gamma, 6)
+                a, b = t.printed.to_dict(), cert.to_dict()
+                a.pop("seconds"), b.pop("seconds")
+                assert a == b and certified_decimals(params, t.gamma, 6, printed=t.printed)[0] == text
+
+
+def round_down_6(g):
+    from darrm_opt.release.table_file import round_down
+
+    return round_down(g, 6)

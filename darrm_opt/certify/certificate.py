@@ -23,7 +23,7 @@ import numpy as np
 from darrm_opt.certify.exact import recheck
 from darrm_opt.certify.monotone import lift, monotone_applies, reduced_problem, upper_corner_ids
 from darrm_opt.certify.problems import make_problem
-from darrm_opt.certify.sweep import SweepResult, error_bound, signed_h, sweep
+from darrm_opt.certify.sweep import SweepResult, error_bound, signed_h, sweep, sweep_many
 from darrm_opt.errors import InvalidParameter
 from darrm_opt.model.corners import corners
 from darrm_opt.model.params import Params
@@ -138,6 +138,13 @@ def certify_and_separate(
         res = sweep(problem, near=near, near_cap=NEAR_CAP, **kw)
     if swept is not None:
         res = _lifted(res, swept, C.shape[0])
+    return _verdict(params, g, res, eta, swept, t0), res
+
+
+def _verdict(params: Params, g: np.ndarray, res: SweepResult, eta: float, swept, t0: float) -> Certificate:
+    """The certificate from a sweep of γ (count vectors over all corners): a proven violation, too many
+    near-tight multisets, or the exact re-check of those within the float error of the bound."""
+    B, C, two_sided = params.bound, corners(params), not is_symmetric(g)
     fast_max = max(res.max_cost, -res.min_cost) if two_sided else res.max_cost
     worst = res.worst if (not two_sided or res.max_cost >= -res.min_cost) else res.best
     max_cost, hp = fast_max, 0
@@ -151,7 +158,7 @@ def certify_and_separate(
         exact = recheck(params, g, res.near, two_sided)
         certified, reason, max_cost = exact.certified, exact.reason, exact.max_cost
         worst, hp = exact.worst, exact.checked
-    cert = Certificate(
+    return Certificate(
         certified=certified,
         max_privacy_cost=float(max_cost),
         bound=float(B),
@@ -164,7 +171,29 @@ def certify_and_separate(
         reason=reason,
         corners_swept=None if swept is None else [int(i) for i in swept],
     )
-    return cert, res
+
+
+def certify_many(params: Params, gammas, *, reduce: bool = False, workers: int | None = None,
+                 progress=None, executor=None) -> list[Certificate]:
+    """:func:`certify` of several tables; monotone ones with ``reduce`` (see :func:`certify`) share one
+    sweep over the corners with p ≥ p′ (:func:`darrm_opt.certify.sweep.sweep_many`: the pmfs computed once,
+    each certificate that of its own sweep). The others, or any on ``executor``, are certified one by one."""
+    gs = [validate_gamma(g, params.K) for g in gammas]
+    shared = [i for i, g in enumerate(gs) if reduce and executor is None and monotone_applies(g)]
+    out: list[Certificate | None] = [None] * len(gs)
+    if len(shared) > 1:
+        t0 = time.perf_counter()
+        C, E = corners(params), math.exp(params.m * params.epsilon)
+        hs = [signed_h(gs[i]) for i in shared]
+        etas = [error_bound(params.K, E, float(np.abs(h).max())) for h in hs]
+        kws = [dict(threshold=None, top=0, near=params.bound - max(eta, NEAR_TIGHT), two_sided=False,
+                    near_cap=NEAR_CAP) for eta in etas]
+        ids = upper_corner_ids(C)
+        results = sweep_many([reduced_problem(C, h, E) for h in hs], kws, workers=workers, progress=progress)
+        for i, res, eta in zip(shared, results, etas, strict=True):
+            out[i] = _verdict(params, gs[i], _lifted(res, ids, C.shape[0]), eta, ids, t0)
+    return [c if c is not None else certify(params, g, reduce=reduce, workers=workers, progress=progress,
+                                            executor=executor) for c, g in zip(out, gs, strict=True)]
 
 
 def _wide_sweep(problem, near: float, level: float, violated: float, kw: dict) -> SweepResult | None:

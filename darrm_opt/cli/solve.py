@@ -76,7 +76,8 @@ def solve(
             base: dict = {}
             if baselines:
                 reporter.phase("certifying the baselines")
-                base = baseline_tables(params, executor=executor, progress=reporter.certify_progress, wide=wide)
+                base = baseline_tables(params, executor=executor, progress=reporter.certify_progress, wide=wide,
+                                       decimals=DECIMALS if fmt is OutputFormat.table else None)
             text = _output(params, sol, base, fmt, t0, executor, reporter, teachers)
         finally:
             reporter.close()
@@ -165,8 +166,8 @@ def _table_text(params, sol, base, seconds: float, executor, reporter) -> str:
     for k, label in BASELINES:
         if base.get(k):
             columns[label] = certified_decimals(params, base[k].gamma, DECIMALS, unit=base[k].unit,
-                                                source=(base[k].certificate, base[k].sweep), executor=executor,
-                                                progress=progress)[0]
+                                                source=(base[k].certificate, base[k].sweep),
+                                                printed=base[k].printed, executor=executor, progress=progress)[0]
         else:
             columns[label] = ["—"] * (params.K + 1)
     labels = dict(zip(["opt", *(k for k, _ in BASELINES)], columns))
