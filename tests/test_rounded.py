@@ -59,10 +59,11 @@ def test_a_wide_sweep_gives_the_same_certificate_and_near_set(method, workers):
     assert np.all(r1.wide_costs > r1.wide_level)
 
 
-def test_the_wide_set_is_every_multiset_above_its_level():
+@pytest.mark.parametrize("method", ["matrix", "structured"])
+def test_the_wide_set_is_every_multiset_above_its_level(method):
     params = Params(9, 3)
     g = tight_symmetric(params, np.random.default_rng(3))
-    _, res = certify_and_separate(params, g, method="matrix", wide=1e-2)
+    _, res = certify_and_separate(params, g, method=method, wide=1e-2)
     C, E, h = corners(params), math.exp(0.3), signed_h(g)
     allc = compositions(9, 8)
     costs = np.array([h @ pmf_direct(c, C[:, 0]) - E * (h @ pmf_direct(c, C[:, 1])) for c in allc])
@@ -70,14 +71,17 @@ def test_the_wide_set_is_every_multiset_above_its_level():
     got = {tuple(c) for c in res.wide.tolist()}
     assert {tuple(c) for c in allc[costs > res.wide_level + eta].tolist()} <= got
     assert got <= {tuple(c) for c in allc[costs > res.wide_level - eta].tolist()}
+    plain = {tuple(c): x for c, x in zip(allc.tolist(), costs)}
+    assert max(abs(plain[tuple(c)] - x) for c, x in zip(res.wide.tolist(), res.wide_costs)) <= eta
 
 
-def test_too_many_wide_multisets_sweep_again_with_the_same_certificate(monkeypatch):
+@pytest.mark.parametrize("method", ["matrix", "structured"])
+def test_too_many_wide_multisets_sweep_again_with_the_same_certificate(monkeypatch, method):
     params = Params(11, 3)
     g = np.array(solve(params).gamma)
-    plain = certify_and_separate(params, g)[0]
+    plain = certify_and_separate(params, g, method=method)[0]
     monkeypatch.setattr(certificate_module, "WIDE_CAP", 3)
-    cert, res = certify_and_separate(params, g, wide=wide_margin(params, 6))
+    cert, res = certify_and_separate(params, g, wide=wide_margin(params, 6), method=method)
     same_certificate(plain, cert)
     assert res.wide is None
     assert certify_rounded(params, g, round_down(g, 6), cert, res) is None

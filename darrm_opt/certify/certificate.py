@@ -32,8 +32,9 @@ from darrm_opt.model.params import Params
 NEAR_TIGHT = 1e-12
 #: At most this many multisets are re-checked in high precision; more means "cannot certify".
 NEAR_CAP = 20_000
-#: At most this many multisets are kept for certifying a rounded copy (``wide``); more: it needs its own sweep.
-WIDE_CAP = 200_000
+#: At most this many multisets are kept for certifying a rounded copy (``wide``; 7·10⁴ at K = 101, growing
+#: about as K⁴); more: the sweep is repeated without them and the rounded copy needs its own sweep.
+WIDE_CAP = 2_000_000
 
 
 @dataclass(frozen=True)
