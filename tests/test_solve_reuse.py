@@ -68,7 +68,7 @@ def _reporter_output(monkeypatch, terminal: bool) -> str:
     buf = io.StringIO()
     monkeypatch.setattr(common, "err_console", Console(file=buf, force_terminal=terminal, width=200))
     rep = common.ProgressReporter(quiet=False)
-    rep.phase("finding γ_opt")
+    rep.phase("finding γ_opt", sweeps="sweeping")
     rep("lp", iteration=3, active=120, objective=1.0, violation=0.0)
     rep("sweep-progress", done=10**6, total=2 * 10**6, worst=0.25)
     rep("sweep-progress", done=2 * 10**6, total=2 * 10**6, worst=0.35)
@@ -80,12 +80,12 @@ def _reporter_output(monkeypatch, terminal: bool) -> str:
 
 def test_progress_in_logs_is_plain_lines_for_every_phase(monkeypatch):
     lines = _reporter_output(monkeypatch, terminal=False).splitlines()
-    assert lines == ["finding γ_opt ...", "finding γ_opt: 2,000,000 multisets swept, worst cost 0.35",
+    assert lines == ["finding γ_opt ...", "sweeping: 2,000,000 multisets swept, worst cost 0.35",
                      "computing the privacy profile ...", "computing the privacy profile: 4 sweeps"]
 
 
 def test_progress_on_a_terminal_shows_each_phase_and_its_sweeps(monkeypatch):
     out = _reporter_output(monkeypatch, terminal=True)
-    for text in ("finding γ_opt", "LP 3, 120 rows", "1,000,000/2,000,000 multisets, worst 0.25",
+    for text in ("finding γ_opt", "LP 3, 120 rows", "sweeping", "1,000,000/2,000,000 multisets, worst 0.25",
                  "computing the privacy profile", "4 sweeps"):
         assert text in out

@@ -42,10 +42,11 @@ class ProgressReporter:
         self._task: TaskID | None = None
         self._phase_task: TaskID | None = None
         self._phase: str | None = None
+        self._sweeps: str | None = None
 
-    def phase(self, name: str) -> None:
-        """A new phase of a command (its sweeps' bars are labelled with it; a plain line in logs)."""
-        self._phase = name
+    def phase(self, name: str, sweeps: str | None = None) -> None:
+        """A new phase of a command (a plain line in logs); its sweeps are labelled ``sweeps``, else ``name``."""
+        self._phase, self._sweeps = name, sweeps
         if self.quiet:
             return
         if not err_console.is_terminal:
@@ -77,7 +78,7 @@ class ProgressReporter:
                 self._bar().update(self._phase_task, info=note)
 
     def _sweep(self, stage: str, info: dict) -> None:
-        label = self._phase or ("certifying" if stage == "certify-progress" else "sweeping")
+        label = self._sweeps or self._phase or ("certifying" if stage == "certify-progress" else "sweeping")
         done, total, worst = info["done"], info["total"], info["worst"]
         if not err_console.is_terminal:  # logs and pipes: one plain line per finished sweep
             if done >= total:

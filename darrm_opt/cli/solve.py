@@ -71,7 +71,7 @@ def solve(
         reporter = ProgressReporter(quiet)
         try:
             wide = wide_margin(params, DECIMALS) if fmt is OutputFormat.table else None
-            reporter.phase("finding γ_opt")
+            reporter.phase("finding γ_opt", sweeps="sweeping")  # the sweep lines of logs as before: "sweeping: ..."
             sol = solve_gamma(params, solver=solver, mode=mode.value, progress=reporter, executor=executor, wide=wide)
             base: dict = {}
             if baselines:
