@@ -10,10 +10,10 @@ are pmfs. γ's sweep (``certify_and_separate(wide=w)``) keeps every multiset who
 exceeds the level L = bound − w (``SweepResult.wide``); every other multiset has f(n; γ) ≤ L + η (η: the
 sweep's error bound), hence
 
-    f(n; γ′) ≤ U = L + η + D (e^{mε} + 1)       (evaluated in 40-digit arithmetic).
+    f(n; γ′) ≤ U = L + η + D (e^{mε} + 1)       (U ≤ bound proven in outward-rounded interval arithmetic).
 
 On the kept multisets f(n; γ′) is evaluated from FFT pmfs with the sweep's float error bound η′, and those
-within max(η′, 1e-12) of the bound are re-checked in 40-digit arithmetic, exactly as in
+within max(η′, 1e-12) of the bound are decided by the exact re-check (darrm_opt.certify.exact), exactly as in
 :func:`darrm_opt.certify.certificate.certify_and_separate`. When U ≤ bound and the kept maximum M is at least
 U, M is the maximum over every multiset and the certificate is what a sweep of γ′ gives (its float values
 may differ within η′); otherwise (too wide a rounding for w, or M < U) the caller sweeps γ′. A sweep over the
@@ -31,9 +31,10 @@ from fractions import Fraction
 
 import mpmath
 import numpy as np
+from mpmath import iv
 
 from darrm_opt.certify.certificate import NEAR_TIGHT, Certificate, is_symmetric, validate_gamma
-from darrm_opt.certify.exact import MP_DIGITS, exact_bound_mp, recheck
+from darrm_opt.certify.exact import MP_DIGITS, _ends, _exp_iv, _iv_dps, recheck
 from darrm_opt.certify.monotone import monotone_applies
 from darrm_opt.certify.sweep import SweepProblem, SweepResult, error_bound, signed_h
 from darrm_opt.model.corners import corners
@@ -84,12 +85,12 @@ def certify_rounded(params: Params, gamma, shown, cert: Certificate, res: SweepR
     if D is None or not (is_symmetric(g) and is_symmetric(gp)):
         return None
     E, B = math.exp(params.m * params.epsilon), params.bound
-    with mpmath.workdps(MP_DIGITS):
-        U = mpmath.mpf(res.wide_level) + mpmath.mpf(cert.error_bound) + mpmath.mpf(D) * (
-            mpmath.exp(mpmath.mpf(params.m) * mpmath.mpf(params.epsilon)) + 1)
-        if U > exact_bound_mp(params):
+    with _iv_dps(MP_DIGITS):
+        e_me = _exp_iv(iv.mpf(params.m) * iv.mpf(params.epsilon))
+        U = _ends(iv.mpf(res.wide_level) + iv.mpf(cert.error_bound) + iv.mpf(D) * (e_me + 1))[1]
+        if not U <= _ends(e_me - 1 + 2 * iv.mpf(params.delta))[0]:
             return None
-        u_out = float(U)
+        u_out = math.nextafter(float(mpmath.mpf(U)), math.inf)  # rounded up: the kept maximum must reach U
     W = np.asarray(res.wide)
     f = _costs(params, gp, W, E)
     eta = error_bound(params.K, E, float(np.abs(signed_h(gp)).max()))
