@@ -490,7 +490,8 @@ class TableService:
                 self._store_row(key, _pate_columns(pate), pate_profile(params, pate.gamma))
             else:
                 solution = solve(params, solver=solver, mode="lazy", progress=progress)
-                profile = privacy_profile(params, solution.gamma, progress=progress)
+                known = (solution.certificate, solution.sweep) if solution.sweep is not None else None
+                profile = privacy_profile(params, solution.gamma, progress=progress, certified=known)  # no 2nd sweep
                 self._store(key, solution, profile, teachers)
         except DarrmError as exc:
             self._set_job(key, status="failed", stage="failed", error=str(exc))

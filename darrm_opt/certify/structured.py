@@ -219,21 +219,28 @@ class StructuredSweepProblem(SweepProblem):
         res.merge(part, top, near_cap)
 
     def _collect_near(self, blk: _Block, above, vals, res, near, near_cap) -> None:
-        """Every multiset above ``near``: for each (u2, v3, v2) whose best partner passes, all partners that do."""
-        found: list[tuple[int, ...]] = []
-        have = res.near.shape[0]
-        T1, E = blk.tabs.T1, self.E
-        c_of = lambda v3: (self.K - blk.tabs.s + 1) * v3 - v3 * (v3 - 1) // 2  # noqa: E731
+        """Every multiset above ``near``: for each (u2, v3, v2) whose best partner passes, all partners that do
+        (in row-major (u1, v1) order), at most ``near_cap`` in all."""
+        found: list[np.ndarray] = []
+        costs: list[np.ndarray] = []
+        room = near_cap - res.near.shape[0]
+        T1, E, s, u3, K = blk.tabs.T1, self.E, blk.tabs.s, blk.u3, self.K
+        c_of = lambda v3: (K - s + 1) * v3 - v3 * (v3 - 1) // 2  # noqa: E731
         for k in np.flatnonzero(vals > near):
             u2, v3, v2 = (int(x) for x in above[k])
             x1 = blk.sign * T1[blk.r0 + u2, c_of(v3) + v2]
             sub = x1 - E * self._rect(blk, u2, v3, v2)
-            for u1, v1 in zip(*np.nonzero(sub > near)):
-                if have + len(found) >= near_cap:
-                    res.near_overflow = True
-                    break
-                found.append(self._multiset(blk, u2, v3, v2, int(u1), int(v1)))
+            u1, v1 = np.nonzero(sub > near)
+            if u1.size > room:
+                res.near_overflow = True
+                u1, v1 = u1[:room], v1[:room]
+            one = np.ones_like(u1)
+            found.append(np.stack([s - u1 - u2 - u3, u1, u2 * one, u3 * one, K - s - v1 - v2 - v3, v1, v2 * one,
+                                   v3 * one], axis=1))
+            costs.append(sub[u1, v1])
+            room -= u1.size
             if res.near_overflow:
                 break
         if found:
-            res.near = np.concatenate([res.near, np.array(found, dtype=np.int16)])
+            res.near = np.concatenate([res.near, *(f.astype(np.int16) for f in found)])
+            res.near_costs = np.concatenate([res.near_costs, *costs])

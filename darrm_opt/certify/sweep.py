@@ -25,6 +25,7 @@ comparison.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import time
@@ -86,6 +87,13 @@ class SweepResult:
     #: count vectors whose cost (or −cost, two-sided) exceeds ``near`` (to re-check in high precision)
     near: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), dtype=np.int16))
     near_overflow: bool = False
+    #: the swept value of each ``near`` row that exceeded ``near`` (its cost, or −cost for the other output)
+    near_costs: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    #: with ``certify_and_separate(wide=...)``: every multiset whose swept cost exceeds ``wide_level``, and
+    #: those costs (None when not asked for, or when there were too many)
+    wide: np.ndarray | None = None
+    wide_costs: np.ndarray | None = None
+    wide_level: float | None = None
     seconds: float = 0.0
 
     def merge(self, other: SweepResult, top: int, near_cap: int) -> None:
@@ -104,9 +112,10 @@ class SweepResult:
             self.violators, self.violator_costs = V[order], c[order]
         if other.near.size:
             self.near = np.concatenate([self.near, other.near]) if self.near.size else other.near
+            self.near_costs = np.concatenate([self.near_costs, other.near_costs])
         self.near_overflow = self.near_overflow or other.near_overflow
         if self.near.shape[0] > near_cap:
-            self.near = self.near[:near_cap]
+            self.near, self.near_costs = self.near[:near_cap], self.near_costs[:near_cap]
             self.near_overflow = True
 
 
@@ -194,42 +203,26 @@ class SweepProblem:
         near_cap: int = 200_000,
     ) -> SweepResult:
         """Sweep the multisets of ``items``; see :class:`SweepResult` for what is collected."""
-        t0 = time.perf_counter()
-        K, a, E, h = self.K, self.a, self.E, self.h
-        b = self.C - a
-        res = SweepResult(
-            violators=np.zeros((0, self.C), dtype=np.int16), near=np.zeros((0, self.C), dtype=np.int16)
-        )
-        cache_s = None
-        for it in items:
-            s = it.s
-            if cache_s != s:
-                U_all = compositions(s, a)
-                V = compositions(K - s, b)
-                Qa, Qb = self._pmfs(V, range(a, self.C), K - s + 1)
-                short = min(s, K - s) + 1
-                if s <= K - s:
-                    # correlation on the suffix side: G[v, k] = Σ_j Q[v, j] h[j + k], k = 0..s
-                    H = np.lib.stride_tricks.sliding_window_view(h, K - s + 1)[:short].T  # (K-s+1, s+1)
-                    R = np.concatenate([Qa @ H, -E * (Qb @ H)], axis=1)
-                else:
-                    R = np.concatenate([Qa, Qb], axis=1)
-                cache_s = s
-            U = U_all[it.start : it.stop]
-            Pa, Pb = self._pmfs(U, range(0, a), s + 1)
-            if s <= K - s:
-                L = np.concatenate([Pa, Pb], axis=1)
-            else:
-                H = np.lib.stride_tricks.sliding_window_view(h, s + 1)[:short].T  # (s+1, K-s+1)
-                L = np.concatenate([Pa @ H, -E * (Pb @ H)], axis=1)
-            F = L @ R.T  # (|U|, |V|) costs
-            res.multisets += F.size
-            self._reduce(F, U, V, res, threshold, top, near, two_sided, near_cap)
-            if self.reflect:  # the reflected multisets (v, u) cost −F
-                res.multisets += F.size
-                self._reduce_reflected(F, U, V, res, threshold, top, near, near_cap)
-        res.seconds = time.perf_counter() - t0
-        return res
+        kw = dict(threshold=threshold, top=top, near=near, two_sided=two_sided, near_cap=near_cap)
+        return run_many([self], items, [kw])[0]
+
+    def right(self, Qa: np.ndarray, Qb: np.ndarray, s: int) -> np.ndarray:
+        """The suffix factor of the block products for prefix sum s (the correlation with h on the longer
+        side): [Qa·H | −e^{mε} Qb·H] when s ≤ K − s, else [Qa | Qb]."""
+        K, h = self.K, self.h
+        if s <= K - s:
+            # correlation on the suffix side: G[v, k] = Σ_j Q[v, j] h[j + k], k = 0..s
+            H = np.lib.stride_tricks.sliding_window_view(h, K - s + 1)[: s + 1].T  # (K-s+1, s+1)
+            return np.concatenate([Qa @ H, -self.E * (Qb @ H)], axis=1)
+        return np.concatenate([Qa, Qb], axis=1)
+
+    def left(self, Pa: np.ndarray, Pb: np.ndarray, s: int) -> np.ndarray:
+        """The prefix factor matching :meth:`right`."""
+        K, h = self.K, self.h
+        if s <= K - s:
+            return np.concatenate([Pa, Pb], axis=1)
+        H = np.lib.stride_tricks.sliding_window_view(h, s + 1)[: K - s + 1].T  # (s+1, K-s+1)
+        return np.concatenate([Pa @ H, -self.E * (Pb @ H)], axis=1)
 
     def _reduce_reflected(self, F, U, V, res, threshold, top, near, near_cap) -> None:
         """Reduce −F as the costs of the reflected multisets (V[j], U[i]).
@@ -257,6 +250,7 @@ class SweepProblem:
                 idx = idx[: max(0, near_cap - res.near.shape[0])]
             i, j = np.divmod(idx, F.shape[1])  # type: ignore[assignment]  # arrays here, ints above
             res.near = np.concatenate([res.near, np.concatenate([V[j], U[i]], axis=1).astype(np.int16)])
+            res.near_costs = np.concatenate([res.near_costs, -F.ravel()[idx]])
 
     def _reduce(self, F, U, V, res, threshold, top, near, two_sided, near_cap) -> None:
         fmax = float(F.max())
@@ -292,6 +286,64 @@ class SweepProblem:
             i, j = np.divmod(idx, F.shape[1])  # type: ignore[assignment]  # arrays here, ints above
             cnt = np.concatenate([U[i], V[j]], axis=1).astype(np.int16)
             res.near = np.concatenate([res.near, cnt])
+            res.near_costs = np.concatenate([res.near_costs, np.abs(F.ravel()[idx]) if two_sided else F.ravel()[idx]])
+
+
+def run_many(problems: list[SweepProblem], items: list[WorkItem], kws: list[dict]) -> list[SweepResult]:
+    """:meth:`SweepProblem.run` for several problems over the same corners, E and plan (their h differ): the
+    pmfs of each block are computed once, the products and reductions once per problem, with the same float
+    operations as a sweep of each problem alone (so the results are bitwise those)."""
+    t0 = time.perf_counter()
+    p0 = problems[0]
+    K, a, C = p0.K, p0.a, p0.C
+    res = [SweepResult(violators=np.zeros((0, C), dtype=np.int16), near=np.zeros((0, C), dtype=np.int16))
+           for _ in problems]
+    cache_s, U_all, V, Rs = None, None, None, []
+    for it in items:
+        s = it.s
+        if cache_s != s:
+            U_all, V = compositions(s, a), compositions(K - s, C - a)
+            Qa, Qb = p0._pmfs(V, range(a, C), K - s + 1)
+            Rs, cache_s = [p.right(Qa, Qb, s) for p in problems], s
+        U = U_all[it.start : it.stop]  # type: ignore[index]  # set with cache_s on the first item
+        Pa, Pb = p0._pmfs(U, range(0, a), s + 1)
+        for p, R, r, kw in zip(problems, Rs, res, kws, strict=True):
+            F = p.left(Pa, Pb, s) @ R.T  # (|U|, |V|) costs
+            r.multisets += F.size
+            p._reduce(F, U, V, r, kw["threshold"], kw["top"], kw["near"], kw["two_sided"], kw["near_cap"])
+            if p.reflect:  # the reflected multisets (v, u) cost −F
+                r.multisets += F.size
+                p._reduce_reflected(F, U, V, r, kw["threshold"], kw["top"], kw["near"], kw["near_cap"])
+    for r in res:
+        r.seconds = time.perf_counter() - t0
+    return res
+
+
+def sweep_many(problems: list[SweepProblem], kws: list[dict], *, workers: int | None = None,
+               progress=None) -> list[SweepResult]:
+    """:func:`sweep` of several problems of one corner set and plan (generic matrix sweeps: same probs, E,
+    K and reflection; their h differ) in one pass on a thread pool: one result per problem, each bitwise
+    that of its own sweep. ``kws``: each problem's threshold, top, near, two_sided, near_cap."""
+    p0 = problems[0]
+    if any(type(p) is not SweepProblem or p.K != p0.K or p.E != p0.E or p.reflect != p0.reflect
+           or not np.array_equal(p.probs, p0.probs) for p in problems):
+        raise ValueError("sweep_many needs matrix sweeps of one corner set, E and reflection")
+    for p in problems[1:]:
+        p._spectra = p0.spectra()  # the same corners: one set of spectra
+    items = p0.plan()
+    total = p0.n_multisets
+    workers = workers or default_workers()
+    n_groups = max(1, min(len(items), max(workers * 8, total // GROUP_MULTISETS))) if total > 200_000 else 1
+    groups = _balance(p0, items, n_groups)
+    out = [SweepResult(violators=np.zeros((0, p0.C), dtype=np.int16), near=np.zeros((0, p0.C), dtype=np.int16))
+           for _ in problems]
+    with single_threaded_blas(), ThreadPoolExecutor(workers) as pool:
+        for parts in pool.map(lambda g: run_many(problems, g, kws), groups):
+            for o, part, kw in zip(out, parts, kws, strict=True):
+                o.merge(part, kw["top"], kw["near_cap"])
+            if progress:
+                progress(out[0].multisets, total, max(o.max_cost for o in out))
+    return out
 
 
 def default_workers() -> int:
@@ -332,7 +384,7 @@ def sweep(
     if executor is not None:
         parts = executor(problem, groups, kwargs)
     elif workers == 1 or len(groups) == 1:
-        parts = (problem.run(g, **kwargs) for g in groups)
+        parts = _sequential(problem, groups, kwargs, pin=workers == 1)
     else:
         parts = _pooled(problem, groups, kwargs, workers)
     for part in parts:
@@ -341,6 +393,15 @@ def sweep(
             progress(out.multisets, total, out.max_cost)
     out.seconds = time.perf_counter() - t0
     return out
+
+
+def _sequential(problem: SweepProblem, groups, kwargs, pin: bool):
+    """Partial results of ``groups`` one after the other; with ``pin`` (one worker asked for) BLAS keeps to one
+    thread too: its idle threads otherwise spin on every small product (4 CPU-s instead of 0.3 for the
+    reduced sweep at K = 101 on 2 cores)."""
+    with single_threaded_blas() if pin else contextlib.nullcontext():
+        for g in groups:
+            yield problem.run(g, **kwargs)
 
 
 def _pooled(problem: SweepProblem, groups, kwargs, workers: int):

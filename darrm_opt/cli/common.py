@@ -32,19 +32,31 @@ def handle_errors():
 
 
 class ProgressReporter:
-    """Receives optimiser events; shows a progress bar on stderr for sweeps of ≥ 10⁶ multisets."""
+    """Receives optimiser events and shows progress on stderr: on a terminal, a line per phase (pulsing, with
+    its elapsed time and latest event) and a bar per sweep of ≥ 10⁶ multisets; in logs and pipes, plain
+    lines: one when a phase starts, one per finished sweep, one per round of the privacy profile."""
 
     def __init__(self, quiet: bool) -> None:
         self.quiet = quiet
         self._progress: Progress | None = None
         self._task: TaskID | None = None
+        self._phase_task: TaskID | None = None
         self._phase: str | None = None
+        self._sweeps: str | None = None
 
-    def phase(self, name: str) -> None:
-        """A new phase of a command (its sweeps' bars are labelled with it; a plain line in logs)."""
-        self._phase = name
-        if not self.quiet and not err_console.is_terminal:
-            err_console.print(f"{name} ...")
+    def phase(self, name: str, sweeps: str | None = None) -> None:
+        """A new phase of a command (a plain line in logs); its sweeps are labelled ``sweeps``, else ``name``."""
+        self._phase, self._sweeps = name, sweeps
+        if self.quiet:
+            return
+        if not err_console.is_terminal:
+            err_console.print(f"{name} ...", soft_wrap=True)
+            return
+        bar = self._bar()
+        if self._phase_task is None:
+            self._phase_task = bar.add_task(name, total=None, info="")
+        else:
+            bar.reset(self._phase_task, description=name, total=None, info="")
 
     def certify_progress(self, done: int, total: int, worst: float) -> None:
         """The ``progress`` callback of :func:`darrm_opt.certify.certificate.certify`."""
@@ -53,36 +65,46 @@ class ProgressReporter:
     def __call__(self, stage: str, **info) -> None:
         if self.quiet:
             return
-        if stage in ("sweep-progress", "certify-progress") and info.get("total", 0) >= 1_000_000:
-            label = self._phase or ("certifying" if stage == "certify-progress" else "sweeping")
-            if not err_console.is_terminal:  # logs and pipes: one plain line per finished sweep
-                if info["done"] >= info["total"]:
-                    err_console.print(f"{label}: {info['total']:,} multisets swept, worst cost {info['worst']:.10g}",
-                                      soft_wrap=True)
-                return
-            if self._progress is None:
-                self._progress = Progress(
-                    TextColumn("{task.description}"),
-                    BarColumn(),
-                    TextColumn("{task.completed:,.0f}/{task.total:,.0f} multisets"),
-                    TextColumn("worst {task.fields[worst]:.6g}"),
-                    TimeElapsedColumn(),
-                    console=err_console,
-                    transient=True,
-                )
-                self._progress.start()
-            if self._task is None:
-                self._task = self._progress.add_task(label, total=info["total"], worst=info["worst"])
-            self._progress.update(self._task, description=label, completed=info["done"],
-                                  total=info["total"], worst=info["worst"])
-            if info["done"] >= info["total"]:
-                self._progress.remove_task(self._task)
-                self._task = None
+        if stage in ("sweep-progress", "certify-progress"):
+            if info.get("total", 0) >= 1_000_000:
+                self._sweep(stage, info)
+        elif stage in ("lp", "profile"):
+            note = (f"{info['sweeps']} sweeps" if stage == "profile" else
+                    f"LP {info['iteration']}, {info['active']:,} rows")
+            if not err_console.is_terminal:
+                if stage == "profile":
+                    err_console.print(f"{self._phase or 'privacy profile'}: {note}", soft_wrap=True)
+            elif self._phase_task is not None:
+                self._bar().update(self._phase_task, info=note)
+
+    def _sweep(self, stage: str, info: dict) -> None:
+        label = self._sweeps or self._phase or ("certifying" if stage == "certify-progress" else "sweeping")
+        done, total, worst = info["done"], info["total"], info["worst"]
+        if not err_console.is_terminal:  # logs and pipes: one plain line per finished sweep
+            if done >= total:
+                err_console.print(f"{label}: {total:,} multisets swept, worst cost {worst:.10g}", soft_wrap=True)
+            return
+        bar = self._bar()
+        text = f"{done:,.0f}/{total:,.0f} multisets, worst {worst:.6g}"
+        if self._task is None:
+            self._task = bar.add_task(label, total=total, info=text)
+        bar.update(self._task, description=label, completed=done, total=total, info=text)
+        if done >= total:
+            bar.remove_task(self._task)
+            self._task = None
+
+    def _bar(self) -> Progress:
+        if self._progress is None:
+            self._progress = Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.fields[info]}"),
+                                      TimeElapsedColumn(), console=err_console, transient=True)
+            self._progress.start()
+        return self._progress
 
     def close(self) -> None:
         if self._progress is not None:
             self._progress.stop()
             self._progress = None
+        self._task = self._phase_task = None
 
 
 def write_output(text: str, out: Path | None) -> None:

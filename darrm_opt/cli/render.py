@@ -49,12 +49,20 @@ def certificate_line(cert: Certificate) -> str:
     rel = "<=" if cert.certified else "~" if unproven else ">"
     line = (
         f"certificate: {status}: max privacy cost {cert.max_privacy_cost:.12g} {rel} bound e^(mε) − 1 + 2δ = "
-        f"{cert.bound:.12g} over {cert.multisets_checked:,} corner multisets (worst multiset {cert.worst_multiset}; "
-        f"{cert.high_precision_checked} re-checked in interval arithmetic, 40 to 320 digits)"
+        f"{cert.bound:.12g} over {cert.multisets_checked:,} corner multisets{_subset_words(cert)} (worst multiset "
+        f"{cert.worst_multiset}; {cert.high_precision_checked} re-checked in interval arithmetic, 40 to 320 digits)"
     )
     if cert.corners and len(cert.worst_multiset) == len(cert.corners):
         line += "\nworst multiset: " + multiset_words(cert.worst_multiset, cert.corners)
     return line
+
+
+def _subset_words(cert: Certificate) -> str:
+    """How a sweep over part of the corners covers them all (darrm_opt.certify.monotone)."""
+    if cert.corners_swept is None:
+        return ""
+    return (f" of the {len(cert.corners_swept)} corners with p ≥ p′, which suffice for a γ non-increasing up to "
+            "the middle and symmetric")
 
 
 def render_gamma_table(params: Params, columns: dict[str, list[str]], errors: dict, cert: Certificate,

@@ -13,6 +13,8 @@ from darrm_opt.cli.common import ProgressReporter, handle_errors, write_output
 from darrm_opt.cli.options import Mode, OutputFormat, Teachers, dask_executor
 
 BASELINES = (("sub", "γ_Sub"), ("dsub", "γ_DSub"), ("const", "γ_const"), ("const_opt", "γ_const_opt"))
+#: decimals of the table view
+DECIMALS = 6
 
 
 def solve(
@@ -51,6 +53,7 @@ def solve(
             return solve_multiclass_command(K=K, classes=classes, teachers=teachers and teachers.value,
                                             target_epsilon=target_epsilon, delta=delta, prior=prior,
                                             solver=solver, fmt=fmt, out=out, baselines=baselines)
+    from darrm_opt.certify.rounded import wide_margin
     from darrm_opt.model.params import Params
     from darrm_opt.optimize.optimizer import solve as solve_gamma
     from darrm_opt.release.table_file import baseline_tables
@@ -67,11 +70,14 @@ def solve(
         executor = dask_executor(dask_scheduler)
         reporter = ProgressReporter(quiet)
         try:
-            sol = solve_gamma(params, solver=solver, mode=mode.value, progress=reporter, executor=executor)
+            wide = wide_margin(params, DECIMALS) if fmt is OutputFormat.table else None
+            reporter.phase("finding γ_opt", sweeps="sweeping")  # the sweep lines of logs as before: "sweeping: ..."
+            sol = solve_gamma(params, solver=solver, mode=mode.value, progress=reporter, executor=executor, wide=wide)
             base: dict = {}
             if baselines:
                 reporter.phase("certifying the baselines")
-                base = baseline_tables(params, executor=executor, progress=reporter.certify_progress)
+                base = baseline_tables(params, executor=executor, progress=reporter.certify_progress, wide=wide,
+                                       decimals=DECIMALS if fmt is OutputFormat.table else None)
             text = _output(params, sol, base, fmt, t0, executor, reporter, teachers)
         finally:
             reporter.close()
@@ -84,7 +90,8 @@ def _output(params, sol, base, fmt: OutputFormat, t0: float, executor, reporter,
         from darrm_opt.privacy.profile import privacy_profile
 
         reporter.phase("computing the privacy profile")
-        profile = privacy_profile(params, sol.gamma, executor=executor, progress=reporter)
+        known = (sol.certificate, sol.sweep) if sol.sweep is not None else None  # the optimiser's last sweep
+        profile = privacy_profile(params, sol.gamma, executor=executor, progress=reporter, certified=known)
         doc = _json_doc(params, sol, base, time.perf_counter() - t0)
         doc = {**doc, "privacy_profile": profile.to_dict(), **_setting_doc(params, base, teachers)}
         return json.dumps(doc, indent=2)
@@ -153,12 +160,14 @@ def _table_text(params, sol, base, seconds: float, executor, reporter) -> str:
     from darrm_opt.release.table_file import certified_decimals
 
     progress = reporter.certify_progress
-    shown, cert = certified_decimals(params, sol.gamma, 6, executor=executor, progress=progress)
+    shown, cert = certified_decimals(params, sol.gamma, DECIMALS, executor=executor, progress=progress,
+                                     source=(sol.certificate, sol.sweep))
     columns = {"γ_opt": shown}
     for k, label in BASELINES:
         if base.get(k):
-            columns[label] = certified_decimals(params, base[k].gamma, 6, unit=base[k].unit, executor=executor,
-                                                progress=progress)[0]
+            columns[label] = certified_decimals(params, base[k].gamma, DECIMALS, unit=base[k].unit,
+                                                source=(base[k].certificate, base[k].sweep),
+                                                printed=base[k].printed, executor=executor, progress=progress)[0]
         else:
             columns[label] = ["—"] * (params.K + 1)
     labels = dict(zip(["opt", *(k for k, _ in BASELINES)], columns))

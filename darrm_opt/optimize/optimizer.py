@@ -28,7 +28,8 @@ from typing import Any
 import numpy as np
 
 import solvers
-from darrm_opt.certify.certificate import Certificate, certify, certify_and_separate
+from darrm_opt.certify.certificate import Certificate, certify_and_separate
+from darrm_opt.certify.sweep import SweepResult
 from darrm_opt.errors import (
     CertificationFailed,
     InvalidParameter,
@@ -69,6 +70,9 @@ class Solution:
     lp_seconds: float
     sweep_seconds: float
     active_set: tuple[tuple[int, ...], ...] = field(default=(), repr=False)
+    #: the sweep behind ``certificate`` (its argmax multisets; with ``solve(wide=...)`` the multisets near the
+    #: bound), for work that would otherwise repeat it: the privacy profile, certifying the printed decimals
+    sweep: SweepResult | None = field(default=None, repr=False, compare=False)
 
     def to_dict(self) -> dict:
         return {
@@ -196,12 +200,14 @@ class _Run:
     executor: Any
     workers: int | None
     sweep_method: str
+    wide: float | None = None
     builder: RowBuilder = field(init=False)
     w: np.ndarray = field(init=False)
     lp_seconds: float = 0.0
     sweep_seconds: float = 0.0
     iterations: int = 0
     sweeps: int = 0
+    last_sweep: SweepResult | None = None
 
     def __post_init__(self) -> None:
         self.builder = RowBuilder(self.params)
@@ -235,8 +241,9 @@ class _Run:
         return np.clip(res.x, 0.0, 1.0)
 
     def certify(self, gamma: np.ndarray, stage: str = "certify") -> Certificate:
-        cert = certify(self.params, gamma, executor=self.executor, workers=self.workers, method=self.sweep_method,
-                       progress=self._sweep_progress(f"{stage}-progress"))
+        cert, self.last_sweep = certify_and_separate(
+            self.params, gamma, executor=self.executor, workers=self.workers, method=self.sweep_method,
+            progress=self._sweep_progress(f"{stage}-progress"), wide=self.wide)
         self.sweep_seconds += cert.seconds
         self.sweeps += 1
         return cert
@@ -247,8 +254,10 @@ class _Run:
         self.notify("sweep", iteration=self.iterations)
         cert, sw = certify_and_separate(
             self.params, mirror(g, self.params.K), threshold=self.b_sep, top=top, executor=self.executor,
-            workers=self.workers, method=self.sweep_method, progress=self._sweep_progress("sweep-progress"))
+            workers=self.workers, method=self.sweep_method, progress=self._sweep_progress("sweep-progress"),
+            wide=self.wide)
         self.sweep_seconds += sw.seconds
+        self.last_sweep = sw
         return cert, sw
 
     def _sweep_progress(self, stage: str):
@@ -378,6 +387,7 @@ def solve(
     executor=None,
     workers: int | None = None,
     sweep_method: str = "auto",
+    wide: float | None = None,
     **lazy: Any,
 ) -> Solution:
     """Compute the certified optimal γ for ``params``.
@@ -387,12 +397,13 @@ def solve(
     :func:`darrm_opt.certify.sweep.sweep`). The keyword arguments of :class:`LazyOptions` tune lazy mode:
     ``seed_multisets`` (count vectors, e.g. the active set of a nearby problem) warm-start it, and
     ``max_active`` caps the LP's rows (default: the backend's licence limit, if any) by dropping
-    non-binding rows, which leaves the LP optimum as is.
+    non-binding rows, which leaves the LP optimum as is. ``wide``: the certifying sweeps also keep the
+    multisets within ``wide`` of the bound (see :func:`darrm_opt.certify.certificate.certify_and_separate`).
     """
     if mode not in MODES:
         raise InvalidParameter("mode", f"must be one of {', '.join(MODES)}", mode)
     t0 = time.perf_counter()
-    run = _Run(params, _backend(solver), mode, progress, executor, workers, sweep_method)
+    run = _Run(params, _backend(solver), mode, progress, executor, workers, sweep_method, wide)
     cert: Certificate | None = None
     if mode == "full":
         g, active = _solve_full(run)
@@ -415,4 +426,5 @@ def solve(
         lp_seconds=run.lp_seconds,
         sweep_seconds=run.sweep_seconds,
         active_set=tuple(active),
+        sweep=run.last_sweep,
     )

@@ -48,7 +48,7 @@ import numpy as np
 from darrm_opt.certify.certificate import Certificate, certify_and_separate, is_symmetric, validate_gamma
 from darrm_opt.certify.problems import make_problem
 from darrm_opt.certify.slopes import SlopeFront, front_applies, slope_front, sweep_slopes
-from darrm_opt.certify.sweep import error_bound, signed_h, sweep
+from darrm_opt.certify.sweep import SweepResult, error_bound, signed_h, sweep
 from darrm_opt.errors import InvalidParameter
 from darrm_opt.model.corners import corners
 from darrm_opt.model.params import Params
@@ -239,15 +239,20 @@ def _certified_slope(params: Params) -> float:
 
 
 def privacy_profile(params: Params, gamma, *, workers: int | None = None, executor=None,
-                    progress=None, rounds: int = MAX_ROUNDS) -> PrivacyProfile:
+                    progress=None, rounds: int = MAX_ROUNDS,
+                    certified: tuple[Certificate, SweepResult] | None = None) -> PrivacyProfile:
     """The certified privacy profile of ``gamma`` for ``params`` (see the module docstring)."""
     return profile_and_certificate(params, gamma, workers=workers, executor=executor, progress=progress,
-                                   rounds=rounds)[0]
+                                   rounds=rounds, certified=certified)[0]
 
 
 def profile_and_certificate(params: Params, gamma, *, workers: int | None = None, executor=None,
-                            progress=None, rounds: int = MAX_ROUNDS) -> tuple[PrivacyProfile, Certificate]:
+                            progress=None, rounds: int = MAX_ROUNDS,
+                            certified: tuple[Certificate, SweepResult] | None = None,
+                            ) -> tuple[PrivacyProfile, Certificate]:
     """The profile and the certificate of ``gamma``, from one certification sweep plus the hull search.
+    ``certified``: that sweep's result if already at hand — a certificate of ``gamma`` for ``params`` and the
+    sweep behind it (``Solution.certificate``, ``Solution.sweep``), which then is not repeated.
 
     Sweeps: the certificate's own sweep at x = e^{mε} (its interval re-check makes (mε, δ) exact), x = 1,
     the steepest slope, then ``rounds`` rounds confirming hull edges (FULL_ROUNDS: until every edge is
@@ -259,8 +264,11 @@ def profile_and_certificate(params: Params, gamma, *, workers: int | None = None
     lines: dict[float, tuple[float, tuple[float, float]]] = {}  # slope -> (D̄, point)
     support: list[tuple[float, float]] = []
 
-    cert, res = certify_and_separate(params, g, workers=workers, executor=executor,
-                                     progress=_sweep_progress(progress, "certify-progress"))
+    if certified is None:
+        cert, res = certify_and_separate(params, g, workers=workers, executor=executor,
+                                         progress=_sweep_progress(progress, "certify-progress"))
+    else:
+        cert, res = certified
     eps_c = _certified_slope(params)
     x_c = math.exp(params.m * params.epsilon)
     D_c, p_c = oracle._bound(x_c, res.max_cost, res.worst, res.min_cost, res.best)
@@ -278,7 +286,7 @@ def profile_and_certificate(params: Params, gamma, *, workers: int | None = None
     support += [(math.log(x), D) for x, (D, _) in lines.items() if x > 1.0]
     vertices = envelope_vertices([(x, D) for x, (D, _) in lines.items()])
     sup = tuple(sorted(set(support)))
-    return PrivacyProfile(sup, vertices, oracle.calls + 1, time.perf_counter() - t0), cert
+    return PrivacyProfile(sup, vertices, oracle.calls + (certified is None), time.perf_counter() - t0), cert
 
 
 #: slopes e^{ε′} of the first pass: GRID values of ε′ in (0, 1.5 mε] (where the hull's vertices crowd: the

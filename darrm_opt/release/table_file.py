@@ -12,14 +12,16 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
 
-from darrm_opt.certify.certificate import Certificate, certify
+from darrm_opt.certify.certificate import Certificate, certify, certify_and_separate, certify_many
 from darrm_opt.certify.linear import best_constant, constant_certificate, constant_certified
+from darrm_opt.certify.rounded import certify_rounded
+from darrm_opt.certify.sweep import SweepResult
 from darrm_opt.errors import CertificationFailed, InvalidParameter, TableFileError
 from darrm_opt.model.baselines import gamma_const, gamma_dsub, gamma_sub
 from darrm_opt.model.params import Params, Prior
@@ -33,14 +35,20 @@ class CertifiedTable:
     shrink: float = 1.0  #: factor applied to the exact table to make its float64 values certify
     #: for a constant table: the certificate of γ ≡ 1 that certifies it (and its rounded-down prints) by linearity
     unit: Certificate | None = None
+    #: the sweep behind ``certificate`` when asked for with ``wide`` (certifies the rounded-down prints)
+    sweep: SweepResult | None = None
+    #: the certificate of the table rounded down to ``baseline_tables(decimals=...)`` decimals, if computed
+    printed: Certificate | None = None
 
 
 def certify_or_shrink(params: Params, gamma, *, name: str = "gamma", max_tries: int = 6,
-                      **kwargs) -> CertifiedTable:
+                      first: Certificate | None = None, **kwargs) -> CertifiedTable:
     """Certify ``gamma``; if it fails by a relative excess below 1e-6 (float rounding of a tight table),
-    scale it down by 1e-12, 1e-10, ... until it certifies. Raises CertificationFailed otherwise."""
+    scale it down by 1e-12, 1e-10, ... until it certifies. Raises CertificationFailed otherwise. With
+    ``wide`` (see :func:`darrm_opt.certify.certificate.certify_and_separate`) the table keeps its sweep.
+    ``first``: ``gamma``'s certificate if already computed (its sweep is then not kept)."""
     g = np.asarray(gamma, dtype=np.float64)
-    cert = certify(params, g, **kwargs)
+    cert, res = (first, None) if first is not None else certify_and_separate(params, g, **kwargs)
     factor = 1.0
     step = 1e-12
     tries = 0
@@ -50,10 +58,11 @@ def certify_or_shrink(params: Params, gamma, *, name: str = "gamma", max_tries: 
             raise CertificationFailed(f"{name} is not (mε, δ)-DP: {cert.reason}", cert)
         factor *= 1.0 - max(step, 2 * excess)
         g = np.asarray(gamma, dtype=np.float64) * factor
-        cert = certify(params, g, **kwargs)
+        cert, res = certify_and_separate(params, g, **kwargs)
         step *= 100
         tries += 1
-    return CertifiedTable(name, tuple(float(x) for x in g), cert, factor)
+    return CertifiedTable(name, tuple(float(x) for x in g), cert, factor,
+                          sweep=res if kwargs.get("wide") is not None else None)
 
 
 @dataclass(frozen=True)
@@ -86,11 +95,11 @@ def _dsub_table(params: Params, **kwargs) -> CertifiedTable | Unavailable:
     return certify_or_shrink(params, gamma_dsub(params.K, params.m), name="γ_DSub", **kwargs)
 
 
-def _constant_tables(params: Params, const: str, delta_prime: float,
+def _constant_tables(params: Params, const: str, delta_prime: float, unit: Certificate | None = None,
                      **kwargs) -> dict[str, CertifiedTable | Unavailable]:
     """γ_const (eq. 16) and γ_const_opt ≡ c* = bound / max f(γ ≡ 1), both certified by linearity from one
     sweep of γ ≡ 1 (:mod:`darrm_opt.certify.linear`); by their own sweep only where that sweep bounds nothing."""
-    unit = certify(params, np.ones(params.K + 1), **kwargs)
+    unit = certify(params, np.ones(params.K + 1), **kwargs) if unit is None else unit
     values: dict[str, Callable[[], float]] = {
         "const": lambda: float(gamma_const(params, const, delta_prime)[0]),
         "const_opt": lambda: best_constant(params, unit),
@@ -110,22 +119,52 @@ def _constant_tables(params: Params, const: str, delta_prime: float,
     return out
 
 
-def baseline_tables(params: Params, *, const: str = "simple", delta_prime: float = 0.1,
+def baseline_tables(params: Params, *, const: str = "simple", delta_prime: float = 0.1, reduce: bool = True,
+                    wide: float | None = None, decimals: int | None = None,
                     **kwargs) -> dict[str, CertifiedTable | Unavailable]:
     """Certified γ_Sub, γ_DSub, γ_const (eq. 16) and γ_const_opt (the best certified constant) for ``params``.
 
     γ_Sub needs an integer m; γ_DSub pure DP (Δ = δ = 0) and an integer m. A baseline that is undefined,
     invalid for these parameters or fails certification is an :class:`Unavailable` with the reason (never
-    an exception: a baseline must not sink the main result). Every returned table is certified.
+    an exception: a baseline must not sink the main result). Every returned table is certified; all four
+    are monotone, so with ``reduce`` their sweeps cover the corners with p ≥ p′ only
+    (:mod:`darrm_opt.certify.monotone`: the same maximum, C(K + 4, 4) multisets instead of C(K + 7, 7)).
+    ``wide``: γ_Sub and γ_DSub keep their sweeps with the multisets near the bound, from which
+    :func:`certified_decimals` certifies their printed decimals (``source``); the constants need none.
+    With ``reduce`` γ_Sub, γ_DSub, γ ≡ 1 and (``decimals``) the rounded-down γ_Sub and γ_DSub share one sweep
+    (:func:`darrm_opt.certify.certificate.certify_many`); ``CertifiedTable.printed`` holds the latter.
     """
+    kwargs["reduce"] = reduce
+    shared = _shared_certificates(params, decimals, kwargs)
     out: dict[str, CertifiedTable | Unavailable] = {}
     for name, make in (("sub", _sub_table), ("dsub", _dsub_table)):
         try:
-            out[name] = make(params, **kwargs)
+            table = make(params, wide=wide, first=shared.get(name), **kwargs)
+            if isinstance(table, CertifiedTable) and table.shrink == 1.0:
+                table = replace(table, printed=shared.get(name + "/printed"))
+            out[name] = table
         except (CertificationFailed, InvalidParameter) as exc:
             out[name] = Unavailable(name, str(exc))
-    out.update(_constant_tables(params, const, delta_prime, **kwargs))
+    out.update(_constant_tables(params, const, delta_prime, unit=shared.get("ones"), **kwargs))
     return out
+
+
+def _shared_certificates(params: Params, decimals: int | None, kwargs: dict) -> dict[str, Certificate]:
+    """Certificates of γ ≡ 1, γ_Sub and γ_DSub where defined, and with ``decimals`` their rounded-down
+    copies ("sub/printed", ...), from one shared sweep; {} where the tables are certified one by one."""
+    if not kwargs.get("reduce") or kwargs.get("executor") is not None or kwargs.get("method", "auto") != "auto":
+        return {}
+    tables = {"ones": np.ones(params.K + 1)}
+    if params.m_is_integer:
+        tables["sub"] = gamma_sub(params.K, params.m)
+        if params.pure and params.delta == 0:
+            tables["dsub"] = gamma_dsub(params.K, params.m)
+    for name in ("sub", "dsub"):
+        if decimals is not None and name in tables:
+            tables[name + "/printed"] = round_down(tables[name], decimals)
+    certs = certify_many(params, list(tables.values()), reduce=True, workers=kwargs.get("workers"),
+                         progress=kwargs.get("progress"))
+    return dict(zip(tables, certs, strict=True))
 
 
 def round_down(gamma, decimals: int) -> np.ndarray:
@@ -139,12 +178,25 @@ def round_down(gamma, decimals: int) -> np.ndarray:
 
 
 def certified_decimals(params: Params, gamma, decimals: int = 6, *, unit: Certificate | None = None,
-                       **kwargs) -> tuple[list[str], Certificate]:
+                       reduce: bool = True, source: tuple[Certificate, SweepResult | None] | None = None,
+                       printed: Certificate | None = None, **kwargs) -> tuple[list[str], Certificate]:
     """The table as printed with ``decimals`` decimals (rounded down), and the certificate *of the printed
     values*; if rounding down broke a constraint, the table is first scaled down by one unit of the last
     printed decimal (repeatedly) until the printed values certify. A constant table with the certificate
-    ``unit`` of γ ≡ 1 is certified by linearity (:mod:`darrm_opt.certify.linear`), without a sweep."""
+    ``unit`` of γ ≡ 1 is certified by linearity (:mod:`darrm_opt.certify.linear`), without a sweep; a
+    monotone one (rounding down keeps γ_Sub monotone) by the reduced sweep of ``reduce``
+    (:mod:`darrm_opt.certify.monotone`); any other from ``source``, γ's certificate and the sweep behind it
+    with its multisets near the bound (``Solution.sweep`` of ``solve(wide=wide_margin(params, decimals))``),
+    where :func:`darrm_opt.certify.rounded.certify_rounded` can decide it. ``printed``: the certificate of
+    ``round_down(gamma, decimals)`` if already computed (``CertifiedTable.printed``)."""
     g = np.asarray(gamma, dtype=np.float64)
+    if printed is not None and printed.certified:
+        return [f"{x:.{decimals}f}" for x in round_down(g, decimals)], printed
+    if source is not None and source[1] is not None:
+        shown = round_down(g, decimals)
+        cert = certify_rounded(params, g, shown, source[0], source[1])
+        if cert is not None and cert.certified:
+            return [f"{x:.{decimals}f}" for x in shown], cert
     if unit is not None and g.size and np.all(g == g[0]):
         shown = round_down(g, decimals)
         cert = constant_certificate(params, unit, float(shown[0]))
@@ -152,7 +204,7 @@ def certified_decimals(params: Params, gamma, decimals: int = 6, *, unit: Certif
             return [f"{x:.{decimals}f}" for x in shown], cert
     for _ in range(20):
         shown = round_down(g, decimals)
-        cert = certify(params, shown, **kwargs)
+        cert = certify(params, shown, reduce=reduce, **kwargs)
         if cert.certified:
             return [f"{x:.{decimals}f}" for x in shown], cert
         g = g * (1.0 - 10.0**-decimals)
