@@ -8,6 +8,10 @@ Two modes. ``full``: every row in one LP, the paper's method. ``lazy`` (default)
 over an active set, add the most violated multisets found first in a cheap pool (multisets of ≤ 3 distinct
 corners, within a memory budget) and otherwise by an exhaustive sweep, which returns many cuts at once,
 until the sweep finds none. Rows that have been slack for a while are purged so the LP stays small.
+For pure DP the LP's optimal face is degenerate (most γ(l) carry objective weights below 1e-9 of the largest),
+so lazy mode uses in-out separation there (:func:`_solve_in_out`): a core γ that meets every known row is
+moved towards each LP point, and the loop stops when its objective is within ``gap`` of the LP's value and an
+exhaustive sweep certifies it. Every solution reports ``objective_gap``, its distance to the LP bound.
 
 LP solvers meet rows only to a feasibility tolerance, so the LP is solved against a bound tightened by
 τ = 1e-8·max(bound, 1). Two rescues keep an overshooting solver safe, both by scaling γ by
