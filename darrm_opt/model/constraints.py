@@ -143,14 +143,27 @@ class CandidatePool:
         if hit.size == 0:
             return self.counts[:0], np.zeros((0, self.builder.high.size)), -math.inf
         hit = hit[np.argsort(-cost[hit], kind="stable")]
-        pick = _spread_out(self.counts[cand[hit]].astype(np.int32), limit, spread)
+        pick = spread_out(self.counts[cand[hit]].astype(np.int32), limit, spread)
         chosen = hit[pick]
         return self.counts[cand[chosen]], rows[chosen], float(cost[chosen[0]])
 
 
-def _spread_out(counts: np.ndarray, limit: int, spread: int) -> np.ndarray:
+    def near(self, g: np.ndarray, level: float, cap: int) -> tuple[np.ndarray, np.ndarray] | None:
+        """Indices and float64 rows of every pool multiset whose float32 screen at ``g`` is within the screen
+        margin of ``level`` or above (so every pool row *not* returned costs at most ``level`` at ``g``);
+        None when there are more than ``cap`` of them."""
+        screen = self.rows32 @ g.astype(np.float32)
+        idx = np.flatnonzero(screen > level - self.MARGIN * max(1.0, abs(level)))
+        if idx.size > cap:
+            return None
+        return idx, self.builder.rows(self.counts[idx])
+
+
+def spread_out(counts: np.ndarray, limit: int, spread: int) -> np.ndarray:
     """Indices of up to ``limit`` rows of ``counts`` (in order), each at L1 distance ≥ ``spread`` from the
-    earlier picks; the first row is always picked."""
+    earlier picks; the first row is always picked (none when there are no rows)."""
+    if counts.shape[0] == 0:
+        return np.zeros(0, dtype=np.intp)
     if spread <= 0:
         return np.arange(min(limit, counts.shape[0]))
     picked = [0]
