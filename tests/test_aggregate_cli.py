@@ -52,7 +52,7 @@ def ledger_row(db: Path, name: str) -> tuple[int, float, float]:
                             (name,)).fetchone()
 
 
-def test_answers_one_per_row_and_deterministic_where_gamma_is_one(table, tmp_path):
+def test_answers_one_per_row_and_deterministic_where_gamma_is_one(table, tmp_path, monkeypatch):
     gamma = json.loads(table.read_text())["gamma"]
     rng = np.random.default_rng(5)
     rows = np.vstack([rng.integers(0, 2, size=(36, 5)), np.zeros((2, 5), int), np.ones((2, 5), int)])
@@ -65,9 +65,10 @@ def test_answers_one_per_row_and_deterministic_where_gamma_is_one(table, tmp_pat
     sure = [i for i in range(40) if gamma[L[i]] == 1.0]
     assert sure, "the table keeps the majority for sure somewhere"
     assert all(answers[i] == int(L[i] >= 3) for i in sure)
-    r = cli("aggregate", "--table", str(table), "--votes", str(votes), cwd=tmp_path)
+    monkeypatch.chdir(tmp_path)  # where a default ledger file would appear
+    r = run("aggregate", "--table", str(table), "--votes", str(votes))  # the CSV view: the same app in process
     lines = r.stdout.splitlines()
-    assert r.returncode == 0 and lines[0] == "answer" and len(lines) == 41
+    assert r.exit_code == 0 and lines[0] == "answer" and len(lines) == 41
     assert not (tmp_path / "darrm.db").exists()  # no ledger asked for, none created
 
 
@@ -113,9 +114,9 @@ def test_two_processes_cannot_both_spend_the_last_budget(table, tmp_path):
     db = tmp_path / "race.db"
     base = ("aggregate", "--table", str(table), "--votes", str(votes), "--ledger-db", str(db), "--ledger", "r")
     write_votes(tmp_path / "empty.csv", [])
-    r = cli(*base[:4], str(tmp_path / "empty.csv"), *base[5:], "--epsilon-budget", "0.7", "--delta-budget", "1e-3",
-            cwd=tmp_path)
-    assert r.returncode == 0, r.stderr  # creates the ledger, pays for nothing
+    r = run(*base[:4], str(tmp_path / "empty.csv"), *base[5:], "--epsilon-budget", "0.7", "--delta-budget", "1e-3")
+    assert r.exit_code == 0, r.output  # creates the ledger (in process: the race is between the next two)
+    assert ledger_row(db, "r") == (0, 0.0, 0.0)
     env = {k: v for k, v in os.environ.items() if not k.startswith("DARRM_")}
     env["PYTHONPATH"] = str(ROOT)
     procs = [subprocess.Popen([sys.executable, "-m", "darrm_opt", *base], cwd=tmp_path, env=env,

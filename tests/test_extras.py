@@ -26,26 +26,23 @@ def core_only(*args: str, cwd: Path) -> subprocess.CompletedProcess:
                           timeout=120)
 
 
-def test_core_commands_run_without_any_extra(tmp_path):
-    r = core_only("solve", "--K", "5", "--m", "2", "--format", "json", "--out", "t.json", "-q", cwd=tmp_path)
-    assert r.returncode == 0, r.stderr
-    assert json.loads((tmp_path / "t.json").read_text())["certificate"]["certified"] is True
-    assert core_only("verify", "t.json", cwd=tmp_path).returncode == 0
-    (tmp_path / "v.csv").write_text("1,1,1,0,0\n")
-    r = core_only("aggregate", "--table", "t.json", "--votes", "v.csv", cwd=tmp_path)
-    assert r.returncode == 0 and r.stdout.splitlines()[0] == "answer", r.stderr
-    r = core_only("budget", "--per-query", "0.2,1e-5", "--queries", "10", cwd=tmp_path)
-    assert r.returncode == 0, r.stderr
-
-
 @pytest.fixture(scope="module")
 def files(tmp_path_factory) -> Path:
-    """A K = 5 table and one vote row, for the commands that read them."""
+    """A K = 5 table solved without any extra (the first core command) and one vote row."""
     d = tmp_path_factory.mktemp("extras")
     r = core_only("solve", "--K", "5", "--m", "2", "--format", "json", "--out", "t.json", "-q", cwd=d)
     assert r.returncode == 0, r.stderr
     (d / "v.csv").write_text("1,1,1,0,0\n")
     return d
+
+
+def test_core_commands_run_without_any_extra(files):
+    assert json.loads((files / "t.json").read_text())["certificate"]["certified"] is True  # solve ran core-only
+    assert core_only("verify", "t.json", cwd=files).returncode == 0
+    r = core_only("aggregate", "--table", "t.json", "--votes", "v.csv", cwd=files)
+    assert r.returncode == 0 and r.stdout.splitlines()[0] == "answer", r.stderr
+    r = core_only("budget", "--per-query", "0.2,1e-5", "--queries", "10", cwd=files)
+    assert r.returncode == 0, r.stderr
 
 
 @pytest.mark.parametrize(("args", "extra"), [

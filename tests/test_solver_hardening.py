@@ -8,6 +8,7 @@ optimality check itself is tested on a feasible but non-optimal point.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import subprocess
@@ -23,6 +24,7 @@ from solvers.base import LP, check_solution, dual_bound, row_scales
 ROOT = Path(__file__).resolve().parents[1]
 
 
+@functools.cache  # the same command gives the same table: CBC's K = 7 case is read by two tests
 def _solve(*args: str) -> dict:
     env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
     r = subprocess.run([sys.executable, "-m", "darrm_opt", "solve", *args, "--format", "json", "--no-baselines",

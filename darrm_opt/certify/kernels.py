@@ -17,19 +17,18 @@ above ``level`` as (u2, v3, v2, value) rows sorted in that order.
 
 from __future__ import annotations
 
+import importlib.util
 import os
+import threading
 
 import numpy as np
 
-try:  # numba is a dependency; the numpy twin is the reference and the fallback
-    if os.environ.get("DARRM_NO_NUMBA"):
-        raise ImportError("disabled by DARRM_NO_NUMBA")
-    import numba
-
-    HAVE_NUMBA = True
-except ImportError:  # pragma: no cover - depends on the environment
-    numba = None  # type: ignore[assignment]
-    HAVE_NUMBA = False
+# numba is a dependency; the numpy twin is the reference and the fallback. It is imported (about 0.3-1 s)
+# only when the compiled scan is first called, so commands that never reach the structured sweep (small K,
+# errors, --help) do not pay for it. HAVE_NUMBA says whether the compiled scan will be used.
+HAVE_NUMBA = not os.environ.get("DARRM_NO_NUMBA") and importlib.util.find_spec("numba") is not None
+_compiled_lock = threading.Lock()
+_scan_compiled = None
 
 
 def column_offsets(Ks: int) -> np.ndarray:
@@ -103,19 +102,43 @@ def _scan_impl(T1, T2, r0, A, Ks, E, sign, level, coff, out_idx, out_val):
     return fmax, bu2, bv3, bv2, cnt
 
 
-_scan_compiled = numba.njit(nogil=True, cache=True)(_scan_impl) if HAVE_NUMBA else None
+def numba_module():
+    """The numba module, imported on the first call (None when HAVE_NUMBA is off or it cannot be imported;
+    the latter turns HAVE_NUMBA off so that the numpy twins are used from then on)."""
+    global HAVE_NUMBA
+    if not HAVE_NUMBA:
+        return None
+    try:
+        import numba
+    except ImportError:  # pragma: no cover - a broken installation
+        HAVE_NUMBA = False
+        return None
+    return numba
+
+
+def _compiled_kernel():
+    """:func:`_scan_impl` compiled by numba on the first call (None without numba)."""
+    global _scan_compiled
+    if _scan_compiled is not None:
+        return _scan_compiled
+    with _compiled_lock:
+        numba = numba_module() if _scan_compiled is None else None
+        if numba is not None:
+            _scan_compiled = numba.njit(nogil=True, cache=True)(_scan_impl)
+    return _scan_compiled
 
 
 def scan_compiled(T1, T2, r0: int, A: int, Ks: int, E: float, sign: float, level: float):
     """The block scan in one compiled pass; same results as :func:`scan_numpy`."""
+    kernel = _compiled_kernel()
+    assert kernel is not None  # only called when numba is present
     coff = column_offsets(Ks)
     cap = 64
     while True:
         out_idx = np.empty((cap, 3), dtype=np.int64)
         out_val = np.empty(cap)
-        assert _scan_compiled is not None  # only called when numba is present
-        fmax, u2, v3, v2, cnt = _scan_compiled(T1, T2, r0, A, Ks, float(E), float(sign), float(level), coff,
-                                               out_idx, out_val)
+        fmax, u2, v3, v2, cnt = kernel(T1, T2, r0, A, Ks, float(E), float(sign), float(level), coff,
+                                       out_idx, out_val)
         if cnt <= cap:
             break
         cap = cnt  # rare (a separating sweep far from the optimum): run again with room for all
@@ -125,5 +148,5 @@ def scan_compiled(T1, T2, r0: int, A: int, Ks: int, E: float, sign: float, level
 
 def block_scan(T1, T2, r0: int, A: int, Ks: int, E: float, sign: float, level: float):
     """The compiled scan where numba is installed, else the numpy one."""
-    fn = scan_compiled if HAVE_NUMBA else scan_numpy
+    fn = scan_compiled if HAVE_NUMBA and _compiled_kernel() is not None else scan_numpy
     return fn(T1, T2, r0, A, Ks, E, sign, level)

@@ -23,9 +23,11 @@ the prefix minimum. The numpy twin keeps each block's margin front and finds par
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 
-from darrm_opt.certify.kernels import HAVE_NUMBA, column_offsets, numba
+from darrm_opt.certify.kernels import HAVE_NUMBA, column_offsets, numba_module
 
 #: the drop margin S in units of u·M (see the module docstring)
 MARGIN_ULPS = 64.0
@@ -148,25 +150,39 @@ def _front_impl(T1, T2, offsets, u3_lo, u3_hi, s, Ks, sign, S, coff, st_p, st_q,
     return cnt
 
 
-if HAVE_NUMBA:
-    _jit = numba.njit(nogil=True, cache=True)
-    _prefix_min = _jit(_prefix_min)
-    _count_le = _jit(_count_le)
-    _row_points = _jit(_row_points)
-    _front_compiled = _jit(_front_impl)
+_front_compiled = None
+_compiled_lock = threading.Lock()
+
+
+def _compiled_front():
+    """:func:`_front_impl` and its helpers compiled by numba, imported on the first call (None without it)."""
+    global _front_compiled, _prefix_min, _count_le, _row_points
+    if _front_compiled is not None:
+        return _front_compiled
+    with _compiled_lock:
+        numba = numba_module() if _front_compiled is None else None
+        if numba is not None:
+            _jit = numba.njit(nogil=True, cache=True)
+            _prefix_min = _jit(_prefix_min)
+            _count_le = _jit(_count_le)
+            _row_points = _jit(_row_points)
+            _front_compiled = _jit(_front_impl)
+    return _front_compiled
 
 
 def front_compiled(T1, T2, offsets, u3_lo, u3_hi, s, Ks, sign, S, staircase, cap=4096):
     """The compiled kernel: (rows (u3, u2, v3, v2, u1, v1), values (t, p)) of the kept points, in the
     sweep's order within each row."""
+    kernel = _compiled_front()
+    assert kernel is not None  # only called when numba is present
     offsets = np.asarray(offsets, dtype=np.int64)
     coff = column_offsets(Ks)
     st_p, st_q, st_t = staircase
     while True:
         out_i = np.empty((cap, 6), dtype=np.int64)
         out_f = np.empty((cap, 2))
-        cnt = _front_compiled(T1, T2, offsets, u3_lo, u3_hi, s, Ks, float(sign), float(S), coff, st_p, st_q,
-                              st_t, out_i, out_f)
+        cnt = kernel(T1, T2, offsets, u3_lo, u3_hi, s, Ks, float(sign), float(S), coff, st_p, st_q, st_t,
+                     out_i, out_f)
         if cnt <= cap:
             return out_i[:cnt], out_f[:cnt]
         cap = cnt  # more kept points than room (the first blocks, before the staircase fills): run again
@@ -226,5 +242,5 @@ def staircase(p: np.ndarray, t: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.
 
 def block_front(T1, T2, offsets, u3_lo, u3_hi, s, Ks, sign, S, stair, cap=4096):
     """The compiled kernel where numba is installed, else the numpy one."""
-    fn = front_compiled if HAVE_NUMBA else front_numpy
+    fn = front_compiled if HAVE_NUMBA and _compiled_front() is not None else front_numpy
     return fn(T1, T2, offsets, u3_lo, u3_hi, s, Ks, sign, S, stair, cap)

@@ -34,10 +34,10 @@ import time
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import fft as sfft
 
 from darrm_opt.certify.kernels import block_scan
 from darrm_opt.certify.sweep import SweepProblem, SweepResult, WorkItem
+from darrm_opt.lazy import sfft
 
 
 def structured_applies(probs: np.ndarray) -> bool:

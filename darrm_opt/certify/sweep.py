@@ -34,8 +34,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from scipy import fft as sfft
 
+from darrm_opt.lazy import sfft
 from darrm_opt.model.corners import compositions, n_multisets
 from darrm_opt.model.pmf import binom_table, fft_length
 

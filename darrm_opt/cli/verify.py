@@ -76,12 +76,13 @@ def _verify_multiclass(file: Path, fmt: OutputFormat) -> bool:
     """Re-certify a multi-class table file over every neighbouring histogram type and, when it stores a
     ``privacy_profile``, recompute the exact profile and check the stored one dominates it (False: not a
     multi-class file). Exit 1 when the table is not (ε, δ)-DP per answer or the stored profile is optimistic."""
-    from darrm_opt.certify.multiclass import certify_multiclass
     from darrm_opt.release.table_file import _read_json, is_multiclass, multiclass_from_dict
 
     data = _read_json(file)
     if not is_multiclass(data):
         return False
+    from darrm_opt.certify.multiclass import certify_multiclass  # scipy.stats: only for multi-class tables
+
     assert isinstance(data, dict)
     params, gamma = multiclass_from_dict(data, f"table file {str(file)!r}")
     cert = certify_multiclass(params, gamma)

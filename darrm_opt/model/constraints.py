@@ -12,8 +12,8 @@ import os
 from itertools import combinations
 
 import numpy as np
-from scipy import fft as sfft
 
+from darrm_opt.lazy import sfft
 from darrm_opt.model.corners import (
     compositions,
     corners,

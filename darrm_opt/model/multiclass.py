@@ -37,13 +37,17 @@ import hashlib
 import json
 import math
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
-from scipy import special, stats
 
 from darrm_opt.errors import InvalidParameter
+from darrm_opt.lazy import LazyModule
 from darrm_opt.model.params import finite_number
+
+# imported on first use: scipy.stats costs about 0.7 s of CPU, and binary tables never need it
+special: Any = LazyModule("scipy.special")
+stats: Any = LazyModule("scipy.stats")
 
 MC_PRIOR_KINDS = ("paper", "iid-uniform", "dirichlet")
 #: Largest number of classes accepted (the pair types grow with C; PATE's tasks use ≤ 100).

@@ -7,7 +7,8 @@ Binomial(n_c, p_c), so its pmf α is the convolution of those binomial pmfs (Lem
 from __future__ import annotations
 
 import numpy as np
-from scipy import fft as sfft
+
+from darrm_opt.lazy import sfft
 
 
 def binom_table(p: float, K: int) -> np.ndarray:
