@@ -108,6 +108,8 @@ class CandidatePool:
 
     #: float32 screen margin, relative to max(1, level)
     MARGIN = 4e-6
+    #: memory for the float64 rows kept between rounds (the same rows are near the level round after round)
+    CACHE_BYTES = 256 << 20
 
     def __init__(self, builder: RowBuilder, counts: np.ndarray, block: int = 20_000) -> None:
         self.builder = builder
@@ -121,9 +123,35 @@ class CandidatePool:
                 stop = min(b, start + block)
                 self.rows32[start:stop] = builder.rows(counts[start:stop])
 
+        self._slot = np.full(counts.shape[0], -1, dtype=np.int64)
+        self._store = np.empty((0, builder.high.size))
+        self._used = 0
+
     @property
     def size(self) -> int:
         return self.counts.shape[0]
+
+    def rows64(self, idx: np.ndarray) -> np.ndarray:
+        """The float64 rows of pool multisets ``idx``, computed once and kept (within CACHE_BYTES; a full
+        cache starts afresh). A row depends on its own counts only, so a kept row is bitwise a fresh one."""
+        idx = np.asarray(idx, dtype=np.intp)
+        miss = np.unique(idx[self._slot[idx] < 0])
+        if miss.size:
+            width = self._store.shape[1]
+            if (self._used + miss.size) * width * 8 > self.CACHE_BYTES:
+                if miss.size * width * 8 > self.CACHE_BYTES // 2:
+                    return self.builder.rows(self.counts[idx])
+                self._slot[:] = -1
+                self._used = 0
+                miss = np.unique(idx)
+            if self._used + miss.size > self._store.shape[0]:
+                grown = np.empty((max(2 * self._store.shape[0], self._used + miss.size), width))
+                grown[: self._used] = self._store[: self._used]
+                self._store = grown
+            self._store[self._used : self._used + miss.size] = self.builder.rows(self.counts[miss])
+            self._slot[miss] = np.arange(self._used, self._used + miss.size)
+            self._used += miss.size
+        return self._store[self._slot[idx]]
 
     def violated(self, g: np.ndarray, level: float, limit: int, spread: int = 0, max_checked: int | None = None):
         """Up to ``limit`` pool multisets whose float64 cost at ``g`` exceeds ``level``, most violated first:
@@ -137,7 +165,7 @@ class CandidatePool:
         cand = cand[np.argsort(-screen[cand], kind="stable")][: max_checked or 20 * limit]
         if cand.size == 0:
             return self.counts[:0], np.zeros((0, self.builder.high.size)), -math.inf
-        rows = self.builder.rows(self.counts[cand])
+        rows = self.rows64(cand)
         cost = rows @ g
         hit = np.flatnonzero(cost > level)
         if hit.size == 0:
@@ -156,7 +184,7 @@ class CandidatePool:
         idx = np.flatnonzero(screen > level - self.MARGIN * max(1.0, abs(level)))
         if idx.size > cap:
             return None
-        return idx, self.builder.rows(self.counts[idx])
+        return idx, self.rows64(idx)
 
 
 def spread_out(counts: np.ndarray, limit: int, spread: int) -> np.ndarray:
