@@ -361,8 +361,8 @@ def test_inout_agrees_with_plain_cutting_planes_and_saves_rounds():
 
 def test_pool_rows_kept_between_rounds_are_bitwise_fresh_rows(monkeypatch):
     """The pool keeps float64 rows between rounds (in-out separation asks for the same near rows each round);
-    a kept row, a row computed in another batch and a row after the cache starts afresh are all bitwise the
-    row computed on its own."""
+    a kept row, a row computed in another batch and a row after the cache starts afresh are the row computed
+    with the query's batch, up to the FFT's batch-dependent last bits."""
     from darrm_opt.model.constraints import CandidatePool, candidate_pool
 
     p = Params(41, 3, teacher_delta=0.0, delta=0.0)
@@ -371,11 +371,11 @@ def test_pool_rows_kept_between_rounds_are_bitwise_fresh_rows(monkeypatch):
     a = rng.choice(pool.size, 300, replace=False)
     b = np.concatenate([a[:100], rng.choice(pool.size, 200, replace=False)])
     first, second = pool.rows64(a), pool.rows64(b)
-    assert pool._used <= 500
+    assert pool._used == np.unique(np.concatenate([a, b])).size  # each row computed once
     for idx, got in ((a, first), (b, second)):
-        assert np.array_equal(got, pool.builder.rows(pool.counts[idx]))
-    assert np.array_equal(second[:100], first[:100])
+        np.testing.assert_allclose(got, pool.builder.rows(pool.counts[idx]), rtol=0, atol=1e-13)
+    assert np.array_equal(second[:100], first[:100])  # kept, not recomputed
     monkeypatch.setattr(CandidatePool, "CACHE_BYTES", 8 * pool.builder.high.size * 450)  # forces a restart
     c = rng.choice(pool.size, 200, replace=False)
-    assert np.array_equal(pool.rows64(c), pool.builder.rows(pool.counts[c]))
+    np.testing.assert_allclose(pool.rows64(c), pool.builder.rows(pool.counts[c]), rtol=0, atol=1e-13)
     assert pool._used == np.unique(c).size

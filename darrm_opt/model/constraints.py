@@ -133,7 +133,10 @@ class CandidatePool:
 
     def rows64(self, idx: np.ndarray) -> np.ndarray:
         """The float64 rows of pool multisets ``idx``, computed once and kept (within CACHE_BYTES; a full
-        cache starts afresh). A row depends on its own counts only, so a kept row is bitwise a fresh one."""
+        cache starts afresh). Used by in-out separation, which asks for the same near rows every round. A
+        row's last bits can depend on the batch it was computed in (the FFT product skips corners no row of
+        the batch uses), so a kept row may differ from a fresh one by ~1e-16: rows only propose cuts and
+        move the core within the pool's rows; every γ is certified by the exhaustive sweep."""
         idx = np.asarray(idx, dtype=np.intp)
         miss = np.unique(idx[self._slot[idx] < 0])
         if miss.size:
@@ -165,7 +168,7 @@ class CandidatePool:
         cand = cand[np.argsort(-screen[cand], kind="stable")][: max_checked or 20 * limit]
         if cand.size == 0:
             return self.counts[:0], np.zeros((0, self.builder.high.size)), -math.inf
-        rows = self.rows64(cand)
+        rows = self.builder.rows(self.counts[cand])
         cost = rows @ g
         hit = np.flatnonzero(cost > level)
         if hit.size == 0:
