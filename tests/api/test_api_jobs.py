@@ -196,8 +196,8 @@ def test_claim_of_a_killed_owner_is_taken_over_after_job_stale_s(request, tmp_pa
     env = {"DARRM_INLINE_MAX_MULTISETS": "0", "DARRM_JOB_STALE_S": str(stale_s)}  # every solve is a job
     a = Server(workdir, url, name=f"owner-{backend}", env=env)
     b = Server(workdir, url, name=f"survivor-{backend}", env=env)
-    body = {"K": 201, "m": 3, "teacher_delta": 0.0}  # pure DP, about 6 s of solving
-    key = Params(201, 3, teacher_delta=0.0).key()
+    body = {"K": 301, "m": 3, "teacher_delta": 0.0}  # pure DP, about 5 s of solving (K = 201 now takes 1.5 s)
+    key = Params(301, 3, teacher_delta=0.0).key()
     try:
         a.start()
         b.start()
@@ -230,7 +230,7 @@ def test_claim_of_a_killed_owner_is_taken_over_after_job_stale_s(request, tmp_pa
             job = wait_job(b, key, timeout=WAIT_S)
             table = job["table"]
             assert table["id"] == key and table["certificate"]["certified"] is True
-            assert len(table["gamma"]) == 202
+            assert len(table["gamma"]) == 302
             assert cb.get(f"/v1/tables/{key}").json() == table
         [row] = job_rows(url, key)
         assert row["status"] == "done" and owner_pid(row["owner"]) == b.proc.pid
