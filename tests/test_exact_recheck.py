@@ -315,6 +315,7 @@ def test_excess_intervals_enclose_the_brute_force_excess(params):
     rng = np.random.default_rng(7 + params.K)
     gamma = rng.random(params.K + 1)
     gamma[0] = gamma[-1] = 1.0
+    gamma[params.K // 2] = 0.0  # weight-1/2 terms on both output sides
     multisets = all_multisets(params.K, 4 if params.pure else 8)
     bound = ref_bound(params)
     for i in rng.choice(len(multisets), 6, replace=False):
@@ -384,6 +385,23 @@ def test_a_non_structural_tie_is_an_exact_tie_whatever_epsilon(eps):
     cert = certify(params, g)
     assert cert.certified, cert.reason
     assert cert.max_privacy_cost == cert.bound
+
+
+@pytest.mark.parametrize("eps", [0.1, 0.3])
+def test_ties_on_the_output_zero_side_are_proven_on_that_side(eps):
+    """γ ≡ 1, K = 3, m = 2, pure DP, both output sides: every multiset passes or is an exact tie, and some
+    multisets are ties on the output-0 side only (x₀ straddles 0 while x₁ is proven < 0), so the tie must be
+    proven for x₀'s own polynomial."""
+    params = Params(3, 2, epsilon=eps, teacher_delta=0.0, delta=0.0)
+    g = np.ones(4)
+    zero_side_ties = 0
+    for n in all_multisets(3, 4):
+        assert decide(params, g, n, True).verdict in ("pass", "tie"), n
+        x1, x0 = (_ends(x) for x in excess_intervals(params, g, n, 320))
+        if x1[1] < 0 <= x0[1] and x0[0] <= 0:
+            zero_side_ties += 1
+            assert excess_polynomial(params, g, n, -1) == [] and excess_polynomial(params, g, n, 1) != []
+    assert zero_side_ties > 0
 
 
 def test_a_violation_below_320_digits_that_is_no_tie_is_refused():
