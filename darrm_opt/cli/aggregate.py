@@ -12,6 +12,25 @@ from darrm_opt.cli.common import err_console, handle_errors, write_output
 from darrm_opt.cli.options import TabularFormat
 
 
+def _csv_rows(path: Path, K: int, what: str):
+    """(line number, K stripped cells) for each non-blank line of a votes CSV; an unreadable file or a line
+    without K cells is an error naming the file or the line."""
+    from darrm_opt.errors import InvalidParameter, TableFileError
+
+    try:
+        lines = path.read_text().splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise TableFileError(f"cannot read votes file {str(path)!r}: {getattr(exc, 'strerror', None) or exc}") from None
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        cells = [c.strip() for c in line.split(",")]
+        if len(cells) != K:
+            raise InvalidParameter("votes", f"row {number} has {len(cells)} {what}; every row needs K = {K} "
+                                   f"(the table's K)")
+        yield number, cells
+
+
 def read_votes(path: Path, K: int):
     """The vote rows of a CSV file as a (rows, K) uint8 array: K comma-separated 0/1 values per line.
 
@@ -19,20 +38,10 @@ def read_votes(path: Path, K: int):
     names its line number."""
     import numpy as np
 
-    from darrm_opt.errors import InvalidParameter, TableFileError
+    from darrm_opt.errors import InvalidParameter
 
-    try:
-        lines = path.read_text().splitlines()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise TableFileError(f"cannot read votes file {str(path)!r}: {getattr(exc, 'strerror', None) or exc}") from None
-    rows: list[list[int]] = []
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        cells = [c.strip() for c in line.split(",")]
-        if len(cells) != K:
-            raise InvalidParameter("votes", f"row {number} has {len(cells)} values; every row needs K = {K} "
-                                   f"(the table's K)")
+    rows: list[list[bool]] = []
+    for number, cells in _csv_rows(path, K, "values"):
         bad = next((c for c in cells if c not in ("0", "1")), None)
         if bad is not None:
             raise InvalidParameter("votes", f"row {number}: every vote must be 0 or 1", bad)
@@ -45,20 +54,10 @@ def read_labels(path: Path, K: int, C: int):
     per line. Blank lines are skipped; any other bad line is an error naming its line number and the rule."""
     import numpy as np
 
-    from darrm_opt.errors import InvalidParameter, TableFileError
+    from darrm_opt.errors import InvalidParameter
 
-    try:
-        lines = path.read_text().splitlines()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise TableFileError(f"cannot read votes file {str(path)!r}: {getattr(exc, 'strerror', None) or exc}") from None
     rows: list[list[int]] = []
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        cells = [c.strip() for c in line.split(",")]
-        if len(cells) != K:
-            raise InvalidParameter("votes", f"row {number} has {len(cells)} labels; every row needs K = {K} "
-                                   f"(the table's K)")
+    for number, cells in _csv_rows(path, K, "labels"):
         for c in cells:
             if not (c.isascii() and c.isdigit()) or int(c) >= C:
                 raise InvalidParameter("votes", f"row {number}: every vote must be a class label, an integer in "
