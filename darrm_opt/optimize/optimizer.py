@@ -414,6 +414,19 @@ def _finish_core(run: _Run, opts: LazyOptions, act: ActiveSet, core: _Core):
     return None, _Core(scaled, float(run.w @ scaled))
 
 
+def _lp_round(run: _Run, opts: LazyOptions, act: ActiveSet, g: np.ndarray) -> np.ndarray:
+    """One cutting-plane round's LP point: the LP over the active rows (``g`` while there are none), the
+    round counted against ``max_iterations``, slack rows purged past ``purge_at``."""
+    if act.size:
+        g = run.lp(act.session.solve)
+    run.iterations += 1
+    if run.iterations > opts.max_iterations:
+        raise SolverFailed(f"cutting planes did not converge in {opts.max_iterations} iterations")
+    if act.size > opts.purge_at:
+        act.purge(g, run.bound * (1.0 - opts.purge_gap), keep=opts.purge_at // 2)
+    return g
+
+
 def _solve_in_out(run: _Run, opts: LazyOptions, act: ActiveSet, pool: CandidatePool):
     """Cutting planes with in-out separation (Ben-Ameur & Neto): besides the LP point (an upper bound on the
     objective, infeasible until the end) keep a core point that meets every pool and LP row, moved each round
@@ -424,13 +437,7 @@ def _solve_in_out(run: _Run, opts: LazyOptions, act: ActiveSet, pool: CandidateP
     core = _Core(np.zeros(run.w.size), 0.0)  # γ ≡ 0 meets every row (f = 0)
     g = np.ones(run.w.size)
     while True:
-        if act.size:
-            g = run.lp(act.session.solve)
-        run.iterations += 1
-        if run.iterations > opts.max_iterations:
-            raise SolverFailed(f"cutting planes did not converge in {opts.max_iterations} iterations")
-        if act.size > opts.purge_at:
-            act.purge(g, run.bound * (1.0 - opts.purge_gap), keep=opts.purge_at // 2)
+        g = _lp_round(run, opts, act, g)
         upper = float(run.w @ g)
         core, cuts = _line_search(run, pool, act, core, g, opts.inout_rows)
         run.notify("lp", iteration=run.iterations, active=act.size, objective=upper,
@@ -466,13 +473,7 @@ def _solve_lazy(run: _Run, opts: LazyOptions) -> tuple[np.ndarray, list, Certifi
     within_gap = run.b_sep * (1.0 + opts.gap)
     g = np.ones(params.n_free)
     while True:
-        if act.size:
-            g = run.lp(act.session.solve)
-        run.iterations += 1
-        if run.iterations > opts.max_iterations:
-            raise SolverFailed(f"cutting planes did not converge in {opts.max_iterations} iterations")
-        if act.size > opts.purge_at:
-            act.purge(g, run.bound * (1.0 - opts.purge_gap), keep=opts.purge_at // 2)
+        g = _lp_round(run, opts, act, g)
         worst, counts, rows = -math.inf, None, None
         if pool is not None:
             counts, rows, worst = pool.violated(g, run.b_sep, opts.batch, spread=opts.spread(params.K))
