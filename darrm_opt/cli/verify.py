@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Optional
 
@@ -26,98 +27,83 @@ def verify(
 ) -> None:
     """Recompute the privacy certificate of any γ table; exit 1 if it violates the bound, or if the file's
     ``privacy_profile`` (when present) is optimistic against the recomputed one."""
-    from darrm_opt.certify.certificate import certify
-    from darrm_opt.cli.render import certificate_line
+    from darrm_opt.model.neighbours import PateParams
     from darrm_opt.model.params import Params
     from darrm_opt.release.table_file import load_any_table, stored_profile
 
     with handle_errors():
-        if _verify_multiclass(file, fmt):
-            return
         params, gamma = load_any_table(file)
         stored = stored_profile(file)
-        if not isinstance(params, Params):
-            return _verify_pate(params, gamma, stored, fmt)
-        reporter = ProgressReporter(quiet)
-        executor = dask_executor(dask_scheduler)
-        try:
-            if stored is None:
-                cert = certify(params, gamma, executor=executor,
-                               progress=lambda d, t, w: reporter("certify-progress", done=d, total=t, worst=w))
-                profile_ok = None
-            else:
-                cert, profile_ok = _check_profile(params, gamma, stored, executor, reporter)
-        finally:
-            reporter.close()
-        doc = {**params.canonical(), "certificate": cert.to_dict()}
-        if profile_ok is not None:
-            doc["privacy_profile_valid"] = profile_ok
-        if fmt is OutputFormat.json:
-            write_output(json.dumps(doc, indent=2), None)
+        if isinstance(params, PateParams):
+            _verify_pate(params, gamma, stored, fmt)
+        elif isinstance(params, Params):
+            _verify_shared(params, gamma, stored, fmt, quiet, dask_scheduler)
         else:
-            write_output(certificate_line(cert), None)
-        if profile_ok is False:
-            err_console.print("[bold red]violation:[/] the stored privacy_profile is optimistic: it is below the "
-                              "recomputed profile of this γ")
-            raise typer.Exit(1)
-        if not cert.certified:
-            note = tight_note(params, gamma, cert)
-            if note:
-                err_console.print(f"[bold red]not certified:[/] {note}", soft_wrap=True)
-            else:
-                err_console.print(
-                    f"[bold red]violation:[/] multiset {cert.worst_multiset} of corners {cert.corners} "
-                    f"has privacy cost {cert.max_privacy_cost:.12g} > bound {cert.bound:.12g}"
-                )
-            raise typer.Exit(1)
+            _verify_multiclass(params, gamma, stored, fmt)
 
 
-def _verify_multiclass(file: Path, fmt: OutputFormat) -> bool:
-    """Re-certify a multi-class table file over every neighbouring histogram type and, when it stores a
-    ``privacy_profile``, recompute the exact profile and check the stored one dominates it (False: not a
-    multi-class file). Exit 1 when the table is not (ε, δ)-DP per answer or the stored profile is optimistic."""
-    from darrm_opt.release.table_file import _read_json, is_multiclass, multiclass_from_dict
-
-    data = _read_json(file)
-    if not is_multiclass(data):
-        return False
-    from darrm_opt.certify.multiclass import certify_multiclass  # scipy.stats: only for multi-class tables
-
-    assert isinstance(data, dict)
-    params, gamma = multiclass_from_dict(data, f"table file {str(file)!r}")
-    cert = certify_multiclass(params, gamma)
+def _report(params, cert, profile_ok: bool | None, fmt: OutputFormat, line: str,  # noqa: ANN001
+            failure: Callable[[], str]) -> None:
+    """What every kind of table's verification prints: the certificate (JSON, or ``line``) with the stored
+    profile's verdict; exit 1 when the stored profile is optimistic or the table is not certified
+    (``failure()`` on stderr, computed only then)."""
     doc = {**params.canonical(), "certificate": cert.to_dict()}
-    profile_ok = _multiclass_profile_ok(params, gamma, data.get("privacy_profile"))
     if profile_ok is not None:
         doc["privacy_profile_valid"] = profile_ok
-    if fmt is OutputFormat.json:
-        write_output(json.dumps(doc, indent=2), None)
-    else:
-        head = f"multi-class table, K={params.K}, C={params.C}, per-answer (ε, δ) = ({params.epsilon:g}, " \
-               f"{params.delta:g})"
-        write_output(f"CERTIFIED: {head}; max divergence {cert.max_hockey_stick:.12g} <= δ over "
-                     f"{cert.types_checked} ordered histogram types ({cert.exact_checked} re-checked exactly)"
-                     if cert.certified else f"NOT CERTIFIED: {head}: {cert.reason}", None)
+    write_output(json.dumps(doc, indent=2) if fmt is OutputFormat.json else line, None)
     if profile_ok is False:
         err_console.print("[bold red]violation:[/] the stored privacy_profile is optimistic: it is below the "
-                          "recomputed exact profile of this γ")
+                          "recomputed profile of this γ")
         raise typer.Exit(1)
     if not cert.certified:
-        err_console.print(f"[bold red]violation:[/] {cert.reason} (max divergence {cert.max_hockey_stick:.12g} > "
-                          f"δ = {params.delta:.12g})", soft_wrap=True)
+        err_console.print(failure(), soft_wrap=True)
         raise typer.Exit(1)
-    return True
 
 
-def _multiclass_profile_ok(params, gamma, stored) -> bool | None:  # noqa: ANN001
-    """None without a stored profile; else whether it is valid: its envelope dominates the recomputed exact
-    profile's (less its margin) and every support statement holds exactly (no tolerance)."""
+def _verify_shared(params, gamma, stored, fmt: OutputFormat, quiet: bool,  # noqa: ANN001
+                   dask_scheduler: str | None) -> None:
+    """``verify`` of a shared-data table: the exhaustive sweep, and the stored profile (if any) against the
+    recomputed one with every hull edge confirmed."""
+    from darrm_opt.certify.certificate import certify
+    from darrm_opt.cli.render import certificate_line
+
+    reporter = ProgressReporter(quiet)
+    executor = dask_executor(dask_scheduler)
+    try:
+        if stored is None:
+            cert = certify(params, gamma, executor=executor,
+                           progress=lambda d, t, w: reporter("certify-progress", done=d, total=t, worst=w))
+            profile_ok = None
+        else:
+            cert, profile_ok = _check_profile(params, gamma, stored, executor, reporter)
+    finally:
+        reporter.close()
+
+    def failure() -> str:
+        note = tight_note(params, gamma, cert)
+        return (f"[bold red]not certified:[/] {note}" if note else
+                f"[bold red]violation:[/] multiset {cert.worst_multiset} of corners {cert.corners} "
+                f"has privacy cost {cert.max_privacy_cost:.12g} > bound {cert.bound:.12g}")
+
+    _report(params, cert, profile_ok, fmt, certificate_line(cert), failure)
+
+
+def _verify_multiclass(params, gamma, stored, fmt: OutputFormat) -> None:  # noqa: ANN001
+    """``verify`` of a multi-class table: every neighbouring histogram type, and the stored profile (if any)
+    against the recomputed exact one (its envelope less the margin, its statements exactly)."""
+    from darrm_opt.certify.multiclass import certify_multiclass  # scipy.stats: only for multi-class tables
     from darrm_opt.privacy.pair_profile import multiclass_profile_holds
-    from darrm_opt.privacy.profile import PrivacyProfile
 
-    if stored is None:
-        return None
-    return multiclass_profile_holds(params, gamma, PrivacyProfile.from_dict(stored))
+    cert = certify_multiclass(params, gamma)
+    profile_ok = None if stored is None else multiclass_profile_holds(params, gamma, stored)
+    head = f"multi-class table, K={params.K}, C={params.C}, per-answer (ε, δ) = ({params.epsilon:g}, " \
+           f"{params.delta:g})"
+    line = (f"CERTIFIED: {head}; max divergence {cert.max_hockey_stick:.12g} <= δ over "
+            f"{cert.types_checked} ordered histogram types ({cert.exact_checked} re-checked exactly)"
+            if cert.certified else f"NOT CERTIFIED: {head}: {cert.reason}")
+    _report(params, cert, profile_ok, fmt, line,
+            lambda: f"[bold red]violation:[/] {cert.reason} (max divergence {cert.max_hockey_stick:.12g} > "
+                    f"δ = {params.delta:.12g})")
 
 
 SHRINK = 1e-12
@@ -162,31 +148,17 @@ def _check_profile(params, gamma, stored, executor, reporter):
     return cert, stored.dominates(profile, tol=MARGIN)
 
 
-def _verify_pate(params, gamma, stored, fmt: OutputFormat) -> None:
-    """``verify`` of a PATE-setting table: every (l, l ± 1, output) row (and the stored profile, if any,
-    against the recomputed one); exit 1 on a violation, as for shared-data tables."""
+def _verify_pate(params, gamma, stored, fmt: OutputFormat) -> None:  # noqa: ANN001
+    """``verify`` of a PATE-setting table: every (l, l ± 1, output) row, and the stored profile (if any)
+    against the recomputed exact one; exit 1 on a violation, as for shared-data tables."""
     from darrm_opt.certify.pairs import certify_pairs
     from darrm_opt.privacy.pair_profile import pate_profile_holds
 
     cert = certify_pairs(params, gamma)
     profile_ok = None if stored is None else pate_profile_holds(params, gamma, stored)
-    doc = {**params.canonical(), "certificate": cert.to_dict()}
-    if profile_ok is not None:
-        doc["privacy_profile_valid"] = profile_ok
-    if fmt is OutputFormat.json:
-        write_output(json.dumps(doc, indent=2), None)
-    else:
-        verdict = "CERTIFIED" if cert.certified else "NOT CERTIFIED"
-        write_output(f"certificate: {verdict}: max privacy cost {cert.max_privacy_cost:.12g} vs bound "
-                     f"{cert.bound:.12g} over all {cert.pairs_checked} (l, l ± 1, output) rows of the PATE setting "
-                     f"({cert.high_precision_checked} re-checked in interval arithmetic, 40 to 320 digits)"
-                     + ("" if profile_ok is None
-                        else f"; stored privacy profile {'valid' if profile_ok else 'OPTIMISTIC'}")
-                     + "\n", None)
-    if profile_ok is False:
-        err_console.print("[bold red]violation:[/] the stored privacy_profile is optimistic: it is below the "
-                          "recomputed profile of this γ")
-        raise typer.Exit(1)
-    if not cert.certified:
-        err_console.print(f"[bold red]violation:[/] {cert.reason}", soft_wrap=True)
-        raise typer.Exit(1)
+    verdict = "CERTIFIED" if cert.certified else "NOT CERTIFIED"
+    line = (f"certificate: {verdict}: max privacy cost {cert.max_privacy_cost:.12g} vs bound {cert.bound:.12g} "
+            f"over all {cert.pairs_checked} (l, l ± 1, output) rows of the PATE setting "
+            f"({cert.high_precision_checked} re-checked in interval arithmetic, 40 to 320 digits)"
+            + ("" if profile_ok is None else f"; stored privacy profile {'valid' if profile_ok else 'OPTIMISTIC'}"))
+    _report(params, cert, profile_ok, fmt, line, lambda: f"[bold red]violation:[/] {cert.reason}")
