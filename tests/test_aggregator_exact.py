@@ -18,6 +18,7 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
+from scripted_bytes import Script
 
 from darrm_opt.errors import InvalidParameter
 from darrm_opt.release.aggregator import SMALL, Aggregator, SystemRandom, _exact_bernoulli
@@ -37,17 +38,6 @@ def threshold(g: float) -> int:
     return math.floor(Fraction(g) * TWO64)
 
 
-class Script:
-    """A random-bytes source that hands out fixed chunks and checks the requested sizes."""
-
-    def __init__(self, chunks: list[bytes]) -> None:
-        self.chunks = list(chunks)
-
-    def __call__(self, n: int) -> bytes:
-        assert self.chunks, "more random bytes requested than scripted"
-        chunk = self.chunks.pop(0)
-        assert len(chunk) == n
-        return chunk
 
 
 def run(agg: Aggregator, votes, us, fair, extra=()) -> np.ndarray:

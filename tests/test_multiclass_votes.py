@@ -22,6 +22,7 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
+from scripted_bytes import Script
 from typer.testing import CliRunner
 
 from darrm_opt.cli import app
@@ -51,17 +52,6 @@ def u64(values) -> bytes:
     return b"".join(int(v).to_bytes(8, sys.byteorder) for v in values)  # numpy reads native uint64
 
 
-class Script:
-    """Hands out fixed chunks and checks the sizes requested."""
-
-    def __init__(self, chunks: list[bytes]) -> None:
-        self.chunks = list(chunks)
-
-    def __call__(self, n: int) -> bytes:
-        assert self.chunks, "more random bytes requested than scripted"
-        chunk = self.chunks.pop(0)
-        assert len(chunk) == n, (len(chunk), n)
-        return chunk
 
 
 def scenarios():
