@@ -19,6 +19,7 @@ from functools import cache
 import mpmath
 import numpy as np
 import pytest
+from plain_mp import exact_cost_mp, exact_excess_mp
 
 from darrm_opt.certify.certificate import certify
 from darrm_opt.certify.exact import (
@@ -27,8 +28,6 @@ from darrm_opt.certify.exact import (
     Decision,
     decide,
     exact_bound_mp,
-    exact_cost_mp,
-    exact_excess_mp,
     excess_intervals,
     recheck,
 )

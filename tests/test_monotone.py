@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from plain_mp import exact_cost_mp
 
 from darrm_opt.certify.certificate import certify
-from darrm_opt.certify.exact import exact_cost_mp
 from darrm_opt.certify.monotone import lift, monotone_applies, reduced_problem, upper_corner_ids
 from darrm_opt.certify.problems import make_problem
 from darrm_opt.certify.sweep import error_bound, signed_h, sweep

@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from plain_mp import exact_cost_mp
 
 import darrm_opt.certify.certificate as certificate_module
 from darrm_opt.certify.certificate import certify, certify_and_separate
-from darrm_opt.certify.exact import exact_cost_mp
 from darrm_opt.certify.rounded import certify_rounded, wide_margin
 from darrm_opt.certify.sweep import error_bound, signed_h
 from darrm_opt.model.baselines import gamma_sub

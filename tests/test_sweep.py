@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from plain_mp import exact_cost_mp
 
 from darrm_opt.certify.certificate import certify
-from darrm_opt.certify.exact import exact_cost_mp
 from darrm_opt.certify.sweep import SweepProblem, error_bound, signed_h, sweep
 from darrm_opt.model.corners import compositions, corners, n_multisets
 from darrm_opt.model.params import Params

@@ -32,7 +32,6 @@ from mpmath import iv
 
 from darrm_opt.certify.sweep import signed_h
 from darrm_opt.certify.ties import is_exact_tie
-from darrm_opt.model.corners import corners_mp
 from darrm_opt.model.params import Params
 
 #: Decimal digits of the exact re-check (the first rung of the interval ladder).
@@ -55,61 +54,6 @@ class Recheck:
 def exact_bound_mp(params: Params) -> mpmath.mpf:
     with mpmath.workdps(MP_DIGITS):
         return mpmath.expm1(mpmath.mpf(params.m) * mpmath.mpf(params.epsilon)) + 2 * mpmath.mpf(params.delta)
-
-
-def _pmfs_mp(params: Params, counts) -> tuple[list, list, mpmath.mpf]:
-    """α and α′ (pmfs of L under p and p′) of one multiset by direct convolution of Bernoulli pmfs, and
-    e^{mε}; call inside ``mpmath.workdps``. A corner with p = 0 or 1 contributes exact zeros."""
-    cs = corners_mp(params)
-    E = mpmath.exp(mpmath.mpf(params.m) * mpmath.mpf(params.epsilon))
-    a = [mpmath.mpf(1)]
-    b = [mpmath.mpf(1)]
-    for n, (p, q) in zip(counts, cs):
-        for _ in range(int(n)):
-            a = _conv_bern(a, p)
-            b = _conv_bern(b, q)
-    return a, b, E
-
-
-def exact_cost_mp(params: Params, gamma: np.ndarray, counts) -> mpmath.mpf:
-    """f for one multiset in MP_DIGITS-digit arithmetic: Σ_l h_l (α_l − e^{mε} α′_l) (Lemma 3.4) by direct
-    convolution of binomial pmfs."""
-    K = params.K
-    with mpmath.workdps(MP_DIGITS):
-        a, b, E = _pmfs_mp(params, counts)
-        h = signed_h(gamma)
-        total = mpmath.mpf(0)
-        for l in range(K + 1):
-            if h[l] != 0:
-                total += mpmath.mpf(float(h[l])) * (a[l] - E * b[l])
-        return total
-
-
-def exact_excess_mp(params: Params, gamma: np.ndarray, counts) -> tuple[mpmath.mpf, mpmath.mpf]:
-    """(x₁, x₀) with x_o = Pr[out = o | p] − e^{mε} Pr[out = o | p′] − δ, in MP_DIGITS-digit arithmetic.
-
-    Pr[out = 1 | L = l] = (1 + h_l)/2 (Alg. 1), so f = 2 x₁ + (e^{mε} − 1 + 2δ) and −f = 2 x₀ + (e^{mε} − 1 + 2δ)
-    (Lemma 3.4): f ≤ bound iff x₁ ≤ 0. In this form the e^{mε} − 1 of f and of the bound cancel exactly, so a
-    multiset that is tight for structural reasons (γ(l) = 1 next to outcomes of probability 0, e.g. γ ≡ 1
-    in pure DP) gives an exact 0 instead of rounding noise of either sign.
-    """
-    with mpmath.workdps(MP_DIGITS):
-        a, b, E = _pmfs_mp(params, counts)
-        h = signed_h(gamma)
-        w1 = [(1 + mpmath.mpf(float(x))) / 2 for x in h]
-        w0 = [(1 - mpmath.mpf(float(x))) / 2 for x in h]
-        delta = mpmath.mpf(params.delta)
-        x1 = mpmath.fsum(w * x for w, x in zip(w1, a)) - E * mpmath.fsum(w * x for w, x in zip(w1, b)) - delta
-        x0 = mpmath.fsum(w * x for w, x in zip(w0, a)) - E * mpmath.fsum(w * x for w, x in zip(w0, b)) - delta
-        return x1, x0
-
-
-def _conv_bern(v, p):
-    q = 1 - p
-    out = [q * x for x in v] + [mpmath.mpf(0)]
-    for i, x in enumerate(v):
-        out[i + 1] += p * x
-    return out
 
 
 _RANK = {"pass": 0, "tie": 0, "undecided": 1, "fail": 2}
@@ -189,7 +133,7 @@ def _add_teachers(v: list, p, n: int) -> list:
 
 def excess_intervals(params: Params, gamma: np.ndarray, counts, dps: int) -> tuple:
     """Intervals that provably contain (x₁, x₀), x_o = Pr[out = o | p] − e^{mε} Pr[out = o | p′] − δ
-    (:func:`exact_excess_mp`), with Pr[out = 1 | p] = Σ_l (1 + h_l)/2 · α_l(n), α the pmf of L under the
+    (Lemma 3.4 in the form f = 2x₁ + bound), with Pr[out = 1 | p] = Σ_l (1 + h_l)/2 · α_l(n), α the pmf of L under the
     multiset's p's (direct convolution), in ``dps``-digit outward-rounded interval arithmetic."""
     h = signed_h(gamma)
     with _iv_dps(dps):
