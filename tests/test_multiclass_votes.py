@@ -29,7 +29,7 @@ from darrm_opt.cli import app
 from darrm_opt.errors import InvalidParameter, TableFileError
 from darrm_opt.model.multiclass import MulticlassParams, output_distribution, top_structure
 from darrm_opt.release.aggregator import Aggregator, MulticlassAggregator
-from darrm_opt.release.table_file import load_any_table, load_multiclass_table, load_table, multiclass_document
+from darrm_opt.release.table_file import load_any_table, load_multiclass_table, load_table
 
 TWO64 = 1 << 64
 K, C = 7, 4
@@ -227,7 +227,9 @@ def test_table_files_load_and_save(table_file, tmp_path):
         load_table(table_file)
     from darrm_opt.certify.multiclass import certify_multiclass
 
-    doc = multiclass_document(params, gamma, certify_multiclass(params, gamma))
+    cert = certify_multiclass(params, gamma)
+    assert cert.certified
+    doc = {**params.canonical(), "gamma": gamma.tolist(), "certificate": cert.to_dict()}
     (tmp_path / "copy.json").write_text(json.dumps(doc))
     again, g2 = load_multiclass_table(tmp_path / "copy.json")
     assert again == params and g2.tolist() == gamma.tolist() and again.key() == params.key()

@@ -371,10 +371,3 @@ def load_multiclass_table(path: str | Path):
         raise TableFileError(f"table file {str(path)!r} is not a multi-class table (it has no 'classes')")
     assert isinstance(data, dict)
     return multiclass_from_dict(data, f"table file {str(path)!r}")
-
-
-def multiclass_document(params, gamma, certificate) -> dict:
-    """The JSON document of a certified multi-class table (what :func:`load_multiclass_table` reads)."""
-    if not certificate.certified:
-        raise CertificationFailed("only a certified multi-class table is written", certificate)
-    return {**params.canonical(), "gamma": [float(x) for x in gamma], "certificate": certificate.to_dict()}
