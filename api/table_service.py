@@ -221,27 +221,30 @@ def _jsonable(info: dict) -> dict:
     return out
 
 
-def _binary_columns(sol: Solution, teachers: str = "shared") -> dict[str, Any]:
-    """The ``gamma_tables`` columns of a solved binary shared-data table (never an uncertified one)."""
-    if not sol.certificate.certified:  # solve() raises first; never store an uncertified table
+def _columns(sol: Any, teachers: str, m: float, teacher_delta: float, classes: int | None = None) -> dict[str, Any]:
+    """The ``gamma_tables`` columns of a solved table (never an uncertified one; the solvers raise first).
+    PATE-setting and multi-class rows store m = 1 and teacher_delta = 0, ``epsilon`` their per-answer ε
+    (migrations 0005, 0006), and multi-class rows their number of classes."""
+    if not sol.certificate.certified:
         raise TableNotServable("refusing to store an uncertified table")
     p = sol.params
-    return {"K": p.K, "m": p.m, "epsilon": p.epsilon, "teacher_delta": p.teacher_delta, "delta": p.delta,
-            "prior": p.prior.spec, "teachers": teachers, "solver": sol.solver, "gamma": json.dumps(list(sol.gamma)),
-            "certificate": json.dumps(sol.certificate.to_dict()), "expected_error": float(sol.expected_error),
-            "solve_seconds": float(sol.seconds)}
+    columns = {"K": p.K, "m": m, "epsilon": p.epsilon, "teacher_delta": teacher_delta, "delta": p.delta,
+               "prior": p.prior.spec, "teachers": teachers, "solver": sol.solver,
+               "gamma": json.dumps(list(sol.gamma)), "certificate": json.dumps(sol.certificate.to_dict()),
+               "expected_error": float(sol.expected_error), "solve_seconds": float(sol.seconds)}
+    if classes is not None:
+        columns["classes"] = classes
+    return columns
+
+
+def _binary_columns(sol: Solution, teachers: str = "shared") -> dict[str, Any]:
+    """The columns of a solved binary shared-data table."""
+    return _columns(sol, teachers, sol.params.m, sol.params.teacher_delta)
 
 
 def _pate_columns(sol: Any) -> dict[str, Any]:
-    """The ``gamma_tables`` columns of a solved binary PATE-setting table (m = 1, teacher_delta = 0, epsilon
-    its per-answer ε: migration 0006); never an uncertified one."""
-    if not sol.certificate.certified:  # solve_pate() raises first
-        raise TableNotServable("refusing to store an uncertified table")
-    p = sol.params
-    return {"K": p.K, "m": 1.0, "epsilon": p.epsilon, "teacher_delta": 0.0, "delta": p.delta,
-            "prior": p.prior.spec, "teachers": PATE, "solver": sol.solver, "gamma": json.dumps(list(sol.gamma)),
-            "certificate": json.dumps(sol.certificate.to_dict()), "expected_error": float(sol.expected_error),
-            "solve_seconds": float(sol.seconds)}
+    """The columns of a solved binary PATE-setting table."""
+    return _columns(sol, PATE, 1.0, 0.0)
 
 
 def _solve_multiclass(params: MulticlassParams, solver: str) -> tuple[dict[str, Any], PrivacyProfile | None]:
@@ -251,13 +254,7 @@ def _solve_multiclass(params: MulticlassParams, solver: str) -> tuple[dict[str, 
     from darrm_opt.optimize.multiclass import solve_multiclass
 
     sol = solve_multiclass(params, solver=solver)  # raises CertificationFailed rather than return uncertified
-    if not sol.certificate.certified:
-        raise TableNotServable("refusing to store an uncertified table")
-    columns = {"K": params.K, "m": 1.0, "epsilon": params.epsilon, "teacher_delta": 0.0, "delta": params.delta,
-               "prior": params.prior.spec, "classes": params.C, "teachers": PATE, "solver": sol.solver,
-               "gamma": json.dumps(list(sol.gamma)), "certificate": json.dumps(sol.certificate.to_dict()),
-               "expected_error": float(sol.expected_error), "solve_seconds": float(sol.seconds)}
-    return columns, multiclass_profile(params, sol.gamma)
+    return _columns(sol, PATE, 1.0, 0.0, classes=params.C), multiclass_profile(params, sol.gamma)
 
 
 class TableService:
