@@ -11,13 +11,16 @@ from typing import Any
 
 
 class LazyModule:
-    """Stands for the module ``name``: the first attribute access imports it (``sys.modules`` caches it)."""
+    """Stands for the module ``name``: the first access to an attribute imports the module and keeps the
+    attribute on this object, so later accesses (in the sweeps' loops) are plain attribute lookups."""
 
     def __init__(self, name: str) -> None:
         object.__setattr__(self, "_name", name)
 
-    def __getattr__(self, attr: str) -> Any:
-        return getattr(importlib.import_module(object.__getattribute__(self, "_name")), attr)
+    def __getattr__(self, attr: str) -> Any:  # only called for attributes not yet kept
+        value = getattr(importlib.import_module(object.__getattribute__(self, "_name")), attr)
+        object.__setattr__(self, attr, value)
+        return value
 
     def __repr__(self) -> str:
         return f"<lazy module {object.__getattribute__(self, '_name')!r}>"
