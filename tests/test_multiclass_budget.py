@@ -114,8 +114,9 @@ def test_cli_json_and_table(tmp_path):
     (["--delta", "1e-5"], "total-epsilon"),
     (["--total-epsilon", "1"], "delta"),
     (["--total-epsilon", "1", "--delta", "0"], "delta"),
-    (["--total-epsilon", "-1", "--delta", "1e-5"], "target-epsilon"),
+    (["--total-epsilon", "-1", "--delta", "1e-5"], "invalid total-epsilon: must satisfy 0 < epsilon"),
 ])
 def test_cli_bad_input_exit_2(args, needle):
     r = CliRunner().invoke(app, ["compare", "--K", "8", "--classes", "3", *args])
     assert r.exit_code == 2 and needle in r.output and "Traceback" not in r.output, r.output
+    assert "target-epsilon" not in r.output  # compare takes a total ε, not a per-answer target

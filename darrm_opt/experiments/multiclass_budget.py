@@ -159,7 +159,12 @@ def compare_over_answers(K: int, C: int, Q: int, epsilon: float, delta: float, p
     t0 = time.perf_counter()
     if isinstance(Q, bool) or not isinstance(Q, (int, np.integer)) or not 1 <= Q <= 5000:
         raise InvalidParameter("queries", "must be an integer in [1, 5000]", Q)
-    params = MulticlassParams(K, C, epsilon, delta, MulticlassPrior.parse(prior))  # validates the rest
+    try:  # validates the rest; here ε is the total of the Q answers, not a per-answer target
+        params = MulticlassParams(K, C, epsilon, delta, MulticlassPrior.parse(prior))
+    except InvalidParameter as exc:
+        if exc.parameter != "target-epsilon":
+            raise
+        raise InvalidParameter("total-epsilon", exc.rule, exc.value) from None
     if params.delta <= 0:
         raise InvalidParameter("delta", "must be > 0 to compare with GNMax (no Gaussian mechanism is pure DP)")
     sigma = gnmax_sigma_over_answers(int(Q), params.epsilon, params.delta)
