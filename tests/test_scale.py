@@ -10,6 +10,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from darrm_opt.certify.certificate import certify
 from darrm_opt.errors import InvalidParameter
@@ -379,3 +381,51 @@ def test_pool_rows_kept_between_rounds_are_bitwise_fresh_rows(monkeypatch):
     c = rng.choice(pool.size, 200, replace=False)
     np.testing.assert_allclose(pool.rows64(c), pool.builder.rows(pool.counts[c]), rtol=0, atol=1e-13)
     assert pool._used == np.unique(c).size
+
+
+@settings(max_examples=25, deadline=None)
+@given(K=st.integers(1, 41).filter(lambda k: k % 2), eps=st.sampled_from([0.01, 0.1, 1.0]),
+       td=st.sampled_from([0.0, 1e-3]), m=st.sampled_from([1.0, 3.0, 7.5]), seed=st.integers(0, 2**32 - 1))
+def test_shift_families_cost_every_multiset_of_one_random_corner_as_its_row_does(K, eps, td, m, seed):
+    """ShiftFamilies (one FFT correlation per random corner) gives each multiset of (0, 0), (1, 1) and one other
+    corner the cost of its float64 LP row, well within its stated margin, and lists each such multiset once."""
+    from darrm_opt.model.constraints import RowBuilder, ShiftFamilies, deterministic_corners
+    from darrm_opt.model.corners import compositions
+
+    K = K if td == 0 else min(K, 15)  # the expected set below lists every multiset: C(K + 7, 7) for Δ > 0
+    p = Params(K, min(m, K), epsilon=eps, teacher_delta=td, delta=min(0.5, 3 * td))
+    b = RowBuilder(p)
+    fam = ShiftFamilies(p, b.corners, b.E)
+    g = np.random.default_rng(seed).random(p.n_free)
+    h = np.zeros(K + 1)
+    h[b.high], h[b.low] = g, -g
+    got, ref = fam.costs(h), b.rows(fam.counts) @ g
+    assert np.abs(got - ref).max() <= fam.margin * 1e-3
+    z, o = deterministic_corners(b.corners)
+    every = compositions(K, b.corners.shape[0])
+    random = np.ones(b.corners.shape[0], dtype=bool)
+    random[[z, o]] = False
+    expected = {tuple(int(x) for x in c) for c in every if (c[random] > 0).sum() <= 1}
+    listed = [tuple(int(x) for x in c) for c in fam.counts]
+    assert len(listed) == len(set(listed)) and set(listed) == expected
+
+
+def test_pool_with_shift_families_holds_the_same_multisets_and_finds_the_same_violations():
+    """The pure-DP pool (shift families exact, the other ≤ 3-corner multisets as rows) holds the multisets of
+    the plain pool; ``near`` returns every multiset costing more than the level and ``violated`` the same
+    most violated multiset, at a γ where many rows are violated."""
+    from darrm_opt.model.constraints import candidate_pool
+
+    p = Params(61, 3, teacher_delta=0.0, delta=0.0)
+    plain, shift = candidate_pool(p), candidate_pool(p, shift=True)
+    assert shift.shift is not None and shift.rows32.shape[0] < plain.rows32.shape[0]
+    as_set = lambda pool: {tuple(int(x) for x in c) for c in pool.counts}  # noqa: E731
+    assert as_set(plain) == as_set(shift) and shift.size == plain.size
+    g = np.random.default_rng(3).random(p.n_free)
+    level = 0.5 * p.bound
+    costs = shift.builder.rows(shift.counts) @ g
+    near = shift.near(g, level, cap=10**6)
+    assert near is not None
+    assert set(np.flatnonzero(costs > level)) <= set(near[0].tolist())
+    a, b = plain.violated(g, level, 5), shift.violated(g, level, 5)
+    assert a[2] == pytest.approx(b[2], rel=1e-12) and a[2] == pytest.approx(costs.max(), rel=1e-12)

@@ -21,7 +21,7 @@ from darrm_opt.model.corners import (
     n_corners,
 )
 from darrm_opt.model.params import Params
-from darrm_opt.model.pmf import CornerSpectra
+from darrm_opt.model.pmf import CornerSpectra, binom_table
 
 
 class RowBuilder:
@@ -74,25 +74,98 @@ def pool_budget() -> int:
     return int(float(env)) if env else POOL_BYTES
 
 
-def candidate_counts(params: Params, budget_bytes: int | None = None) -> np.ndarray:
+def deterministic_corners(probs: np.ndarray) -> tuple[int, int] | None:
+    """Indices of the corners (0, 0) and (1, 1) (every corner set has them), or None."""
+    probs = np.asarray(probs)
+    z = np.flatnonzero((probs[:, 0] == 0) & (probs[:, 1] == 0))
+    o = np.flatnonzero((probs[:, 0] == 1) & (probs[:, 1] == 1))
+    return (int(z[0]), int(o[0])) if z.size and o.size else None
+
+
+class ShiftFamilies:
+    """The cost of every multiset with at most one random corner, exactly (in float64) and without rows.
+
+    Z = (0, 0) and O = (1, 1) vote deterministically, so a multiset of n_O corners O, k corners c and the rest
+    Z has L = n_O + Bin(k, p_c) and L′ = n_O + Bin(k, p′_c) (Lemma 3.4's α, α′ shifted by n_O), and its cost is
+    a correlation of h(l) = s_l γ(l) with one kernel per k:
+
+        f(c, k, n_O) = Σ_x d_k(x) h(n_O + x),   d_k = Bin(k, p_c) − e^{mε} Bin(k, p′_c),   n_O = 0..K − k.
+
+    All shifts of all k of one corner come from one batched FFT convolution (the kernels' spectra are kept),
+    O(K² log K) per γ for the K²/2 multisets of the corner. ``counts`` lists the multisets in the order of
+    :meth:`costs`: per random corner c, per k (k = 0, the Z/O-only multisets, once), per n_O.
+
+    The FFT's absolute error is a few units of 1e-16 · log₂(N) · Σ_x |d_k(x)| ≤ 1e-16 · log₂(N) · (1 + e^{mε});
+    :attr:`margin` is 10⁶ times that, so a multiset whose screened cost is below level − margin costs less
+    than the level."""
+
+    def __init__(self, params: Params, probs: np.ndarray, E: float) -> None:
+        K = params.K
+        det = deterministic_corners(probs)
+        if det is None:
+            raise ValueError("shift families need the corners (0, 0) and (1, 1)")
+        z, o = det
+        self.K = K
+        self.n = sfft.next_fast_len(2 * K + 1, real=True)  # linear convolution of lengths K + 1 and ≤ K + 1
+        self.margin = 1e-10 * math.log2(self.n) * (1.0 + E)
+        self.spectra: list[np.ndarray] = []
+        self.gather: list[np.ndarray] = []
+        blocks = []
+        randoms = [c for c in range(probs.shape[0]) if c not in det]
+        for i, c in enumerate(randoms):
+            k0 = 0 if i == 0 else 1
+            d = binom_table(float(probs[c, 0]), K) - E * binom_table(float(probs[c, 1]), K)
+            ks = np.arange(k0, K + 1)
+            y = np.arange(K + 1)
+            rev = np.where(y[None, :] <= ks[:, None], d[ks[:, None], np.maximum(ks[:, None] - y[None, :], 0)], 0.0)
+            self.spectra.append(sfft.rfft(rev, n=self.n, axis=1))
+            # row r = k − k0 of the convolution holds f(c, k, n_O) at column n_O + k, n_O = 0..K − k
+            kk = np.repeat(ks, K - ks + 1)
+            nn = np.concatenate([np.arange(K - k + 1) for k in ks])
+            self.gather.append((kk - k0) * self.n + nn + kk)
+            block = np.zeros((kk.size, probs.shape[0]), dtype=np.int16)
+            block[:, z], block[:, o], block[:, c] = K - kk - nn, nn, kk
+            blocks.append(block)
+        self.counts = np.concatenate(blocks)
+
+    @property
+    def size(self) -> int:
+        return self.counts.shape[0]
+
+    def costs(self, h: np.ndarray) -> np.ndarray:
+        """f of every multiset of :attr:`counts` at the signed γ ``h`` (length K + 1)."""
+        hf = sfft.rfft(np.asarray(h, dtype=np.float64), n=self.n)
+        return np.concatenate([sfft.irfft(spec * hf, n=self.n, axis=1).ravel()[idx]
+                               for spec, idx in zip(self.spectra, self.gather)])
+
+
+def candidate_counts(params: Params, budget_bytes: int | None = None, *, shift: bool = False) -> np.ndarray:
     """Multisets that mix at most 3 distinct corners, within a memory budget for their float32 rows.
 
     Every multiset of ≤ 2 distinct corners is kept (C(C, 2)·(K − 1) + C of them); the 3-corner ones
     (C(C, 3)·C(K − 1, 2)) are kept all if they fit, otherwise an evenly spaced subset of each corner triple's
-    compositions that does. No cliff: the pool degrades gradually as K grows."""
+    compositions that does. No cliff: the pool degrades gradually as K grows. With ``shift`` the multisets
+    of at most one random corner are left out (:class:`ShiftFamilies` covers them, all of them, without
+    rows), so the budget goes to the triples with two or three random corners."""
     K, C = params.K, n_corners(params)
     budget = pool_budget() if budget_bytes is None else budget_bytes
     max_rows = max(1, budget // (4 * params.n_free))
     two = multisets_with_few_corners(K, C, min(2, K))
+    det = deterministic_corners(corners(params)) if shift else None
+    random = np.ones(C, dtype=bool)
+    if det is not None:
+        random[list(det)] = False
+        two = two[(two[:, random] > 0).sum(axis=1) >= 2]
     if K < 3:
         return two
+    triples = [cs for cs in combinations(range(C), 3) if random[list(cs)].sum() >= 2]
     per_triple = math.comb(K - 1, 2)
-    room = max(0, max_rows - two.shape[0]) // math.comb(C, 3)
+    room = max(0, max_rows - two.shape[0]) // max(len(triples), 1)
     pos = compositions(K - 3, 3).astype(np.int16) + 1
     if room < per_triple:
         pos = pos[np.unique(np.linspace(0, per_triple - 1, max(room, 1)).round().astype(np.intp))]
     blocks = [two]
-    for cs in combinations(range(C), 3):
+    for cs in triples:
         block = np.zeros((pos.shape[0], C), dtype=np.int16)
         block[:, cs] = pos
         blocks.append(block)
@@ -104,16 +177,20 @@ class CandidatePool:
 
     Screening only proposes; each proposed multiset is re-evaluated with its float64 row and returned only if
     that cost exceeds the level. A row the float32 screen misses is found by the exhaustive sweep, so the
-    screen's rounding (≲ 1e-6 here) costs at most an extra sweep, never correctness."""
+    screen's rounding (≲ 1e-6 here) costs at most an extra sweep, never correctness. With ``shift`` (a
+    :class:`ShiftFamilies`) the pool also holds every multiset of at most one random corner, after the rows:
+    those are screened by their exact correlation costs, which need no stored rows."""
 
     #: float32 screen margin, relative to max(1, level)
     MARGIN = 4e-6
     #: memory for the float64 rows kept between rounds (the same rows are near the level round after round)
     CACHE_BYTES = 256 << 20
 
-    def __init__(self, builder: RowBuilder, counts: np.ndarray, block: int = 20_000) -> None:
+    def __init__(self, builder: RowBuilder, counts: np.ndarray, block: int = 20_000,
+                 shift: ShiftFamilies | None = None) -> None:
         self.builder = builder
-        self.counts = counts
+        self.shift = shift
+        self.counts = counts if shift is None else np.concatenate([counts, shift.counts])
         self.rows32 = np.empty((counts.shape[0], builder.high.size), dtype=np.float32)
         # rows in runs of one corner subset, so each run multiplies only the spectra of its ≤ 3 corners
         support = (counts > 0).astype(np.int64) @ (1 << np.arange(counts.shape[1], dtype=np.int64))
@@ -123,7 +200,7 @@ class CandidatePool:
                 stop = min(b, start + block)
                 self.rows32[start:stop] = builder.rows(counts[start:stop])
 
-        self._slot = np.full(counts.shape[0], -1, dtype=np.int64)
+        self._slot = np.full(self.counts.shape[0], -1, dtype=np.int64)
         self._store = np.empty((0, builder.high.size))
         self._used = 0
 
@@ -156,6 +233,19 @@ class CandidatePool:
             self._used += miss.size
         return self._store[self._slot[idx]]
 
+    def _screen(self, g: np.ndarray, level: float) -> tuple[np.ndarray, np.ndarray]:
+        """(indices, screened costs) of the pool multisets that may cost more than ``level`` at ``g``: the
+        float32 rows' within :attr:`MARGIN`·max(1, |level|), the shift families' within their FFT margin."""
+        screen = self.rows32 @ g.astype(np.float32)
+        idx = np.flatnonzero(screen > level - self.MARGIN * max(1.0, abs(level)))
+        if self.shift is None:
+            return idx, screen[idx]
+        h = np.zeros(self.builder.K + 1)
+        h[self.builder.high], h[self.builder.low] = g, -g
+        exact = self.shift.costs(h)
+        more = np.flatnonzero(exact > level - self.shift.margin)
+        return np.concatenate([idx, more + screen.size]), np.concatenate([screen[idx], exact[more]])
+
     def violated(self, g: np.ndarray, level: float, limit: int, spread: int = 0, max_checked: int | None = None):
         """Up to ``limit`` pool multisets whose float64 cost at ``g`` exceeds ``level``, most violated first:
         (count vectors, their float64 rows, the largest such cost or −inf).
@@ -163,9 +253,8 @@ class CandidatePool:
         With ``spread`` > 0 the picks are kept at least ``spread`` apart in L1 distance of count vectors
         (greedily, most violated first): neighbouring multisets have nearly parallel rows, and cuts spread
         over the violated regions move the LP further per round."""
-        screen = self.rows32 @ g.astype(np.float32)
-        cand = np.flatnonzero(screen > level - self.MARGIN * max(1.0, abs(level)))
-        cand = cand[np.argsort(-screen[cand], kind="stable")][: max_checked or 20 * limit]
+        cand, screen = self._screen(g, level)
+        cand = cand[np.argsort(-screen, kind="stable")][: max_checked or 20 * limit]
         if cand.size == 0:
             return self.counts[:0], np.zeros((0, self.builder.high.size)), -math.inf
         rows = self.builder.rows(self.counts[cand])
@@ -178,13 +267,11 @@ class CandidatePool:
         chosen = hit[pick]
         return self.counts[cand[chosen]], rows[chosen], float(cost[chosen[0]])
 
-
     def near(self, g: np.ndarray, level: float, cap: int) -> tuple[np.ndarray, np.ndarray] | None:
-        """Indices and float64 rows of every pool multiset whose float32 screen at ``g`` is within the screen
-        margin of ``level`` or above (so every pool row *not* returned costs at most ``level`` at ``g``);
-        None when there are more than ``cap`` of them."""
-        screen = self.rows32 @ g.astype(np.float32)
-        idx = np.flatnonzero(screen > level - self.MARGIN * max(1.0, abs(level)))
+        """Indices and float64 rows of every pool multiset whose screen at ``g`` is within its margin of
+        ``level`` or above (so every pool row *not* returned costs at most ``level`` at ``g``); None when
+        there are more than ``cap`` of them."""
+        idx, _ = self._screen(g, level)
         if idx.size > cap:
             return None
         return idx, self.rows64(idx)
@@ -207,6 +294,9 @@ def spread_out(counts: np.ndarray, limit: int, spread: int) -> np.ndarray:
 
 
 def candidate_pool(params: Params, builder: RowBuilder | None = None,
-                   budget_bytes: int | None = None) -> CandidatePool:
-    """The candidate pool of ``params`` (see :func:`candidate_counts`)."""
-    return CandidatePool(builder or RowBuilder(params), candidate_counts(params, budget_bytes))
+                   budget_bytes: int | None = None, *, shift: bool = False) -> CandidatePool:
+    """The candidate pool of ``params`` (see :func:`candidate_counts`); with ``shift`` its multisets of at
+    most one random corner are the exact :class:`ShiftFamilies` instead of float32 rows."""
+    builder = builder or RowBuilder(params)
+    families = ShiftFamilies(params, builder.corners, builder.E) if shift else None
+    return CandidatePool(builder, candidate_counts(params, budget_bytes, shift=shift), shift=families)

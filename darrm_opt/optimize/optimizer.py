@@ -466,8 +466,9 @@ def _solve_lazy(run: _Run, opts: LazyOptions) -> tuple[np.ndarray, list, Certifi
                     session=run.backend.session(-run.w, 0.0, 1.0, feasibility_tol=1e-9))
     if opts.seed_multisets is not None and len(opts.seed_multisets):
         act.add(np.asarray(opts.seed_multisets), limit=act.max_rows // 2 if act.max_rows else None)
-    pool = candidate_pool(params, run.builder) if opts.use_pool else None
-    if pool is not None and opts.use_inout(params):
+    inout = opts.use_inout(params)
+    pool = candidate_pool(params, run.builder, shift=inout) if opts.use_pool else None
+    if pool is not None and inout:
         return _solve_in_out(run, opts, act, pool)
     binding = run.b_lp - 1e-9 * max(run.bound, 1.0)  # rows at least this costly are kept when purging
     within_gap = run.b_sep * (1.0 + opts.gap)
