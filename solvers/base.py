@@ -80,6 +80,11 @@ class LPResult:
     backend: str
     seconds: float
     message: str = ""
+    #: a proven lower bound on the optimum of the LP the backend solved (weak duality, :func:`dual_bound`)
+    dual_bound: float | None = None
+    #: the most by which the backend's LP lowered a row's bound to drop its tiny entries (:func:`drop_small`;
+    #: in the units of the rows as given): the solved LP is a restriction of the given one by at most this
+    restriction: float = 0.0
 
 
 class LPSession(Protocol):
@@ -130,6 +135,32 @@ def row_scales(A: np.ndarray) -> np.ndarray:
     peak = np.abs(A).max(axis=1) if A.shape[1] else np.zeros(A.shape[0])
     _, exp = np.frexp(np.where(peak > 0, peak, 0.5))  # 0.5 = 0.5 · 2^0: scale 1
     return np.ldexp(1.0, -exp)
+
+
+#: entries below this fraction of their row's largest are dropped before HiGHS sees them (:func:`drop_small`);
+#: HiGHS itself would drop entries below 1e-9 of a row (its small_matrix_value) without lowering the bound
+SMALL_ENTRY = 1e-9
+
+
+def drop_small(A: np.ndarray, b: np.ndarray, lb: np.ndarray, ub: np.ndarray,
+               rel: float = SMALL_ENTRY) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A restriction of A x ≤ b over the box lb ≤ x ≤ ub without the entries |A_rj| < rel·max_j |A_rj|.
+
+    Each row's bound is lowered by the most those entries can add over the box, Σ_j |A_rj|·max(|lb_j|, |ub_j|)
+    (rounded up; entries of unbounded columns are kept), so every x in the box that meets the returned rows
+    meets the given ones. Returns (A′, b′, lowered), ``lowered`` per row (0 where nothing was dropped)."""
+    A = np.asarray(A, dtype=np.float64)
+    reach = np.maximum(np.abs(lb), np.abs(ub))
+    absA = np.abs(A)
+    peak = absA.max(axis=1, initial=0.0)
+    small = (absA < rel * peak[:, None]) & (A != 0) & np.isfinite(reach)[None, :]
+    if not small.any():
+        return A, np.asarray(b, dtype=np.float64), np.zeros(A.shape[0])
+    mass = np.where(small, absA, 0.0) @ np.where(np.isfinite(reach), reach, 0.0)
+    lowered = mass * (1.0 + 1e-12) + np.where(mass > 0, np.finfo(np.float64).tiny, 0.0)
+    b2 = np.asarray(b, dtype=np.float64) - lowered
+    b2 = np.where(lowered > 0, np.nextafter(b2, -np.inf), b2)
+    return np.where(small, 0.0, A), b2, lowered
 
 
 def dual_bound(lp: LP, y: np.ndarray) -> float:

@@ -17,6 +17,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import solvers
 from solvers.base import LP, check_solution, dual_bound, row_scales
@@ -79,3 +81,51 @@ def test_row_scales_are_exact_powers_of_two():
     assert np.all(np.frexp(s)[0] == 0.5)  # powers of two: dividing by them is exact
     peak = np.abs(A * s[:, None]).max(axis=1)
     assert np.all((peak[[0, 2]] >= 0.5) & (peak[[0, 2]] < 1.0)) and s[1] == 1.0
+
+
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), rows=st.integers(1, 6), cols=st.integers(1, 30),
+       tiny=st.floats(1e-14, 1e-9), bound=st.floats(0.1, 1e3))
+def test_drop_small_is_a_restriction_over_the_box(seed, rows, cols, tiny, bound):
+    """Every dropped entry is below 1e-9 of its row's largest, and the bound is lowered by at least the most the
+    dropped entries can add over the box (checked in rationals), so a point meeting the kept rows meets the
+    given ones."""
+    from fractions import Fraction
+
+    from solvers.base import SMALL_ENTRY, drop_small
+
+    rng = np.random.default_rng(seed)
+    A = rng.normal(size=(rows, cols)) * np.where(rng.random((rows, cols)) < 0.5, tiny, 1.0)
+    b = rng.random(rows) * bound
+    lb, ub = -rng.random(cols) * bound, rng.random(cols) * bound
+    A2, b2, lowered = drop_small(A, b, lb, ub)
+    reach = np.maximum(np.abs(lb), np.abs(ub))
+    for r in range(rows):
+        gone = (A2[r] == 0) & (A[r] != 0)
+        assert np.all(A2[r][~gone] == A[r][~gone])
+        assert np.all(np.abs(A[r][gone]) < SMALL_ENTRY * np.abs(A[r]).max())
+        worst = sum((Fraction(abs(float(a))) * Fraction(float(x)) for a, x in zip(A[r][gone], reach[gone])),
+                    Fraction(0))
+        assert Fraction(float(b2[r])) <= Fraction(float(b[r])) - worst
+        assert Fraction(float(lowered[r])) >= worst and (lowered[r] > 0) == bool(gone.any())
+
+
+def test_highs_no_longer_drops_tiny_entries_and_keeps_the_bound():
+    """x0 + 1e-10·(x1 + … + x100) ≤ 1 with every x in [0, 1], maximising Σx: HiGHS alone drops the 1e-10
+    entries (below its small_matrix_value) and returns x0 = 1, which breaks the row by 1e-8; through the
+    backend, a one-shot solve and a session both meet the row as given (within the 1e-9 tolerance), and say
+    by how much the row's bound was lowered."""
+    n = 101
+    A = np.full((1, n), 1e-10)
+    A[0, 0] = 1.0
+    lp = LP(-np.ones(n), A, np.ones(1), np.zeros(n), np.ones(n))
+    highs = solvers.get_backend("highs")
+    one = highs.solve(lp)
+    sess = highs.session(lp.c, lp.lb, lp.ub)
+    sess.add_rows(A, np.ones(1))
+    two = sess.solve()
+    for res in (one, two):
+        assert res.status is solvers.Status.OPTIMAL
+        assert float(A[0] @ res.x) - 1.0 <= 2e-9  # it was 1e-8
+        assert res.restriction == pytest.approx(1e-8, rel=1e-9)
+        assert res.dual_bound is not None and res.dual_bound <= float(lp.c @ res.x) + 1e-12

@@ -215,8 +215,10 @@ class _Run:
     iterations: int = 0
     sweeps: int = 0
     last_sweep: SweepResult | None = None
-    #: the last LP's value w·g (an upper bound on the optimum at bound − τ: a relaxation)
+    #: an upper bound on the last LP's optimum (its proven dual bound where the backend gives one, else w·g)
     lp_value: float | None = None
+    #: how much the backend lowered the last LP's row bounds to drop tiny entries (solvers.base.drop_small)
+    lp_restriction: float = 0.0
 
     def __post_init__(self) -> None:
         self.builder = RowBuilder(self.params)
@@ -248,16 +250,18 @@ class _Run:
         res = _solve_lp(self.backend, lp, self.mode)
         self.lp_seconds += res.seconds
         g = np.clip(res.x, 0.0, 1.0)
-        self.lp_value = float(self.w @ g)
+        self.lp_value = float(self.w @ g) if res.dual_bound is None else max(float(self.w @ g), -res.dual_bound)
+        self.lp_restriction = res.restriction
         return g
 
     def objective_gap(self, g: np.ndarray) -> float | None:
-        """1 − w·g / U with U = lp_value · bound / (bound − τ): the LP's feasible set at bound − τ is the one at
-        the bound scaled by (bound − τ)/bound (rows are homogeneous in γ, 0 ≤ γ ≤ 1), so U bounds the exact
-        problem's optimum from above."""
+        """1 − w·g / U with U = lp_value · bound / (bound − τ − 2ρ), ρ = lp_restriction: if g* is optimal for the
+        exact problem, c·g* with c = (bound − τ − 2ρ)/bound meets every LP row at bound − τ − 2ρ (rows are
+        homogeneous in γ, 0 ≤ γ ≤ 1) and so the backend's rows, whose dropped entries add at most ρ; hence
+        w·g* ≤ lp_value / c = U."""
         if self.lp_value is None or self.lp_value <= 0:
             return None
-        return max(0.0, 1.0 - float(self.w @ g) / (self.lp_value * self.bound / self.b_lp))
+        return max(0.0, 1.0 - float(self.w @ g) / (self.lp_value * self.bound / (self.b_lp - 2 * self.lp_restriction)))
 
     def certify(self, gamma: np.ndarray, stage: str = "certify") -> Certificate:
         cert, self.last_sweep = certify_and_separate(
