@@ -285,7 +285,8 @@ def test_rescue_after_sweep_scales_into_the_target():
 def test_lazy_mode_rescues_an_overshooting_solver(use_pool):
     """Lazy mode: only LP rows exceed the bound (the solver's overshoot), so γ is scaled by bound/max_cost.
     Without the pool the final sweep finds them and the scaled γ gets a fresh certification sweep; with the
-    pool, γ is scaled by the pool's maximum before the sweep, which then certifies it directly."""
+    pool (in-out separation), the LP point scaled into the known rows becomes the core, which the sweep then
+    certifies directly."""
     p = Params(15, 3)
     events = []
     sol = solve(p, solver=_OvershootingHighs(1 + 2e-6), use_pool=use_pool,
@@ -429,3 +430,27 @@ def test_pool_with_shift_families_holds_the_same_multisets_and_finds_the_same_vi
     assert set(np.flatnonzero(costs > level)) <= set(near[0].tolist())
     a, b = plain.violated(g, level, 5), shift.violated(g, level, 5)
     assert a[2] == pytest.approx(b[2], rel=1e-12) and a[2] == pytest.approx(costs.max(), rel=1e-12)
+
+
+def _spread_out_plain(counts, limit, spread):
+    """The greedy rule row by row: a row is picked when it is ≥ spread (L1) from every earlier pick."""
+    if counts.shape[0] == 0:
+        return np.zeros(0, dtype=np.intp)
+    if spread <= 0:
+        return np.arange(min(limit, counts.shape[0]))
+    picked = [0]
+    for i in range(1, counts.shape[0]):
+        if len(picked) >= limit:
+            break
+        if np.abs(counts[picked] - counts[i]).sum(axis=1).min() >= spread:
+            picked.append(i)
+    return np.array(picked)
+
+
+@settings(max_examples=200, deadline=None)
+@given(n=st.integers(0, 3000), limit=st.integers(1, 40), spread=st.integers(0, 25), seed=st.integers(0, 2**32 - 1))
+def test_spread_out_is_the_row_by_row_greedy_rule(n, limit, spread, seed):
+    from darrm_opt.model.constraints import spread_out
+
+    counts = np.random.default_rng(seed).integers(0, 12, size=(n, 4)).astype(np.int32)  # n > 1024: the prefix grows
+    assert np.array_equal(spread_out(counts, limit, spread), _spread_out_plain(counts, limit, spread))

@@ -279,18 +279,33 @@ class CandidatePool:
 
 def spread_out(counts: np.ndarray, limit: int, spread: int) -> np.ndarray:
     """Indices of up to ``limit`` rows of ``counts`` (in order), each at L1 distance ≥ ``spread`` from the
-    earlier picks; the first row is always picked (none when there are no rows)."""
-    if counts.shape[0] == 0:
+    earlier picks; the first row is always picked (none when there are no rows).
+
+    Greedy in row order, vectorised: after each pick the running minimum distance of every row to the picks
+    so far is updated, and the next pick is the first later row whose minimum is ≥ ``spread`` (every pick so
+    far precedes it, so this is the row-by-row greedy rule)."""
+    n = counts.shape[0]
+    if n == 0:
         return np.zeros(0, dtype=np.intp)
     if spread <= 0:
-        return np.arange(min(limit, counts.shape[0]))
-    picked = [0]
-    for i in range(1, counts.shape[0]):
-        if len(picked) >= limit:
-            break
-        if np.abs(counts[picked] - counts[i]).sum(axis=1).min() >= spread:
-            picked.append(i)
-    return np.array(picked)
+        return np.arange(min(limit, n))
+    counts = np.asarray(counts)
+    # the picks among the first w rows do not depend on the later ones: try a short prefix first
+    w = min(n, max(1024, 64 * limit))
+    while True:
+        head = counts[:w]
+        picked = [0]
+        nearest = np.full(w, np.iinfo(np.int64).max)
+        while len(picked) < limit:
+            last = picked[-1]
+            np.minimum(nearest, np.abs(head - head[last]).sum(axis=1), out=nearest)
+            later = np.flatnonzero(nearest[last + 1 :] >= spread)
+            if later.size == 0:
+                break
+            picked.append(last + 1 + int(later[0]))
+        if len(picked) >= limit or w == n:
+            return np.array(picked)
+        w = min(n, 4 * w)
 
 
 def candidate_pool(params: Params, builder: RowBuilder | None = None,

@@ -8,10 +8,11 @@ Two modes. ``full``: every row in one LP, the paper's method. ``lazy`` (default)
 over an active set, add the most violated multisets found first in a cheap pool (multisets of ≤ 3 distinct
 corners, within a memory budget) and otherwise by an exhaustive sweep, which returns many cuts at once,
 until the sweep finds none. Rows that have been slack for a while are purged so the LP stays small.
-For pure DP the LP's optimal face is degenerate (most γ(l) carry objective weights below 1e-9 of the largest),
-so lazy mode uses in-out separation there (:func:`_solve_in_out`): a core γ that meets every known row is
-moved towards each LP point, and the loop stops when its objective is within ``gap`` of the LP's value and an
-exhaustive sweep certifies it. Every solution reports ``objective_gap``, its distance to the LP bound.
+The LP's optimal face is degenerate (most γ(l) carry objective weights below 1e-9 of the largest; at m = 1
+every γ_Sub row is tight), so lazy mode uses in-out separation (:func:`_solve_in_out`): a core γ that meets
+every known row is moved towards each LP point, and the loop stops when its objective is within ``gap`` of
+the LP's value and an exhaustive sweep certifies it. Every solution reports ``objective_gap``, its distance to
+the LP bound.
 
 LP solvers meet rows only to a feasibility tolerance, so the LP is solved against a bound tightened by
 τ = 1e-8·max(bound, 1). Two rescues keep an overshooting solver safe, both by scaling γ by
@@ -352,17 +353,15 @@ class LazyOptions:
     gap: float = 1e-9
     #: pool cuts of one round are at least spread_frac·K apart (L1 distance of count vectors); 0: off
     spread_frac: float = 0.2
-    #: in-out separation (see :func:`_solve_in_out`): None = on for pure DP with the pool, where the LP's
-    #: optimal face is degenerate and plain cutting planes chase 0.1–1 % violations for hundreds of rounds
-    inout: bool | None = None
+    #: in-out separation (see :func:`_solve_in_out`), on by default with the pool: on the LP's degenerate
+    #: optimal face plain cutting planes chase 0.1–1 % violations for hundreds of rounds (pure DP at K = 301),
+    #: and at K = 101, m = 1 (Δ > 0) they took 72–93 rounds against in-out's 44
+    inout: bool = True
     #: the in-out line search skips a round when more pool rows than this are near or above the level
     inout_rows: int = 50_000
 
     def spread(self, K: int) -> int:
         return int(round(self.spread_frac * K))
-
-    def use_inout(self, params: Params) -> bool:
-        return self.use_pool and (params.pure if self.inout is None else self.inout)
 
 
 @dataclass(frozen=True)
@@ -395,9 +394,15 @@ def _line_search(run: _Run, pool: CandidatePool, act: ActiveSet, core: _Core, g:
     lam = float(ratio.min(initial=np.inf))
     lam = 1.0 if lam >= 1.0 else max(0.0, float(np.nextafter(lam, 0.0)))
     cand = core.g + lam * (g - core.g)
-    value = float(run.w @ cand)
-    if value > core.value:
-        core = _Core(cand, value)
+    # the LP point scaled into the same rows is inner too (rows are homogeneous in γ, the level is positive,
+    # and a row not above the level stays so when γ shrinks); it wins when the LP point breaks its own rows
+    # by the solver's tolerance only
+    top = float(c_g.max(initial=0.0))
+    scaled = rescue_after_sweep(g, top, lev)
+    for point in (cand, scaled):
+        value = float(run.w @ point)
+        if value > core.value:
+            core = _Core(point, value)
     viol = np.flatnonzero(c_g[: idx.size] > lev)
     order = viol[np.argsort(ratio[viol], kind="stable")]
     return core, (idx[order], rows[order])
@@ -470,7 +475,7 @@ def _solve_lazy(run: _Run, opts: LazyOptions) -> tuple[np.ndarray, list, Certifi
                     session=run.backend.session(-run.w, 0.0, 1.0, feasibility_tol=1e-9))
     if opts.seed_multisets is not None and len(opts.seed_multisets):
         act.add(np.asarray(opts.seed_multisets), limit=act.max_rows // 2 if act.max_rows else None)
-    inout = opts.use_inout(params)
+    inout = opts.use_pool and opts.inout
     pool = candidate_pool(params, run.builder, shift=inout) if opts.use_pool else None
     if pool is not None and inout:
         return _solve_in_out(run, opts, act, pool)
