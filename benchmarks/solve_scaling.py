@@ -11,7 +11,8 @@ with wall and CPU seconds (the machine may be shared: CPU/wall shows how much of
     python benchmarks/solve_scaling.py --only 41       # a subset (K values, comma-separated)
 
 "obj gap" is Solution.objective_gap: how far the certified γ's objective can be below the exact optimum
-(relative, from the LP relaxation's value; about 2.9e-8 of it is the LP's tightening of the bound by τ).
+(relative, from the last LP's proven dual bound; about 2.9e-8 of it is the LP's tightening of the bound by τ,
+the rest the in-out stopping gap and the rows' dropped tiny entries).
 """
 
 from __future__ import annotations

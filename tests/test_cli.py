@@ -34,6 +34,14 @@ def test_solve_json_has_every_field(tmp_path):
     assert doc["expected_error"]["opt"] == pytest.approx(0.0413, abs=5e-5)
     assert doc["expected_error"]["dsub"] is None
     np.testing.assert_allclose(doc["gamma"][:6], [1, 0.977696, 1, 1, 0.54234, 0.939241], atol=2e-6)
+    # the proven distance to the optimum: the full LP (every row at once) is within it, and it is small
+    from darrm_opt.model.objective import objective_weights
+    from darrm_opt.optimize.optimizer import solve
+
+    assert 0.0 <= doc["objective_gap"] < 1e-7
+    w = objective_weights(11, Params(11, 3).prior)
+    full = solve(Params(11, 3), mode="full")
+    assert float(w @ np.array(full.gamma[6:])) <= float(w @ np.array(doc["gamma"][6:])) / (1 - doc["objective_gap"])
 
 
 def test_solve_table_view_is_certified_as_printed():

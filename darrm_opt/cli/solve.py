@@ -151,6 +151,7 @@ def _json_doc(params, sol, base, seconds: float) -> dict:
         "expected_error": _errors(params, sol, base),
         "iterations": sol.iterations,
         "active_constraints": sol.active_constraints,
+        "objective_gap": sol.objective_gap,
         "seconds": seconds,
     }
 
