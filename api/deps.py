@@ -6,9 +6,10 @@ from dataclasses import dataclass
 
 from fastapi import Request, Security
 
+from darrm_opt.ledger.db import Database
+from darrm_opt.ledger.store import DebitWriter, LedgerStore
+
 from .auth import bearer_scheme
-from .db import Database
-from .ledger import DebitWriter, LedgerStore
 from .settings import Settings
 from .table_service import TableService
 

@@ -13,14 +13,14 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 from fastapi.concurrency import run_in_threadpool
 
+from darrm_opt.ledger.db import Database, migrate
+from darrm_opt.ledger.store import DebitWriter, LedgerStore
 from darrm_opt.release.aggregator import RandomBytes, system_random
 
 from . import docs
 from .auth import BearerKeyMiddleware
-from .db import Database, migrate
 from .deps import Services
 from .errors import install as install_errors
-from .ledger import DebitWriter, LedgerStore
 from .middleware import BodyLimitMiddleware, install_log_redaction
 from .routers import aggregate, health, ledgers, plans, tables, ui
 from .settings import Settings
@@ -49,7 +49,7 @@ def create_app(settings: Settings | None = None, *, random_bytes: RandomBytes = 
             settings=settings,
             db=db,
             tables=tables_svc,
-            ledgers=LedgerStore(db, tables_svc.profile_of),
+            ledgers=LedgerStore(db),
             writer=DebitWriter(db, settings.debit_batch, tables_svc.profile_of),
         )
         app.state.services = svc

@@ -2,15 +2,13 @@
 
 A plan's id is a hash of its canonical inputs (K, ε, Δ, Q, ε_B, δ_B, prior; a PATE plan's have no ε, Δ and
 name the setting). A ``disjoint-nonprivate`` (PATE) plan runs :func:`darrm_opt.optimize.pate_plan.plan_pate`
-and stores its table as a disjoint-nonprivate table (:func:`~api.table_service.table_key`). The search
+and stores its table as a disjoint-nonprivate table. The search
 (:func:`darrm_opt.optimize.plan.plan`) runs on the table service's solve pool; identical concurrent
 requests share one run (in-process single flight). The planned table is stored in ``gamma_tables`` under
-its own ``Params.key()`` (so ``/v1/tables/{id}``, ``/v1/aggregate`` and ledgers' exact accounting see it);
-the plan itself (its inputs, spent ε and candidates) is kept in an in-memory LRU, per process.
-
-If the table's parameters were stored before (a direct solve), the stored certified table is the one served,
-and the plan's spent ε is recomputed from *its* profile by the ledger's exact composition; a stored table that
-does not fit the budget is refused (409) rather than served as planned.
+its content hash (so ``/v1/tables/{id}``, ``/v1/aggregate`` and ledgers' exact accounting see it; it becomes
+the service's solve of its parameters unless they were solved before); the plan itself (its inputs, spent ε
+and candidates) is kept in an in-memory LRU, per process. The plan's spent ε is recomputed from the served
+table's profile by the ledger's accounting and must fit the budget (else 409).
 
 200 or 202: a plan whose problems have at most ``inline_max_multisets`` corner multisets runs while the request
 waits, up to ``inline_timeout_s``; otherwise 202 with ``/v1/plans/{id}`` to poll.
@@ -33,8 +31,9 @@ from darrm_opt.optimize.pate_plan import PatePlan, PatePlanRequest, plan_pate
 from darrm_opt.optimize.plan import Plan, PlanRequest, plan
 from darrm_opt.privacy import accounting
 from darrm_opt.privacy.pld import exact_epsilon
+from darrm_opt.privacy.table import PATE, CertifiedTable, params_key
 
-from .table_service import PATE, PATE_MAX_K, TableNotServable, TableService, _jsonable, table_key
+from .table_service import PATE_MAX_K, TableNotServable, TableService, _jsonable
 
 CACHE_SIZE = 256
 
@@ -130,35 +129,37 @@ class PlanService:
             self._running.pop(key, None)
         return doc
 
+    def _served(self, result: Plan | PatePlan, teachers: str):  # noqa: ANN202 - a ServedTable
+        """Store the planned table (unless stored already) and serve it."""
+        sol = result.solution
+        table = CertifiedTable(result.params, tuple(float(g) for g in sol.gamma), sol.certificate, teachers,
+                               result.profile)
+        self.tables.store(table, solver=sol.solver, expected_error=sol.expected_error, solve_seconds=sol.seconds,
+                          params_key=params_key(result.params, teachers))
+        served = self.tables.get(table.id)
+        if served is None or served.profile is None:  # pragma: no cover - just stored, with a profile
+            raise TableNotServable(f"planned table {table.id} could not be served")
+        return served
+
     def _publish(self, key: str, result: Plan) -> dict[str, Any]:
-        """Store the planned table (unless stored already) and return the served table with its plan."""
-        table_id = result.params.key()
-        if self.tables.get(table_id) is None:
-            self.tables._store(table_id, result.solution, result.profile)
-        table = self.tables.get(table_id)
-        if table is None or table.profile is None:  # pragma: no cover - just stored, with a profile
-            raise TableNotServable(f"planned table {table_id} could not be served")
+        """Store and serve the planned table, with its plan; its spend is recomputed from its profile."""
+        table = self._served(result, "shared")
         spent = exact_epsilon([(table.profile, result.queries)], result.budget_delta)
         if spent > result.budget_epsilon:
-            raise TableNotServable(f"the stored table {table_id} for the planned parameters spends {spent:.6g} > "
-                                   f"budget {result.budget_epsilon:g}; not served as this plan")
+            raise TableNotServable(f"the planned table {table.id} spends {spent:.6g} > budget "
+                                   f"{result.budget_epsilon:g}; not served as this plan")
         info = {**result.plan_dict(), "spent_epsilon": spent}
         return {**table.to_dict(), "plan_id": key, "plan": info}
 
     def _publish_pate(self, key: str, result: PatePlan) -> dict[str, Any]:
-        """Store the planned PATE table (unless stored already); its spend is recomputed from the served
-        table's profile by the ledger's accounting and must fit the budget."""
-        table_id = table_key(result.params, PATE)
-        if self.tables.get(table_id) is None:
-            self.tables._store(table_id, result.solution, result.profile, PATE)
-        table = self.tables.get(table_id)
-        if table is None or table.profile is None:  # pragma: no cover - just stored, with a profile
-            raise TableNotServable(f"planned table {table_id} could not be served")
+        """Store and serve the planned PATE table; its spend is recomputed from its profile by the ledger's
+        accounting and must fit the budget."""
+        table = self._served(result, PATE)
         q, bd = result.queries, result.budget_delta
         spend = accounting.account([(table.epsilon0, table.delta0, q)], bd, profiles=[(table.profile, q)]).spend
         if spend.delta > bd or spend.epsilon > result.budget_epsilon:
-            raise TableNotServable(f"the stored table {table_id} for the planned parameters spends "
-                                   f"{spend.epsilon:.6g} > budget {result.budget_epsilon:g}; not served as this plan")
+            raise TableNotServable(f"the planned table {table.id} spends {spend.epsilon:.6g} > budget "
+                                   f"{result.budget_epsilon:g}; not served as this plan")
         info = {**result.plan_dict(), "spent_epsilon": spend.epsilon, "accounting": spend.method}
         return {**table.to_dict(), "plan_id": key, "plan": info}
 

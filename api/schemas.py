@@ -37,8 +37,8 @@ class ErrorOut(BaseModel):
 
 class BudgetExceededOut(BaseModel):
     detail: str
-    epsilon_spent: float
-    delta_spent: float
+    epsilon_spent: float = Field(..., description="the ledger's stated ε (unchanged: nothing was paid)")
+    delta_target: float = Field(..., description="the ledger's fixed δ (its delta_budget)")
     composition: str
     answers: int
 
@@ -182,17 +182,18 @@ class GroupOut(BaseModel):
 
 
 class LedgerSpend(BaseModel):
-    """A ledger's budgets and its spend by the tightest valid bound (shared by the full view and the list)."""
+    """A ledger's budgets and its spend (shared by the full view and the list). Every statement is
+    "(epsilon_spent, delta_target)-DP": ε at the ledger's fixed δ target, never decreasing as answers are
+    added."""
 
     id: str
     name: str
     epsilon_budget: float
     delta_budget: float
     answers: int
-    epsilon_spent: float
-    delta_spent: float
+    epsilon_spent: float = Field(..., description="ε of all answers so far at delta_target (monotone)")
+    delta_target: float = Field(..., description="the fixed δ of every statement: the ledger's delta_budget")
     epsilon_remaining: float = Field(..., description="epsilon_budget − epsilon_spent (≥ 0)")
-    delta_remaining: float = Field(..., description="delta_budget − delta_spent (≥ 0)")
     composition: str = Field(..., description="the composition the spend is computed by")
     created_at: datetime
 
@@ -207,8 +208,8 @@ class LedgerOut(LedgerSpend):
 
 class AggregateOut(BaseModel):
     answers: list[int]
-    epsilon_spent: float
-    delta_spent: float
+    epsilon_spent: float = Field(..., description="the ledger's ε after this request, at delta_target")
+    delta_target: float = Field(..., description="the ledger's fixed δ (its delta_budget)")
     composition: str
     ledger_answers: int
     replayed: bool = False

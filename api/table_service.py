@@ -1,7 +1,8 @@
 """Certified γ tables: the database cache, single-flight solves and background solve jobs.
 
-A table's id is :func:`table_key` (a hash of the canonical parameters and, for a binary table outside the
-paper's ``shared`` setting, of the teacher setting; ``Params.key()`` for shared tables), so a request for
+A table's id is the hash of its content (:func:`darrm_opt.privacy.table.table_id`: kind, setting,
+parameters and γ). The service's solve of a parameter set is found by its ``params_key``
+(:func:`darrm_opt.privacy.table.params_key`), which is also the solve job's id, so a request for
 parameters solved before is answered from the ``gamma_tables`` row. Binary ``disjoint-nonprivate`` (PATE)
 tables are solved by the PATE-setting LP (:mod:`darrm_opt.optimize.pate_setting`) and certified over every
 (l, l ± 1) pair; ``disjoint-private`` tables are the shared LP's and say that the teachers' (ε, Δ) caps the
@@ -20,7 +21,6 @@ pure) is solved while the request waits, up to ``inline_timeout_s``; anything la
 from __future__ import annotations
 
 import collections
-import hashlib
 import json
 import logging
 import os
@@ -38,18 +38,20 @@ from sqlalchemy.exc import IntegrityError
 
 import solvers
 from darrm_opt.errors import DarrmError, InvalidParameter
+from darrm_opt.ledger.db import Database
+from darrm_opt.ledger.schema import GammaTable, SolveJob, utcnow
+from darrm_opt.ledger.tables import TableNotServable, table_columns, table_from_row
 from darrm_opt.model.corners import n_corners, n_multisets
-from darrm_opt.model.multiclass import MulticlassParams, MulticlassPrior
-from darrm_opt.model.neighbours import PateParams, parse_teachers, setting_note
+from darrm_opt.model.multiclass import MulticlassParams
+from darrm_opt.model.neighbours import PateParams, setting_note
 from darrm_opt.model.params import Params
-from darrm_opt.optimize.optimizer import Solution, solve
+from darrm_opt.optimize.optimizer import solve
 from darrm_opt.optimize.pate_setting import solve_pate
 from darrm_opt.privacy.pair_profile import multiclass_profile, pate_profile
 from darrm_opt.privacy.profile import PrivacyProfile, privacy_profile
-from darrm_opt.release.aggregator import Aggregator, MulticlassAggregator, RandomBytes, system_random
+from darrm_opt.privacy.table import PATE, CertifiedTable, TableParams, params_key
+from darrm_opt.release.aggregator import BinarySampler, MulticlassSampler, RandomBytes, sampler_for, system_random
 
-from .db import Database
-from .models import GammaTable, SolveJob, utcnow
 from .settings import Settings
 
 log = logging.getLogger("darrm.api.table_service")
@@ -62,67 +64,56 @@ PROFILE_ON_READ_MAX_K = 25
 PROGRESS_EVERY_S = 1.0
 #: the largest K of a binary disjoint-nonprivate table (its LP holds a dense 4K × (K + 1) matrix: 32 MB at 1001)
 PATE_MAX_K = 1001
-PATE = "disjoint-nonprivate"
-
-
-class TableNotServable(DarrmError):
-    """A stored table failed the re-check before serving (not certified, or inconsistent)."""
-
-
 def _aware(ts: datetime) -> datetime:
     return ts if ts.tzinfo is not None else ts.replace(tzinfo=UTC)
 
 
-#: the parameters of a served table: binary (0/1 votes; shared-data or PATE setting) or multi-class
-#: (class-label votes, PATE setting)
-TableParams = Params | PateParams | MulticlassParams
-
-
-def table_key(params: TableParams, teachers: str = "shared") -> str:
-    """The table id: ``key()`` of shared-data and multi-class parameters; for a binary table of another
-    setting the same hash over its canonical parameters with the setting (a disjoint-private table is
-    another row than the shared one; a PATE table's parameters have no m)."""
-    teachers = parse_teachers(teachers)
-    if isinstance(params, MulticlassParams):
-        return params.key()
-    if isinstance(params, PateParams) != (teachers == PATE):
-        raise InvalidParameter("teachers", "binary disjoint-nonprivate tables (and only they) have PATE parameters")
-    if teachers in ("shared", PATE):
-        return params.key()  # PATE: the hash of its canonical parameters, which name the setting
-    text = json.dumps({**params.canonical(), "teachers": teachers}, sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(text.encode()).hexdigest()[:32]
-
-
 @dataclass(frozen=True)
 class ServedTable:
-    id: str
-    params: TableParams
+    """A stored certified table as the service serves it: the table, how it was solved, its sampler."""
+
+    table: CertifiedTable
     solver: str
-    gamma: tuple[float, ...]
-    certificate: dict
     expected_error: float
     solve_seconds: float
     created_at: datetime
-    aggregator: Aggregator | MulticlassAggregator
-    profile: PrivacyProfile | None = None  #: the certified privacy profile (exact accounting)
-    teachers: str = "shared"  #: the teacher setting (multi-class and PATE tables: disjoint-nonprivate)
+    aggregator: BinarySampler | MulticlassSampler
+
+    @property
+    def id(self) -> str:
+        return self.table.id
+
+    @property
+    def params(self) -> TableParams:
+        return self.table.params
+
+    @property
+    def gamma(self) -> tuple[float, ...]:
+        return self.table.gamma
+
+    @property
+    def certificate(self) -> dict:
+        return self.table.certificate_dict()
+
+    @property
+    def profile(self) -> PrivacyProfile | None:
+        return self.table.profile
+
+    @property
+    def teachers(self) -> str:
+        return self.table.teachers
 
     @property
     def classes(self) -> int | None:
-        """C of a multi-class table (its votes are class labels 0..C−1); None for a binary table."""
-        return self.params.C if isinstance(self.params, MulticlassParams) else None
+        return self.table.classes
 
     @property
     def epsilon0(self) -> float:
-        """Per-answer ε: m·ε (binary, shared data), the table's target ε (PATE setting, multi-class)."""
-        if isinstance(self.params, (MulticlassParams, PateParams)):
-            return self.params.epsilon
-        return self.params.m * self.params.epsilon
+        return self.table.epsilon0
 
     @property
     def delta0(self) -> float:
-        """Per-answer δ."""
-        return float(self.params.delta or 0.0)  # Params always sets delta (it defaults to 1 − (1 − Δ)^m)
+        return self.table.delta0
 
     def setting(self) -> dict[str, Any]:
         """The teacher setting and what it implies (disjoint-private: the teachers' (ε, Δ) caps the total)."""
@@ -158,52 +149,15 @@ class Outcome:
     table: ServedTable | None = None
 
 
-def _row_params(row: Any) -> tuple[TableParams, str]:
-    """The parameters of a stored row and its teacher setting (PATE and multi-class rows store m = 1 and
-    teacher_delta = 0, their ε the per-answer ε: migrations 0005, 0006)."""
-    classes = getattr(row, "classes", None)
-    if classes is not None:
-        return MulticlassParams(row.K, classes, row.epsilon, row.delta, MulticlassPrior.parse(row.prior)), PATE
-    teachers = parse_teachers(getattr(row, "teachers", None) or "shared")
-    if teachers == PATE:
-        if row.m != 1 or row.teacher_delta != 0:
-            raise TableNotServable(f"table {row.id}: a disjoint-nonprivate row must store m = 1, teacher_delta = 0")
-        return PateParams(row.K, row.epsilon, row.delta, row.prior), teachers
-    return Params(row.K, row.m, row.epsilon, row.teacher_delta, row.delta, row.prior), teachers
-
-
-def _check_row(row: GammaTable) -> tuple[TableParams, str, tuple[float, ...], dict]:
-    """The row's parameters, setting, γ and certificate, checked: parameters hash to the id, K + 1 values in
-    [0, 1], a certificate for these parameters (its bound, or for a multi-class table its δ)."""
-    params, teachers = _row_params(row)
-    if table_key(params, teachers) != row.id:
-        raise TableNotServable(f"table {row.id}: stored parameters do not hash to its id")
-    gamma = tuple(float(x) for x in json.loads(row.gamma))
-    cert = json.loads(row.certificate)
-    if len(gamma) != params.K + 1 or not all(0.0 <= g <= 1.0 for g in gamma):
-        raise TableNotServable(f"table {row.id}: γ does not have K + 1 values in [0, 1]")
-    stated = ("delta", params.delta) if isinstance(params, MulticlassParams) else ("bound", params.bound)
-    if cert.get("certified") is not True or cert.get(stated[0]) != stated[1]:
-        raise TableNotServable(f"table {row.id}: its certificate does not certify these parameters")
-    return params, teachers, gamma, cert
-
-
-def _row_profile(row: Any, params: TableParams, gamma: tuple[float, ...]) -> PrivacyProfile | None:
-    """The stored profile of a row, whatever the table's kind (the ledger composes it exactly); computed
-    from γ for binary rows stored before it was kept (its sweeps cost about as much as the certificate's, so
-    only small tables are computed here; larger ones serve without exact accounting until re-solved). A
-    multi-class row without one gets its exact profile computed (cheap: 0.05 CPU-s at K = 250, C = 10)."""
-    text = getattr(row, "privacy_profile", None)
-    if text:
-        try:
-            return PrivacyProfile.from_dict(json.loads(text))
-        except (ValueError, TypeError) as exc:
-            raise TableNotServable(f"table {row.id}: its stored privacy profile is malformed") from exc
+def _profile_on_read(params: TableParams, gamma: tuple[float, ...]) -> PrivacyProfile | None:
+    """The profile of a row stored without one (its sweeps cost about as much as the certificate's, so only
+    small binary tables are computed here; larger ones serve without exact accounting until re-solved).
+    PATE-setting and multi-class profiles are always cheap (4K rows; 0.05 CPU-s at K = 250, C = 10)."""
     if isinstance(params, MulticlassParams):
         return multiclass_profile(params, gamma)
     if isinstance(params, PateParams):
-        return pate_profile(params, gamma)  # 4K rows: always cheap
-    if isinstance(params, Params) and params.K <= PROFILE_ON_READ_MAX_K:
+        return pate_profile(params, gamma)
+    if params.K <= PROFILE_ON_READ_MAX_K:
         return privacy_profile(params, gamma)
     return None
 
@@ -221,40 +175,24 @@ def _jsonable(info: dict) -> dict:
     return out
 
 
-def _columns(sol: Any, teachers: str, m: float, teacher_delta: float, classes: int | None = None) -> dict[str, Any]:
-    """The ``gamma_tables`` columns of a solved table (never an uncertified one; the solvers raise first).
-    PATE-setting and multi-class rows store m = 1 and teacher_delta = 0, ``epsilon`` their per-answer ε
-    (migrations 0005, 0006), and multi-class rows their number of classes."""
+def _solve_table(params: TableParams, solver: str, teachers: str, progress: Any) -> tuple[CertifiedTable, Any]:
+    """Solve and certify a table of any kind (the solvers raise CertificationFailed rather than return an
+    uncertified table); the certified table with its exact privacy profile, and the solution."""
+    if isinstance(params, MulticlassParams):
+        from darrm_opt.optimize.multiclass import solve_multiclass
+
+        sol: Any = solve_multiclass(params, solver=solver)
+        profile = multiclass_profile(params, sol.gamma)
+    elif isinstance(params, PateParams):
+        sol = solve_pate(params, solver=solver)
+        profile = pate_profile(params, sol.gamma)
+    else:
+        sol = solve(params, solver=solver, mode="lazy", progress=progress)
+        known = (sol.certificate, sol.sweep) if sol.sweep is not None else None
+        profile = privacy_profile(params, sol.gamma, progress=progress, certified=known)  # no second sweep
     if not sol.certificate.certified:
         raise TableNotServable("refusing to store an uncertified table")
-    p = sol.params
-    columns = {"K": p.K, "m": m, "epsilon": p.epsilon, "teacher_delta": teacher_delta, "delta": p.delta,
-               "prior": p.prior.spec, "teachers": teachers, "solver": sol.solver,
-               "gamma": json.dumps(list(sol.gamma)), "certificate": json.dumps(sol.certificate.to_dict()),
-               "expected_error": float(sol.expected_error), "solve_seconds": float(sol.seconds)}
-    if classes is not None:
-        columns["classes"] = classes
-    return columns
-
-
-def _binary_columns(sol: Solution, teachers: str = "shared") -> dict[str, Any]:
-    """The columns of a solved binary shared-data table."""
-    return _columns(sol, teachers, sol.params.m, sol.params.teacher_delta)
-
-
-def _pate_columns(sol: Any) -> dict[str, Any]:
-    """The columns of a solved binary PATE-setting table."""
-    return _columns(sol, PATE, 1.0, 0.0)
-
-
-def _solve_multiclass(params: MulticlassParams, solver: str) -> tuple[dict[str, Any], PrivacyProfile | None]:
-    """Solve and certify a multi-class table; its ``gamma_tables`` columns (``classes`` = C, ``epsilon`` its
-    per-answer ε, m = 1, teacher_delta = 0: migration 0005) and its exact privacy profile (the ledger
-    composes it exactly)."""
-    from darrm_opt.optimize.multiclass import solve_multiclass
-
-    sol = solve_multiclass(params, solver=solver)  # raises CertificationFailed rather than return uncertified
-    return _columns(sol, PATE, 1.0, 0.0, classes=params.C), multiclass_profile(params, sol.gamma)
+    return CertifiedTable(params, tuple(float(g) for g in sol.gamma), sol.certificate, teachers, profile), sol
 
 
 class TableService:
@@ -263,6 +201,7 @@ class TableService:
         self.settings = settings
         self.random_bytes = random_bytes
         self._cache: collections.OrderedDict[str, ServedTable] = collections.OrderedDict()
+        self._solved: dict[str, str] = {}  # params_key -> table id of the service's solve
         self._lock = threading.RLock()
         self._flights: dict[str, Future] = {}
         self._progress: dict[str, dict] = {}
@@ -274,20 +213,14 @@ class TableService:
 
     # --- reading ---------------------------------------------------------------------------------------
     def _served(self, row: Any) -> ServedTable:  # a GammaTable row (Core select)
-        params, teachers, gamma, cert = _check_row(row)
+        table = table_from_row(row, _profile_on_read)
         return ServedTable(
-            teachers=teachers,
-            profile=_row_profile(row, params, gamma),
-            id=row.id,
-            params=params,
+            table=table,
             solver=row.solver,
-            gamma=gamma,
-            certificate=cert,
             expected_error=row.expected_error,
             solve_seconds=row.solve_seconds,
             created_at=_aware(row.created_at),
-            aggregator=(MulticlassAggregator(gamma, params.C, self.random_bytes)
-                        if isinstance(params, MulticlassParams) else Aggregator(gamma, self.random_bytes)),
+            aggregator=sampler_for(table, self.random_bytes),
         )
 
     def cached(self, table_id: str) -> ServedTable | None:
@@ -295,8 +228,14 @@ class TableService:
         with self._lock:
             return self._cache.get(table_id)
 
+    def _remember(self, table: ServedTable) -> None:
+        with self._lock:
+            self._cache[table.id] = table
+            while len(self._cache) > CACHE_SIZE:
+                self._cache.popitem(last=False)
+
     def get(self, table_id: str) -> ServedTable | None:
-        """The certified table ``table_id`` (from memory or the database), None if unknown."""
+        """The certified table ``table_id`` (its content hash; from memory or the database), None if unknown."""
         with self._lock:
             hit = self._cache.get(table_id)
             if hit is not None:
@@ -307,10 +246,23 @@ class TableService:
         if row is None:
             return None
         table = self._served(row)
+        self._remember(table)
+        return table
+
+    def solved(self, key: str) -> ServedTable | None:
+        """The service's own solve of the parameters with ``params_key`` ``key``, None if not solved yet."""
         with self._lock:
-            self._cache[table_id] = table
-            while len(self._cache) > CACHE_SIZE:
-                self._cache.popitem(last=False)
+            table_id = self._solved.get(key)
+        if table_id is not None:
+            return self.get(table_id)
+        with self.db.read() as conn:
+            row = conn.execute(select(GammaTable.__table__).where(GammaTable.params_key == key)).first()
+        if row is None:
+            return None
+        table = self._served(row)
+        self._remember(table)
+        with self._lock:
+            self._solved[key] = table.id
         return table
 
     def profile_of(self, table_id: str) -> PrivacyProfile | None:
@@ -363,8 +315,8 @@ class TableService:
         """A certified table for ``params`` in the setting ``teachers``: cached, solved now, or a pending job
         (see the module doc)."""
         self._check_solver(solver)
-        key = table_key(params, teachers)
-        cached = self.get(key)
+        key = params_key(params, teachers)
+        cached = self.solved(key)
         if cached is not None:
             return Outcome("hit", key, cached)
         inline = self._inline(params)
@@ -378,7 +330,7 @@ class TableService:
             else:  # another process is solving it: watch the database
                 pause = 0.02
                 while time.monotonic() < deadline:
-                    table = self.get(key)
+                    table = self.solved(key)
                     if table is not None:
                         return Outcome("shared", key, table)
                     job = self._job_row(key)
@@ -412,7 +364,7 @@ class TableService:
                 return None, "foreign"
             if claim == "done":
                 done: Future = Future()
-                table = self.get(key)
+                table = self.solved(key)
                 if table is not None:
                     done.set_result(table)
                     return done, "hit"
@@ -480,16 +432,9 @@ class TableService:
                 self._set_job(key, stage=stage[:32], progress=json.dumps(state))
 
         try:
-            if isinstance(params, MulticlassParams):
-                self._store_row(key, *_solve_multiclass(params, solver))
-            elif isinstance(params, PateParams):
-                pate = solve_pate(params, solver=solver)  # raises CertificationFailed rather than uncertified
-                self._store_row(key, _pate_columns(pate), pate_profile(params, pate.gamma))
-            else:
-                solution = solve(params, solver=solver, mode="lazy", progress=progress)
-                known = (solution.certificate, solution.sweep) if solution.sweep is not None else None
-                profile = privacy_profile(params, solution.gamma, progress=progress, certified=known)  # no 2nd sweep
-                self._store(key, solution, profile, teachers)
+            table, sol = _solve_table(params, solver, teachers, progress)
+            self.store(table, solver=sol.solver, expected_error=sol.expected_error, solve_seconds=sol.seconds,
+                       params_key=key)
         except DarrmError as exc:
             self._set_job(key, status="failed", stage="failed", error=str(exc))
             raise
@@ -499,29 +444,34 @@ class TableService:
             raise
         finally:
             self._progress.pop(key, None)
-        table = self.get(key)
-        if table is None:  # pragma: no cover - the row was just written
-            raise TableNotServable(f"table {key} vanished after it was stored")
-        return table
+        served = self.solved(key)
+        if served is None:  # pragma: no cover - the row was just written
+            raise TableNotServable(f"the solve of {key} vanished after it was stored")
+        return served
 
-    def _store(self, key: str, sol: Any, profile: PrivacyProfile, teachers: str = "shared") -> None:
-        """Store a solved binary table: shared-data (or disjoint-private) Solution, or a PATE-setting one."""
-        columns = _pate_columns(sol) if isinstance(sol.params, PateParams) else _binary_columns(sol, teachers)
-        self._store_row(key, columns, profile)
-
-    def _store_row(self, key: str, columns: dict[str, Any], profile: PrivacyProfile | None) -> None:
-        """Insert a solved table's row (``columns`` from :func:`_binary_columns` or :func:`_solve_multiclass`)
-        and mark its job done."""
-        row = {"id": key, **columns, "privacy_profile": None if profile is None else json.dumps(profile.to_dict()),
-               "created_at": utcnow()}
+    def store(self, table: CertifiedTable, *, solver: str, expected_error: float, solve_seconds: float,
+              params_key: str | None) -> None:
+        """Insert a certified table's row (unless a row with its content is stored) and, with ``params_key``,
+        make it the service's solve of those parameters and mark that job done. A parameter set solved
+        already keeps its table (the new one is stored without the key)."""
+        columns = table_columns(table, expected_error=expected_error, solver=solver, solve_seconds=solve_seconds,
+                                params_key=params_key)
         with self.db.write() as conn:
-            exists = conn.execute(select(GammaTable.id).where(GammaTable.id == key)).first()
+            if params_key is not None and conn.execute(
+                    select(GammaTable.id).where(GammaTable.params_key == params_key)).first() is not None:
+                columns["params_key"] = None
+            exists = conn.execute(select(GammaTable.id, GammaTable.params_key)
+                                  .where(GammaTable.id == table.id)).first()
             if exists is None:
-                conn.execute(insert(GammaTable).values(**row))
-            conn.execute(
-                update(SolveJob).where(SolveJob.id == key)
-                .values(status="done", stage="done", progress="{}", error=None, updated_at=utcnow())
-            )
+                conn.execute(insert(GammaTable).values(**columns, created_at=utcnow()))
+            elif exists.params_key is None and columns["params_key"] is not None:
+                conn.execute(update(GammaTable).where(GammaTable.id == table.id)
+                             .values(params_key=columns["params_key"]))
+            if params_key is not None:
+                conn.execute(
+                    update(SolveJob).where(SolveJob.id == params_key)
+                    .values(status="done", stage="done", progress="{}", error=None, updated_at=utcnow())
+                )
 
     # --- jobs ------------------------------------------------------------------------------------------
     def _job_row(self, key: str) -> Any:
@@ -530,7 +480,7 @@ class TableService:
 
     def job(self, job_id: str) -> dict[str, Any] | None:
         row = self._job_row(job_id)
-        table = self.get(job_id)
+        table = self.solved(job_id)
         if row is None and table is None:
             return None
         progress: dict[str, Any]
@@ -549,6 +499,6 @@ class TableService:
             "stage": stage,
             "progress": progress,
             "error": error,
-            "table_id": job_id if table is not None else None,
+            "table_id": table.id if table is not None else None,
             "table": table.to_dict() if table is not None else None,
         }

@@ -13,7 +13,7 @@ import time
 
 import numpy as np
 
-from darrm_opt.release.aggregator import Aggregator
+from darrm_opt.release.aggregator import BinarySampler
 
 
 def best_of(fn, repeats: int) -> tuple[float, float]:
@@ -34,7 +34,7 @@ def main() -> None:
     print(f"{'K':>4} {'batch':>9} {'batches':>8} {'wall s':>8} {'cpu s':>8} {'rows/s (wall)':>14}")
     for K in (11, 101):
         gamma = np.linspace(1.0, 0.5, K // 2 + 1)
-        agg = Aggregator(np.concatenate([gamma, gamma[::-1]]))
+        agg = BinarySampler(np.concatenate([gamma, gamma[::-1]]))
         votes = rng.integers(0, 2, (a.rows, K), dtype=np.uint8)
         wall, cpu = best_of(lambda agg=agg, votes=votes: agg(votes), a.repeats)
         print(f"{K:>4} {a.rows:>9,} {1:>8} {wall:>8.3f} {cpu:>8.3f} {a.rows / wall:>14,.0f}")

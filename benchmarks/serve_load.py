@@ -13,7 +13,7 @@ keep-alive connections:
 - rows/s with batches of 10 000 rows (4 connections);
 - p50 / p99 latency of each.
 
-It also measures in-process aggregation (rows/s of ``Aggregator`` on 1 M rows). Targets: ≥ 500
+It also measures in-process aggregation (rows/s of ``BinarySampler`` on 1 M rows). Targets: ≥ 500
 requests/s and ≥ 200 000 rows/s with one worker on SQLite; ≥ 5 M rows/s in process.
 """
 
@@ -192,9 +192,9 @@ def postgres_reachable(url: str) -> bool:
 
 def in_process_rows_per_s() -> float:
     sys.path.insert(0, str(ROOT))
-    from darrm_opt.release.aggregator import Aggregator
+    from darrm_opt.release.aggregator import BinarySampler
 
-    agg = Aggregator([1.0, 0.97, 1.0, 1.0, 0.54, 0.94, 0.94, 0.54, 1.0, 1.0, 0.97, 1.0])
+    agg = BinarySampler([1.0, 0.97, 1.0, 1.0, 0.54, 0.94, 0.94, 0.54, 1.0, 1.0, 0.97, 1.0])
     votes = np.random.default_rng(0).integers(0, 2, (1_000_000, 11), dtype=np.uint8)
     best = float("inf")
     for _ in range(5):

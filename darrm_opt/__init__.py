@@ -2,18 +2,17 @@
 
 The Python API (each name is imported on first use, so ``import darrm_opt`` stays light)::
 
-    from darrm_opt import Aggregator, Ledger, Params, load_table, solve, verify
+    from darrm_opt import Ledger, Params, certify_table, load_certified, release_answers, solve
 
     sol = solve(Params(K=11, m=3))              # certified optimal γ (sol.gamma, sol.certificate)
-    params, gamma = load_table("table.json")    # a table file (``darrm-opt solve --format json``)
-    cert = verify(params, gamma)                # recompute its certificate (cert.certified)
-    profile = privacy_profile(params, gamma)    # its certified privacy profile (profile.delta(eps))
+    table = certify_table(sol.params, sol.gamma)  # a CertifiedTable: certificate and privacy profile
+    table = load_certified("table.json")        # or a table file (``darrm-opt solve --format json``)
     job = plan(K=11, epsilon=0.0892, teacher_delta=1e-4, queries=100, budget_epsilon=15.044, budget_delta=0.03)
-    answers = Aggregator(gamma)(votes)          # DaRRM Algorithm 1 on a (rows, K) 0/1 array
     with Ledger("ledger.db", "labels", epsilon_budget=10, delta_budget=1e-3) as ledger:
-        ledger.pay(params, gamma, cert, answers)  # durable debit; raises BudgetExceeded, writing nothing
+        answers = release_answers(table, votes, ledger)  # pays durably first, then draws
+    answers = Aggregator(table)(votes)          # no ledger: the caller accounts for the answers
 
-``Ledger`` is the service's own ledger code (``api.ledger``) and needs the ``service`` extra.
+Only certified tables are released. ``Ledger`` (:mod:`darrm_opt.ledger`) needs the ``service`` extra.
 """
 
 from __future__ import annotations
@@ -22,16 +21,19 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and editors only
-    from api.local_ledger import Ledger
     from darrm_opt.certify.certificate import Certificate, certify
-    from darrm_opt.errors import BudgetExceeded, DarrmError, InvalidParameter
+    from darrm_opt.errors import BudgetExceeded, CertificationFailed, DarrmError, InvalidParameter
     from darrm_opt.extras import MissingExtra
+    from darrm_opt.ledger.local import Ledger
+    from darrm_opt.model.multiclass import MulticlassParams
+    from darrm_opt.model.neighbours import PateParams
     from darrm_opt.model.params import Params
     from darrm_opt.optimize.optimizer import Solution, solve
     from darrm_opt.optimize.plan import Plan, plan
     from darrm_opt.privacy.profile import PrivacyProfile, privacy_profile
-    from darrm_opt.release.aggregator import Aggregator
-    from darrm_opt.release.table_file import load_table
+    from darrm_opt.privacy.table import CertifiedTable, certify_table
+    from darrm_opt.release.release import Aggregator, release_answers
+    from darrm_opt.release.table_file import load_certified, load_table
     from darrm_opt.release.verify import verify
 
 #: public name → module that defines it (imported lazily by ``__getattr__``)
@@ -46,19 +48,27 @@ _EXPORTS = {
     "certify": "darrm_opt.certify.certificate",
     "Certificate": "darrm_opt.certify.certificate",
     "load_table": "darrm_opt.release.table_file",
+    "load_certified": "darrm_opt.release.table_file",
     "Params": "darrm_opt.model.params",
-    "Aggregator": "darrm_opt.release.aggregator",
-    "Ledger": "api.local_ledger",
+    "PateParams": "darrm_opt.model.neighbours",
+    "MulticlassParams": "darrm_opt.model.multiclass",
+    "CertifiedTable": "darrm_opt.privacy.table",
+    "certify_table": "darrm_opt.privacy.table",
+    "Aggregator": "darrm_opt.release.release",
+    "release_answers": "darrm_opt.release.release",
+    "Ledger": "darrm_opt.ledger.local",
     "DarrmError": "darrm_opt.errors",
+    "CertificationFailed": "darrm_opt.errors",
     "InvalidParameter": "darrm_opt.errors",
     "BudgetExceeded": "darrm_opt.errors",
     "MissingExtra": "darrm_opt.extras",
 }
 
 __all__ = [
-    "Aggregator", "BudgetExceeded", "Certificate", "DarrmError", "InvalidParameter", "Ledger", "MissingExtra", "Params",
-    "Plan", "PrivacyProfile", "Solution", "__version__", "certify", "load_table", "plan", "privacy_profile", "solve",
-    "verify",
+    "Aggregator", "BudgetExceeded", "Certificate", "CertificationFailed", "CertifiedTable", "DarrmError",
+    "InvalidParameter", "Ledger", "MissingExtra", "MulticlassParams", "Params", "PateParams", "Plan", "PrivacyProfile",
+    "Solution", "__version__", "certify", "certify_table", "load_certified", "load_table", "plan", "privacy_profile",
+    "release_answers", "solve", "verify",
 ]
 
 

@@ -183,7 +183,18 @@ def test_help_and_import_load_no_heavy_module(tmp_path):
 
 def test_python_api(table, tmp_path):
     import darrm_opt
-    from darrm_opt import Aggregator, BudgetExceeded, Ledger, Params, load_table, solve, verify
+    from darrm_opt import (
+        Aggregator,
+        BudgetExceeded,
+        CertifiedTable,
+        Ledger,
+        Params,
+        load_certified,
+        load_table,
+        release_answers,
+        solve,
+        verify,
+    )
 
     assert darrm_opt.__version__ and "Ledger" in dir(darrm_opt)
     params, gamma = load_table(table)
@@ -191,14 +202,17 @@ def test_python_api(table, tmp_path):
     cert = verify(table)
     assert cert.certified and cert.max_privacy_cost == verify(params, gamma).max_privacy_cost
     assert solve(Params(5, 2)).gamma == pytest.approx(tuple(gamma), abs=1e-9)
-    answers = Aggregator(gamma)(np.ones((4, 5), dtype=np.uint8))
+    certified = load_certified(table)
+    assert isinstance(certified, CertifiedTable) and certified.gamma == tuple(gamma.tolist())
+    assert certified.certificate.max_privacy_cost == cert.max_privacy_cost and certified.profile is not None
+    answers = Aggregator(certified)(np.ones((4, 5), dtype=np.uint8))
     assert len(answers) == 4 and set(answers.tolist()) <= {0, 1}
     with Ledger(str(tmp_path / "api.db"), "py", epsilon_budget=0.5, delta_budget=1e-3) as book:
-        book.pay(params, gamma, cert, answers[:2])
+        assert len(release_answers(certified, np.ones((2, 5), dtype=np.uint8), book)) == 2
         view = book.view()
         assert view["answers"] == 2 and view["epsilon_remaining"] == pytest.approx(0.5 - view["epsilon_spent"])
         with pytest.raises(BudgetExceeded) as exc:
-            book.pay(params, gamma, cert, answers)
+            release_answers(certified, np.ones((4, 5), dtype=np.uint8), book)
         assert exc.value.binding == "epsilon" and 0 <= exc.value.largest_batch < 4
         assert book.view()["answers"] == 2
     with pytest.raises(AttributeError):
@@ -243,4 +257,5 @@ def test_python_api_exports_planning_and_profiles():
 
     assert darrm_opt.plan is plan_module.plan and darrm_opt.Plan is plan_module.Plan
     assert darrm_opt.privacy_profile is profile_module.privacy_profile
-    assert set(darrm_opt.__all__) >= {"plan", "privacy_profile", "solve", "verify", "Aggregator", "Ledger"}
+    assert set(darrm_opt.__all__) >= {"plan", "privacy_profile", "solve", "verify", "Aggregator", "Ledger",
+                                      "release_answers", "certify_table", "load_certified", "CertifiedTable"}

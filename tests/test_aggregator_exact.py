@@ -21,7 +21,7 @@ import pytest
 from scripted_bytes import Script
 
 from darrm_opt.errors import InvalidParameter
-from darrm_opt.release.aggregator import SMALL, Aggregator, SystemRandom, _exact_bernoulli
+from darrm_opt.release.aggregator import SMALL, BinarySampler, SystemRandom, _exact_bernoulli
 
 TWO64 = 1 << 64
 K = 5
@@ -40,7 +40,7 @@ def threshold(g: float) -> int:
 
 
 
-def run(agg: Aggregator, votes, us, fair, extra=()) -> np.ndarray:
+def run(agg: BinarySampler, votes, us, fair, extra=()) -> np.ndarray:
     """Answers with U = ``us`` per row, fair bits ``fair`` per row and ``extra`` 64-bit draws for ties
     (in row order), laid out as each path reads them."""
     n = len(votes)
@@ -63,7 +63,7 @@ def run(agg: Aggregator, votes, us, fair, extra=()) -> np.ndarray:
 def test_answer_is_the_majority_iff_u_below_gamma_two_to_the_64(copies, where):
     votes = np.tile(VOTES, (copies, 1))
     L = votes.sum(axis=1).astype(int)
-    agg = Aggregator(GAMMA)
+    agg = BinarySampler(GAMMA)
     us = []
     for l in L:
         t = threshold(GAMMA[l])
@@ -85,7 +85,7 @@ def test_answer_is_the_majority_iff_u_below_gamma_two_to_the_64(copies, where):
 def test_a_tie_recurses_on_the_exact_remainder(copies, second):
     votes = np.tile(VOTES, (copies, 1))
     L = votes.sum(axis=1).astype(int)
-    agg = Aggregator(GAMMA)
+    agg = BinarySampler(GAMMA)
     us = [threshold(GAMMA[l]) if GAMMA[l] < 1 else 12345 for l in L]
     extra, expect = [], []
     for l in L:
@@ -113,7 +113,7 @@ def test_a_tie_recurses_on_the_exact_remainder(copies, second):
 
 
 def test_thresholds_and_remainders_are_exact():
-    agg = Aggregator(GAMMA)
+    agg = BinarySampler(GAMMA)
     for l, g in enumerate(GAMMA):
         if g == 1:
             assert agg._always[l]
@@ -136,7 +136,7 @@ def test_exact_bernoulli_reads_64_bits_per_round():
 
 
 def test_probability_of_one_is_gamma_majority_plus_half_the_rest():
-    agg = Aggregator(GAMMA)
+    agg = BinarySampler(GAMMA)
     for l, g in enumerate(GAMMA):
         assert agg.probability_of_one(l) == g * majority(l) + (1 - g) / 2
 
@@ -146,7 +146,7 @@ def test_seeded_answer_frequencies_match_the_exact_distribution(rows_per_call):
     """60,000 rows per L from a seeded byte stream: every count within 4.5 binomial standard deviations
     of n·Pr[1 | L] (a fixed seed, so the test is deterministic)."""
     gen = random.Random(20261122)
-    agg = Aggregator(GAMMA, random_bytes=gen.randbytes)
+    agg = BinarySampler(GAMMA, random_bytes=gen.randbytes)
     n = 60_000
     rows = np.repeat(np.array([[1] * l + [0] * (K - l) for l in range(K + 1)], dtype=np.uint8), n, axis=0)
     rows = rows[np.random.default_rng(1).permutation(rows.shape[0])]
@@ -165,8 +165,8 @@ def test_seeded_answer_frequencies_match_the_exact_distribution(rows_per_call):
 def test_inputs_are_validated_on_both_paths():
     for bad in ([0.5, 0.5, 0.5], [0.5], [0.5, 1.5], [0.5, -0.1], [[0.5, 0.5]], [0.5, float("nan")]):
         with pytest.raises(InvalidParameter, match="gamma"):
-            Aggregator(bad)
-    agg = Aggregator([1.0, 0.5, 0.5, 1.0], random_bytes=random.Random(1).randbytes)
+            BinarySampler(bad)
+    agg = BinarySampler([1.0, 0.5, 0.5, 1.0], random_bytes=random.Random(1).randbytes)
     for n in (1, SMALL + 1):
         with pytest.raises(InvalidParameter, match="K = 3"):
             agg(np.zeros((n, 4), dtype=np.uint8))
@@ -187,7 +187,7 @@ def test_inputs_are_validated_on_both_paths():
     assert agg.answers_from_counts(np.zeros(0, dtype=np.uint16)).shape == (0,)
     assert agg.answers_from_counts(np.array([3], dtype=np.uint16)).tolist() == [1]  # one row, γ(3) = 1
     assert agg.answers_from_counts(np.array([0], dtype=np.uint16)).tolist() == [0]
-    one = Aggregator([0.0, 1.0], random_bytes=Script([(0).to_bytes(8, "little") + b"\x01"]))  # K = 1
+    one = BinarySampler([0.0, 1.0], random_bytes=Script([(0).to_bytes(8, "little") + b"\x01"]))  # K = 1
     assert one.K == 1 and one([[0]]).tolist() == [1]  # γ(0) = 0: the fair bit
     # plain lists and int votes on the numpy path give uint8 0/1 answers
     out = agg([[1, 1, 1]] * (SMALL + 5))
@@ -218,7 +218,7 @@ def test_system_random_serves_each_block_byte_once():
 def test_very_large_k_sums_votes_without_overflow():
     """K = 65,535: L no longer fits the uint16 fast path's headroom; the plain sum must still be exact."""
     K_big = 65_535
-    agg = Aggregator(np.ones(K_big + 1), random_bytes=random.Random(3).randbytes)
+    agg = BinarySampler(np.ones(K_big + 1), random_bytes=random.Random(3).randbytes)
     rows = np.zeros((SMALL + 2, K_big), dtype=np.uint8)
     for i in range(rows.shape[0]):
         rows[i, : (i * 2000) % (K_big + 1)] = 1

@@ -64,7 +64,7 @@ def test_a_missing_extra_exits_2_with_the_pip_command(files, tmp_path, args, ext
 
 def test_the_python_ledger_names_its_extra(tmp_path):
     code = (f"import sys\nfor m in {EXTRA_MODULES!r}:\n    sys.modules[m] = None\n"
-            "import darrm_opt\nfrom darrm_opt import Aggregator, load_table, solve, verify\n"
+            "import darrm_opt\nfrom darrm_opt import Aggregator, certify_table, load_certified, release_answers\n"
             "try:\n    darrm_opt.Ledger\nexcept darrm_opt.MissingExtra as exc:\n    print(exc)\n")
     r = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(ROOT)},
                        capture_output=True, text=True, timeout=60)

@@ -28,7 +28,7 @@ from typer.testing import CliRunner
 from darrm_opt.cli import app
 from darrm_opt.errors import InvalidParameter, TableFileError
 from darrm_opt.model.multiclass import MulticlassParams, output_distribution, top_structure
-from darrm_opt.release.aggregator import Aggregator, MulticlassAggregator
+from darrm_opt.release.aggregator import BinarySampler, MulticlassSampler
 from darrm_opt.release.table_file import load_any_table, load_multiclass_table, load_table
 
 TWO64 = 1 << 64
@@ -78,7 +78,7 @@ def coin(g: int, keep: bool) -> int:
 @pytest.mark.parametrize("offset", [0, 7], ids=["index-equals-draw", "index-plus-multiples"])
 def test_every_branch_of_every_histogram_releases_the_scripted_class(offset):
     rows = list(scenarios())
-    agg = MulticlassAggregator(GAMMA, C)
+    agg = MulticlassSampler(GAMMA, C)
     us, draws, expect = [], [], []
     for h, keep, j in rows:
         g, T = top_structure(h)
@@ -98,7 +98,7 @@ def test_every_branch_of_every_histogram_releases_the_scripted_class(offset):
 
 
 def test_a_rejected_index_is_drawn_again_and_a_coin_tie_recurses():
-    agg = MulticlassAggregator(GAMMA, C)
+    agg = MulticlassSampler(GAMMA, C)
     h2 = (3, 3, 1, 0)  # a tie of 2 (gap 0): γ(0) = 3e-5 has a remainder below 2^-64
     h3 = (2, 2, 2, 1)  # a tie of 3 (gap 0)
     t0 = threshold(GAMMA[0])
@@ -117,7 +117,7 @@ def test_a_rejected_index_is_drawn_again_and_a_coin_tie_recurses():
     assert agg.answers_from_histograms(np.array([h2])).tolist() == [2]
 
 
-def law_from_thresholds(agg: MulticlassAggregator, h) -> list[Fraction]:
+def law_from_thresholds(agg: MulticlassSampler, h) -> list[Fraction]:
     """The released law as the aggregator's integers define it: Pr[keep] = (⌊γ·2^64⌋ + remainder)/2^64 (the
     remainder's recursion keeps with probability remainder exactly), an index uniform on each accepted block."""
     g, T = top_structure(h)
@@ -132,7 +132,7 @@ def law_from_thresholds(agg: MulticlassAggregator, h) -> list[Fraction]:
 
 
 def test_the_released_law_is_mc1_exactly():
-    agg = MulticlassAggregator(GAMMA, C)
+    agg = MulticlassSampler(GAMMA, C)
     for h in HISTS:
         model = output_distribution(np.array(h), GAMMA)
         exact = law_from_thresholds(agg, h)
@@ -146,7 +146,7 @@ def test_the_released_law_is_mc1_exactly():
 
 def test_a_seeded_sample_follows_the_law():
     rng = random.Random(15)
-    agg = MulticlassAggregator(GAMMA, C, random_bytes=rng.randbytes)
+    agg = MulticlassSampler(GAMMA, C, random_bytes=rng.randbytes)
     n = 20_000
     for h in [(3, 3, 1, 0), (7, 0, 0, 0), (2, 2, 2, 1), (0, 4, 1, 2), (1, 1, 5, 0)]:
         out = agg.answers_from_histograms(np.tile(h, (n, 1)))
@@ -157,7 +157,7 @@ def test_a_seeded_sample_follows_the_law():
 
 
 def test_bad_label_rows_are_refused_naming_the_row():
-    agg = MulticlassAggregator(GAMMA, C)
+    agg = MulticlassSampler(GAMMA, C)
     ok = [0, 1, 2, 3, 0, 1, 2]
     for votes, rule in (([ok[:-1] + [4]], "row 0: every label"), ([ok, ok[:-1] + [-1]], "row 1"),
                         ([ok, ok[:-1]], "row 1: every row must have K = 7"), ([[0.0] + ok[1:]], "integer")):
@@ -167,11 +167,11 @@ def test_bad_label_rows_are_refused_naming_the_row():
     with pytest.raises(InvalidParameter, match="summing to K"):
         agg.answers_from_histograms(np.array([[1, 1, 1, 1]]))
     with pytest.raises(InvalidParameter, match="classes"):
-        MulticlassAggregator(GAMMA, 1)
+        MulticlassSampler(GAMMA, 1)
 
 
 def test_os_randomness_and_more_than_256_classes():
-    agg = MulticlassAggregator([0.0, 0.0, 1.0], 300, random_bytes=os.urandom)
+    agg = MulticlassSampler([0.0, 0.0, 1.0], 300, random_bytes=os.urandom)
     out = agg([[299, 299], [0, 299]])
     assert out.dtype == np.uint16 and out[0] == 299 and 0 <= out[1] < 300
 
@@ -188,7 +188,7 @@ def test_two_classes_release_the_binary_pate_law_and_the_same_answers():
     gamma_mc = [0.0] * (KB + 1)
     for L in range(KB + 1):
         gamma_mc[abs(2 * L - KB)] = GAMMA_L[L]
-    mc, binary = MulticlassAggregator(gamma_mc, 2), Aggregator(GAMMA_L)
+    mc, binary = MulticlassSampler(gamma_mc, 2), BinarySampler(GAMMA_L)
     for L in range(KB + 1):
         law = mc.distribution((KB - L, L))
         g = Fraction(GAMMA_L[L])
@@ -272,20 +272,23 @@ def test_aggregate_labels_happy_path_and_ledger(table_file, tmp_path):
     r = CliRunner().invoke(app, args)
     assert r.exit_code == 0, r.output
     doc = json.loads(r.stdout)
-    params, _ = load_multiclass_table(table_file)
-    assert doc["table_id"] == params.key() and doc["classes"] == 3 and len(doc["answers"]) == 3
+    from darrm_opt.privacy.table import table_id
+
+    params, gamma = load_multiclass_table(table_file)
+    assert doc["table_id"] == table_id(params, "disjoint-nonprivate", gamma)
+    assert doc["classes"] == 3 and len(doc["answers"]) == 3
     from darrm_opt.privacy import accounting
     from darrm_opt.privacy.pair_profile import multiclass_profile
 
     led = doc["ledger"]
     # the table's exact profile composes exactly (generic bounds of its per-answer (1, 1e-5): 2.99 < ε < 3)
     prof = multiclass_profile(params, json.loads(table_file.read_text())["gamma"])
-    three = accounting.account([(1.0, 1e-5, 3)], 1e-3, profiles=[(prof, 3)]).spend
+    three = accounting.account([(1.0, 1e-5, 3)], 1e-3, profiles=[(prof, 3)], coarse=True).spend
     assert (led["answers"], led["epsilon_spent"], led["composition"]) == (3, three.epsilon, "exact")
     assert three.epsilon < accounting.account([(1.0, 1e-5, 3)], 1e-3).spend.epsilon  # 2.99667 < 2.99751
     r = CliRunner().invoke(app, args[:-4])  # the same ledger pays again
     assert r.exit_code == 0, r.output
-    six = accounting.account([(1.0, 1e-5, 6)], 1e-3, profiles=[(prof, 6)]).spend
+    six = accounting.account([(1.0, 1e-5, 6)], 1e-3, profiles=[(prof, 6)], coarse=True).spend
     assert json.loads(r.stdout)["ledger"]["epsilon_spent"] == six.epsilon < 7
     votes.write_text("0,0,0,0,0,0,0\n" * 3)  # 3 more answers at ε = 1 do not fit in ε = 7
     r = CliRunner().invoke(app, args[:-4])
@@ -323,12 +326,12 @@ def test_many_classes_answer_in_bounded_memory_with_the_same_answers(monkeypatch
     votes = rng.integers(0, 1000, size=(20_000, 1)).astype(np.uint16)
     gamma = [0.37, 0.81]
     tracemalloc.start()
-    big = MulticlassAggregator(gamma, 1000, random_bytes=random.Random(5).randbytes)(votes)
+    big = MulticlassSampler(gamma, 1000, random_bytes=random.Random(5).randbytes)(votes)
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
     assert peak < 24e6, peak
     monkeypatch.setattr(mod, "CHUNK_CELLS", 3000)  # 3 rows per chunk
-    small = MulticlassAggregator(gamma, 1000, random_bytes=random.Random(5).randbytes)(votes)
+    small = MulticlassSampler(gamma, 1000, random_bytes=random.Random(5).randbytes)(votes)
     assert np.array_equal(big, small) and big.dtype == np.uint16
     kept = big == votes[:, 0]  # K = 1: gap 1, kept w.p. γ(1), else uniform over 1000
     assert abs(kept.mean() - (0.81 + 0.19 / 1000)) < 5 * math.sqrt(0.81 * 0.19 / 20_000)

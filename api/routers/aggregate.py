@@ -1,4 +1,4 @@
-"""Private majority answers, paid from a ledger before they leave (see :mod:`api.ledger`)."""
+"""Private majority answers, paid from a ledger before they leave (see :mod:`darrm_opt.ledger.store`)."""
 
 from __future__ import annotations
 
@@ -12,10 +12,11 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 
+from darrm_opt.ledger.core import Debit, request_digest
+
 from .. import votes as votes_io
 from ..deps import services
 from ..errors import invalid, validation_detail
-from ..ledger import Debit, request_digest
 from ..schemas import AggregateOut, BudgetExceededOut, ErrorOut, HTTPValidationErrorOut
 
 log = logging.getLogger("darrm.api.aggregate")
@@ -108,8 +109,7 @@ async def aggregate(request: Request) -> Response:
         digest = (await run_in_threadpool(request_digest, table.id, ledger_id, votes) if n_rows > THREAD_ROWS
                   else request_digest(table.id, ledger_id, votes))
     del votes
-    debit = Debit(ledger_id, table.id, table.epsilon0, table.delta0, answers, key, digest, profile=table.profile,
-                  teachers=table.teachers)
+    debit = Debit.of(ledger_id, table, len(answers), answers=answers, idempotency_key=key, request_digest=digest)
     try:
         future = s.writer.submit(debit)
         result = await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(future)), s.settings.debit_timeout_s)
@@ -125,7 +125,7 @@ def _response(result) -> Response:
     if result.status in ("paid", "replayed"):
         tail = json.dumps({
             "epsilon_spent": result.epsilon_spent,
-            "delta_spent": result.delta_spent,
+            "delta_target": result.delta_target,
             "composition": result.composition,
             "ledger_answers": result.ledger_answers,
             "replayed": result.status == "replayed",
@@ -134,7 +134,7 @@ def _response(result) -> Response:
         return Response(content=content, media_type="application/json")
     if result.status == "over_budget":
         return JSONResponse(status_code=409, content={
-            "detail": result.detail, "epsilon_spent": result.epsilon_spent, "delta_spent": result.delta_spent,
+            "detail": result.detail, "epsilon_spent": result.epsilon_spent, "delta_target": result.delta_target,
             "composition": result.composition, "answers": result.ledger_answers,
         })
     if result.status == "no_ledger":

@@ -26,10 +26,10 @@ from pydantic import BaseModel, Field
 from sqlalchemy import func, select
 
 from darrm_opt.errors import DarrmError
+from darrm_opt.ledger.schema import Ledger, SpendRecord
 from darrm_opt.model.multiclass import MulticlassParams
 
 from ..deps import keyed, services
-from ..models import Ledger, SpendRecord
 from ..schemas import ID_PATTERN, ErrorOut, LedgerSpend
 
 STATIC = FilePath(__file__).resolve().parent.parent / "static"
@@ -73,8 +73,7 @@ class LedgerListOut(BaseModel):
 class SpendOut(BaseModel):
     at: datetime
     rows: int = Field(..., description="answers paid by this request")
-    epsilon_spent: float = Field(..., description="the ledger's ε spend after this request")
-    delta_spent: float = Field(..., description="the ledger's δ spend after this request")
+    epsilon_spent: float = Field(..., description="the ledger's ε after this request, at its fixed δ target")
     composition: str
 
 
@@ -106,10 +105,10 @@ def list_ledgers(request: Request, limit: int = Query(100, ge=1, le=1000),
         total = conn.execute(select(func.count()).select_from(Ledger)).scalar_one()
         rows = conn.execute(select(Ledger.__table__).order_by(Ledger.created_at, Ledger.id)
                             .limit(limit).offset(offset)).all()
-    keys = ("id", "name", "epsilon_budget", "delta_budget", "answers", "epsilon_spent", "delta_spent",
-            "epsilon_remaining", "delta_remaining", "composition", "created_at")
+    keys = ("id", "name", "epsilon_budget", "delta_budget", "answers", "epsilon_spent", "delta_target",
+            "epsilon_remaining", "composition", "created_at")
     items = []
-    for r in rows:  # the same view as GET /v1/ledgers/{id}: the tightest valid spend, exact included
+    for r in rows:  # the same view as GET /v1/ledgers/{id}: the stated spend
         view = svc.ledgers.get(r.id)
         if view is not None:
             items.append({**{k: view[k] for k in keys}, "updated_at": _aware(r.updated_at)})
@@ -127,13 +126,12 @@ def ledger_spends(request: Request, ledger_id: str = Path(..., pattern=ID_PATTER
         if ledger is None:
             return JSONResponse(status_code=404, content={"detail": f"ledger_id {ledger_id!r} not found"})
         rows = conn.execute(
-            select(SpendRecord.created_at, SpendRecord.rows, SpendRecord.epsilon_spent, SpendRecord.delta_spent,
-                   SpendRecord.composition)
+            select(SpendRecord.created_at, SpendRecord.rows, SpendRecord.epsilon_spent, SpendRecord.composition)
             .where(SpendRecord.ledger_id == ledger_id).order_by(SpendRecord.id.desc()).limit(limit + 1)
         ).all()
     truncated = len(rows) > limit
     items = [{"at": _aware(r.created_at), "rows": r.rows, "epsilon_spent": r.epsilon_spent,
-              "delta_spent": r.delta_spent, "composition": r.composition} for r in reversed(rows[:limit])]
+              "composition": r.composition} for r in reversed(rows[:limit])]
     return {"ledger_id": ledger_id, "epsilon_budget": ledger.epsilon_budget, "delta_budget": ledger.delta_budget,
             "created_at": _aware(ledger.created_at), "items": items, "truncated": truncated}
 

@@ -3,10 +3,10 @@
 
 const KEY_STORE = "darrm-api-key";
 const SVG_NS = "http://www.w3.org/2000/svg";
-const COLORS = { opt: "#1f5fbf", sub: "#d9731a", dsub: "#2e8b57", const: "#8e44ad", epsilon: "#1f5fbf", delta: "#d9731a" };
-const DASHES = { opt: "", sub: "6 3", dsub: "2 3", const: "9 3 2 3", epsilon: "", delta: "6 3" };
-const MARKERS = { opt: "circle", sub: "square", dsub: "triangle", const: "diamond", epsilon: "circle", delta: "square" };
-const LABELS = { opt: "γ_opt", sub: "γ_Sub", dsub: "γ_DSub", const: "γ_const", epsilon: "ε spent / ε budget", delta: "δ spent / δ budget" };
+const COLORS = { opt: "#1f5fbf", sub: "#d9731a", dsub: "#2e8b57", const: "#8e44ad", epsilon: "#1f5fbf", };
+const DASHES = { opt: "", sub: "6 3", dsub: "2 3", const: "9 3 2 3", epsilon: "" };
+const MARKERS = { opt: "circle", sub: "square", dsub: "triangle", const: "diamond", epsilon: "circle" };
+const LABELS = { opt: "γ_opt", sub: "γ_Sub", dsub: "γ_DSub", const: "γ_const", epsilon: `ε spent / ε budget (at the fixed δ)` };
 
 function el(tag, attrs, ...children) {
   const node = document.createElement(tag);
@@ -122,22 +122,19 @@ async function ledgerCard(l) {
     ["id", l.id],
     ["answers", String(l.answers)],
     ["ε spent", `${fmt(l.epsilon_spent, 4)} of ${fmt(l.epsilon_budget, 4)} (remaining ${fmt(l.epsilon_remaining, 4)})`],
-    ["δ spent", `${fmt(l.delta_spent, 3)} of ${fmt(l.delta_budget, 3)} (remaining ${fmt(l.delta_remaining, 3)})`],
+    ["δ", `${fmt(l.delta_target, 3)} (fixed: every statement is (ε, δ)-DP at this δ)`],
     ["composition", l.composition],
   ]));
   const h = await api(`/v1/ledgers/${l.id}/spends`);
   const start = Date.parse(h.created_at);
-  const eps = [[start, 0]], dlt = [[start, 0]];
+  const eps = [[start, 0]];
   for (const s of h.items) {
-    const t = Date.parse(s.at);
-    eps.push([t, s.epsilon_spent / h.epsilon_budget]);
-    dlt.push([t, h.delta_budget > 0 ? s.delta_spent / h.delta_budget : 0]);
+    eps.push([Date.parse(s.at), s.epsilon_spent / h.epsilon_budget]);
   }
   const last = eps[eps.length - 1][0];
   const end = last > start ? last + 0.04 * (last - start) : start + 1000;
-  const top = Math.max(1, ...eps.map((p) => p[1]), ...dlt.map((p) => p[1])) * 1.08;
+  const top = Math.max(1, ...eps.map((p) => p[1])) * 1.08;
   const series = [{ key: "epsilon", points: eps, step: true }];
-  if (h.delta_budget > 0) series.push({ key: "delta", points: dlt, step: true });
   card.append(chart({
     title: `spend of ledger ${l.name} over time`, x: [start, end], y: [0, top],
     yTicks: [0, 0.25, 0.5, 0.75, 1], xTicks: [[start, timeLabel(start)], [end, timeLabel(end)]],

@@ -85,90 +85,53 @@ def aggregate(
 
     The table is certified again before use. With --ledger the batch is paid for first, atomically and
     durably, with the service's ledger code (its answers compose exactly, from the table's privacy profile
-    computed here); a batch that does not fit releases nothing and exits 1."""
+    computed here), and only then drawn; a batch that does not fit releases nothing and exits 1."""
     import os
 
     from darrm_opt.errors import InvalidParameter
-    from darrm_opt.release.table_file import load_any_table
+    from darrm_opt.release.release import Aggregator
+    from darrm_opt.release.table_file import load_certified
 
     with handle_errors():
         if ledger is None and (ledger_db or epsilon_budget is not None or delta_budget is not None):
             raise InvalidParameter("ledger", "--ledger-db, --epsilon-budget and --delta-budget need --ledger NAME")
-        params, gamma = load_any_table(table)
-        answers, cert, profile = _answer(table, params, gamma, votes, exact=ledger is not None)
+        certified = load_certified(table, profile=ledger is not None)
+        rows = (read_votes(votes, certified.K) if certified.classes is None
+                else read_labels(votes, certified.K, certified.classes))
         spend = None
         if ledger is not None:
             local_ledger = _require_service_extra()
             url = ledger_db or os.environ.get("DARRM_DATABASE_URL")
             with local_ledger.Ledger(url, ledger, epsilon_budget=epsilon_budget, delta_budget=delta_budget) as book:
-                book.pay(params, gamma, cert, answers, profile=profile)
+                answers = Aggregator(certified, book)(rows)
                 spend = book.view()
-        write_output(_render(answers, params, spend, fmt), out)
+        else:
+            answers = Aggregator(certified)(rows)
+        write_output(_render(answers, certified, spend, fmt), out)
         if spend is not None:
             err_console.print(
                 f"ledger {spend['name']!r}: {spend['answers']} answers, spent ε={spend['epsilon_spent']:.6g} of "
-                f"{spend['epsilon_budget']:g}, δ={spend['delta_spent']:.3e} of {spend['delta_budget']:.3e} "
+                f"{spend['epsilon_budget']:g} at δ={spend['delta_target']:.3e} "
                 f"({spend['composition']} composition)", soft_wrap=True, markup=False)
 
 
-def _answer(table: Path, params, gamma, votes: Path, *, exact: bool):
-    """(answers, certificate, privacy profile or None) for a table file and a votes file; the table is
-    certified again first (CertificationFailed, exit 1, when it is not). A binary table's profile is
-    computed with its certificate when ``exact`` (a ledger pays: exact composition); a multi-class table is
-    certified over every neighbouring histogram type, and its exact profile
-    (:func:`darrm_opt.privacy.pair_profile.multiclass_profile`) is computed when ``exact``."""
-    from darrm_opt.certify.certificate import certify
-    from darrm_opt.certify.multiclass import certify_multiclass
-    from darrm_opt.errors import CertificationFailed
-    from darrm_opt.model.multiclass import MulticlassParams
-    from darrm_opt.model.neighbours import PateParams
-    from darrm_opt.release.aggregator import Aggregator, MulticlassAggregator
-
-    if isinstance(params, PateParams):  # binary PATE setting: every (l, l ± 1) pair, and its exact profile
-        from darrm_opt.certify.pairs import certify_pairs
-        from darrm_opt.privacy.pair_profile import pate_profile
-
-        pc = certify_pairs(params, gamma)
-        if not pc.certified:
-            raise CertificationFailed(f"table {str(table)!r} is not (ε, δ)-DP per answer: {pc.reason}", pc)
-        answers = Aggregator(gamma.tolist())(read_votes(votes, params.K))
-        return answers, pc, (pate_profile(params, gamma) if exact else None)
-    if isinstance(params, MulticlassParams):
-        mc = certify_multiclass(params, gamma)
-        if not mc.certified:
-            raise CertificationFailed(f"table {str(table)!r} is not (ε, δ)-DP per answer: {mc.reason}", mc)
-        from darrm_opt.privacy.pair_profile import multiclass_profile
-
-        mc_profile = multiclass_profile(params, gamma) if exact else None
-        return MulticlassAggregator(gamma.tolist(), params.C)(read_labels(votes, params.K, params.C)), mc, mc_profile
-    profile = None
-    if exact:  # one pass gives the certificate and the profile the ledger composes exactly
-        from darrm_opt.privacy.profile import profile_and_certificate
-
-        profile, cert = profile_and_certificate(params, gamma)
-    else:
-        cert = certify(params, gamma)
-    if not cert.certified:
-        raise CertificationFailed(f"table {str(table)!r} is not (mε, δ)-DP: {cert.reason}", cert)
-    return Aggregator(gamma.tolist())(read_votes(votes, params.K)), cert, profile
-
-
 def _require_service_extra():
-    """``api.local_ledger``, or MissingExtra (exit 2) naming the extra to install."""
+    """``darrm_opt.ledger.local``, or MissingExtra (exit 2) naming the extra to install."""
     from darrm_opt.extras import require
 
     require("service", "a ledger (--ledger)")
-    import api.local_ledger
+    import darrm_opt.ledger.local
 
-    return api.local_ledger
+    return darrm_opt.ledger.local
 
 
-def _render(answers, params, spend: dict | None, fmt: TabularFormat) -> str:
+def _render(answers, table, spend: dict | None, fmt: TabularFormat) -> str:
     if fmt is TabularFormat.json:
-        doc = {"table_id": params.key(), **params.canonical(), "answers": [int(a) for a in answers]}
+        doc = {"table_id": table.id, **table.params.canonical(), "teachers": table.teachers,
+               "answers": [int(a) for a in answers]}
         if spend is not None:
             doc["ledger"] = {k: spend[k] for k in ("id", "name", "epsilon_budget", "delta_budget", "answers",
-                                                   "epsilon_spent", "delta_spent", "composition",
-                                                   "epsilon_remaining", "delta_remaining")}
+                                                   "epsilon_spent", "delta_target", "composition",
+                                                   "epsilon_remaining")}
         return json.dumps(doc, indent=2)
     return "answer\n" + "".join(f"{int(a)}\n" for a in answers)

@@ -32,8 +32,8 @@ def serve(
     import uvicorn
     from sqlalchemy.exc import SQLAlchemyError
 
-    from api.db import Database, migrate
     from api.settings import Settings
+    from darrm_opt.ledger.db import Database, migrate
 
     if database_url:
         os.environ["DARRM_DATABASE_URL"] = database_url  # the workers read their settings from here

@@ -39,7 +39,7 @@ import numpy as np
 from darrm_opt.errors import InvalidParameter
 from darrm_opt.model.neighbours import SETTING_NOTES
 from darrm_opt.privacy.pate import gnmax_aggregate
-from darrm_opt.release.aggregator import Aggregator
+from darrm_opt.release.aggregator import BinarySampler
 
 #: The paper's MNIST setting: each teacher (0.0892, 1e-4)-DP, m = 3 ⇒ (0.2676, 3e-4) per query.
 PAPER_EPSILON = 0.0892
@@ -170,7 +170,7 @@ def _shards(y: np.ndarray, K: int, rng: np.random.Generator) -> list[np.ndarray]
 
 def darrm_answer(votes: np.ndarray, K: int, gamma: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     """DaRRM (Alg. 1) for vote counts ``votes``: the service's exact-coin aggregator, fed seeded bytes."""
-    agg = Aggregator([float(x) for x in gamma], random_bytes=rng.bytes)
+    agg = BinarySampler([float(x) for x in gamma], random_bytes=rng.bytes)
     assert agg.K == K
     return agg.answers_from_counts(np.asarray(votes, dtype=np.intp))
 

@@ -313,15 +313,16 @@ def kov_heterogeneous(groups: Sequence[Group], delta: float) -> Spend:
     return Spend(min(total, a, b), delta, KOV_HETEROGENEOUS)
 
 
-def exact(profiles: Iterable[tuple[Any, int]], delta: float) -> Spend:
-    """Exact composition at target δ of ``count`` answers of each (PrivacyProfile, count)."""
+def exact(profiles: Iterable[tuple[Any, int]], delta: float, *, coarse: bool = False) -> Spend:
+    """Exact composition at target δ of ``count`` answers of each (PrivacyProfile, count) (``coarse``: on the
+    coarser grid of :func:`darrm_opt.privacy.pld.exact_epsilon`, still an upper bound)."""
     from darrm_opt.privacy.pld import exact_epsilon
 
-    return Spend(exact_epsilon(profiles, delta), delta, EXACT)
+    return Spend(exact_epsilon(profiles, delta, coarse=coarse), delta, EXACT)
 
 
 def account(groups: Iterable[Group | tuple[float, float, int]], delta_budget: float,
-            profiles: Sequence[tuple[Any, int]] | None = None) -> Accounting:
+            profiles: Sequence[tuple[Any, int]] | None = None, *, coarse: bool = False) -> Accounting:
     """Every method's bound for ``groups`` at target ``delta_budget`` and the tightest valid one.
 
     ``profiles``: the (PrivacyProfile or None, count) of the same answers; when every table's profile is
@@ -347,7 +348,7 @@ def account(groups: Iterable[Group | tuple[float, float, int]], delta_budget: fl
     if profiles is not None and delta_budget > 0 and all(p is not None for p, _ in profiles):
         if sum(n for _, n in profiles) != sum(g.count for g in merged):
             raise InvalidParameter("profiles", "must count the same answers as the groups")
-        candidates.append(exact(profiles, delta_budget))
+        candidates.append(exact(profiles, delta_budget, coarse=coarse))
     feasible = [c for c in candidates if c.delta <= delta_budget and math.isfinite(c.epsilon)]
     chosen = min(feasible, key=lambda c: c.epsilon) if feasible else candidates[0]
     return Accounting(chosen, {c.method: c for c in candidates})

@@ -33,6 +33,10 @@ from darrm_opt.privacy.profile import PrivacyProfile
 #: loss discretisation interval: the pessimistic rounding adds at most Q·INTERVAL to the ε of Q answers
 #: (about half of it on average).
 INTERVAL = 1e-5
+#: the interval of a *coarse* composition: a valid, slightly looser ε (at most Q·COARSE·INTERVAL more) for
+#: 10-40× less time (K = 11, m = 3, 100 answers: 0.12 s against 1.6 s); ledgers state their spend with it
+#: while the budget is far, and decide near the budget with the fine one
+COARSE = 10.0
 #: atoms whose log P-mass is below this bound go to the infinite-loss atom (pessimistic).
 LOG_MASS_TRUNCATION = -60.0
 
@@ -165,28 +169,29 @@ def _composed(parts: Parts, interval: float) -> PLD | None:
     return compose((_one_pld(p, interval), n) for p, n in parts)
 
 
-_EXACT: collections.OrderedDict[tuple[Parts, float], float] = collections.OrderedDict()
+_EXACT: collections.OrderedDict[tuple[Parts, float, bool], float] = collections.OrderedDict()
 _EXACT_LOCK = threading.Lock()
 EXACT_CACHE_SIZE = 4096
 
 
-def _exact_epsilon(parts: Parts, delta: float) -> float:
+def _exact_epsilon(parts: Parts, delta: float, coarse: bool) -> float:
     answers = sum(n for _, n in parts)
     if answers > EXACT_MAX_ANSWERS:
         return math.inf
     if delta < max(p.infinite_mass for p, _ in parts):
         return math.inf  # one answer alone already needs more than delta at every ε
-    return epsilon_at(_composed(parts, interval_for(answers)), delta)
+    return epsilon_at(_composed(parts, interval_for(answers) * (COARSE if coarse else 1.0)), delta)
 
 
-def exact_epsilon(parts: Iterable[tuple[PrivacyProfile, int]], delta: float) -> float:
+def exact_epsilon(parts: Iterable[tuple[PrivacyProfile, int]], delta: float, *, coarse: bool = False) -> float:
     """ε at ``delta`` (an upper bound) of the adaptive composition of ``count`` answers of each table's
     profile; ``inf`` above EXACT_MAX_ANSWERS answers or when ``delta`` is below the infinite-loss mass.
-    Results are kept in an in-memory LRU cache keyed by the composition state and δ."""
+    ``coarse``: on a grid COARSE times coarser (still an upper bound). Results are kept in an in-memory LRU
+    cache keyed by the composition state, δ and the grid."""
     if not (isinstance(delta, (int, float)) and 0 <= delta < 1):
         raise InvalidParameter("delta", "must satisfy 0 <= delta < 1", delta)
-    key = (canonical_parts(parts), float(delta))
-    hit = cached_exact_epsilon(key[0], key[1])
+    key = (canonical_parts(parts), float(delta), bool(coarse))
+    hit = cached_exact_epsilon(key[0], key[1], coarse=key[2])
     if hit is not None:
         return hit
     value = _exact_epsilon(*key) if key[0] else 0.0
@@ -197,9 +202,10 @@ def exact_epsilon(parts: Iterable[tuple[PrivacyProfile, int]], delta: float) -> 
     return value
 
 
-def cached_exact_epsilon(parts: Iterable[tuple[PrivacyProfile, int]], delta: float) -> float | None:
+def cached_exact_epsilon(parts: Iterable[tuple[PrivacyProfile, int]], delta: float, *,
+                         coarse: bool = False) -> float | None:
     """:func:`exact_epsilon` if it is in the cache (no composition is computed), else None."""
-    key = (canonical_parts(parts), float(delta))
+    key = (canonical_parts(parts), float(delta), bool(coarse))
     with _EXACT_LOCK:
         value = _EXACT.get(key)
         if value is not None:

@@ -25,6 +25,7 @@ from fractions import Fraction
 import numpy as np
 
 from darrm_opt.errors import InvalidParameter
+from darrm_opt.privacy.table import CertifiedTable
 
 RandomBytes = Callable[[int], bytes]
 #: batches up to this many rows are answered without numpy
@@ -74,7 +75,7 @@ def _exact_bernoulli(p: Fraction, random_bytes: RandomBytes) -> bool:
     return False
 
 
-class Aggregator:
+class BinarySampler:
     """DaRRM_γ for one certified table; call it on a (rows, K) array of 0/1 votes."""
 
     def __init__(self, gamma: Sequence[float], random_bytes: RandomBytes = system_random) -> None:
@@ -96,20 +97,26 @@ class Aggregator:
         self._half = (self.K + 1) // 2
 
     def __call__(self, votes: np.ndarray | Sequence[Sequence[int]]) -> np.ndarray:
-        """Answers (uint8 0/1, one per row) for ``votes`` of shape (rows, K) with entries 0/1.
+        """Answers (uint8 0/1, one per row) for ``votes`` of shape (rows, K) with entries 0/1."""
+        return self.draw(self.prepare(votes))
 
-        Up to ``SMALL`` rows are answered in plain Python: a numpy call on a tiny array costs more than the
-        arithmetic, and each one that releases the GIL lets the server's other threads in."""
+    def prepare(self, votes: np.ndarray | Sequence[Sequence[int]]) -> list[int] | np.ndarray:
+        """The vote counts L of ``votes`` (rows, K) of 0/1, checked (InvalidParameter naming ``votes``); no
+        coin is drawn. Up to ``SMALL`` rows are counted in plain Python: a numpy call on a tiny array costs
+        more than the arithmetic, and each one that releases the GIL lets the server's other threads in."""
+        if isinstance(votes, np.ndarray) and votes.ndim != 2:
+            raise InvalidParameter("votes", f"must be a 2-D array of rows of K = {self.K} votes (got "
+                                   f"{votes.ndim} dimension(s))")
         if len(votes) <= SMALL:
             rows = votes.tolist() if isinstance(votes, np.ndarray) else votes
             counts = []
             for row in rows:
-                if len(row) != self.K:
+                if not isinstance(row, (list, tuple, np.ndarray)) or len(row) != self.K:
                     raise InvalidParameter("votes", f"must be rows of K = {self.K} votes")
                 if not all(x == 0 or x == 1 for x in row):
                     raise InvalidParameter("votes", "every vote must be 0 or 1")
                 counts.append(int(sum(row)))
-            return np.frombuffer(self._answers_small(counts), dtype=np.uint8)
+            return counts
         v = np.asarray(votes)
         if v.ndim != 2 or v.shape[1] != self.K:
             raise InvalidParameter("votes", f"must be rows of K = {self.K} votes")
@@ -119,8 +126,17 @@ class Aggregator:
             v = v.astype(np.uint8)
         elif v.size and v.max() > 1:
             raise InvalidParameter("votes", "every vote must be 0 or 1")
-        L = v.sum(axis=1, dtype=np.uint16) if self.K < 65535 else v.sum(axis=1)
-        return self.answers_from_counts(L)
+        return v.sum(axis=1, dtype=np.uint16) if self.K < 65535 else v.sum(axis=1)
+
+    @staticmethod
+    def rows(prepared: list[int] | np.ndarray) -> int:
+        return len(prepared)
+
+    def draw(self, prepared: list[int] | np.ndarray) -> np.ndarray:
+        """Algorithm 1 for the counts of :meth:`prepare`: the answers, with fresh exact coins."""
+        if isinstance(prepared, list):
+            return np.frombuffer(self._answers_small(prepared), dtype=np.uint8)
+        return self.answers_from_counts(prepared)
 
     def _answers_small(self, counts: list[int]) -> bytes:
         """Algorithm 1 for a few vote counts, with the same exact coins as :meth:`answers_from_counts`."""
@@ -174,7 +190,7 @@ def _uniform_limits(C: int) -> list[int]:
 CHUNK_CELLS = 1 << 18
 
 
-class MulticlassAggregator:
+class MulticlassSampler:
     """Multi-class DaRRM_γ for one certified table (:func:`darrm_opt.model.multiclass.output_distribution`):
     for a histogram h of the K votes over C classes, gap g = h₍₁₎ − h₍₂₎ (0 for a tie) and top set T,
 
@@ -237,8 +253,19 @@ class MulticlassAggregator:
     def __call__(self, votes: np.ndarray | Sequence[Sequence[int]]) -> np.ndarray:
         """One released class per row of K class labels (integers 0..C−1); the histograms are formed
         :data:`CHUNK_CELLS` cells at a time (memory O(rows + CHUNK_CELLS), whatever C)."""
-        v = self._labels(votes)
-        return self._release(v.shape[0], lambda lo, hi: self._count(v[lo:hi]))
+        return self.draw(self.prepare(votes))
+
+    def prepare(self, votes: np.ndarray | Sequence[Sequence[int]]) -> np.ndarray:
+        """The (rows, K) class labels, checked (InvalidParameter naming ``votes``); no coin is drawn."""
+        return self._labels(votes)
+
+    @staticmethod
+    def rows(prepared: np.ndarray) -> int:
+        return int(prepared.shape[0])
+
+    def draw(self, prepared: np.ndarray) -> np.ndarray:
+        """(MC-1) for the labels of :meth:`prepare`, with fresh exact coins."""
+        return self._release(prepared.shape[0], lambda lo, hi: self._count(prepared[lo:hi]))
 
     def answers_from_histograms(self, h: np.ndarray) -> np.ndarray:
         """One released class per histogram row (counts over the C classes summing to K), by (MC-1)."""
@@ -308,3 +335,11 @@ class MulticlassAggregator:
         gap = 0 if len(T) > 1 else M - sorted(h)[-2]
         g = Fraction(float(self.gamma[gap]))
         return [(1 - g) / self.C + (g / len(T) if c in T else 0) for c in range(self.C)]
+
+
+def sampler_for(table: CertifiedTable, random_bytes: RandomBytes = system_random) -> BinarySampler | MulticlassSampler:
+    """The sampler of a certified table: multi-class DaRRM for class-label votes, DaRRM (Algorithm 1) for
+    0/1 votes."""
+    if table.classes is not None:
+        return MulticlassSampler(table.gamma, table.classes, random_bytes)
+    return BinarySampler(table.gamma, random_bytes)

@@ -371,3 +371,16 @@ def load_multiclass_table(path: str | Path):
         raise TableFileError(f"table file {str(path)!r} is not a multi-class table (it has no 'classes')")
     assert isinstance(data, dict)
     return multiclass_from_dict(data, f"table file {str(path)!r}")
+
+
+def load_certified(path: str | Path, *, profile: bool = True):
+    """A table file of any kind certified again (:func:`darrm_opt.privacy.table.certify_table`): the
+    :class:`~darrm_opt.privacy.table.CertifiedTable` with the teachers' setting the file states (``shared``
+    when it states none) and, when ``profile``, its certified privacy profile. CertificationFailed (exit 1)
+    when the table is not private for the parameters it states."""
+    from darrm_opt.privacy.table import certify_table
+
+    params, gamma = load_any_table(path)
+    data = _read_json(Path(path))
+    teachers = data.get("teachers") if isinstance(data, dict) else None
+    return certify_table(params, gamma, teachers=teachers, profile=profile, name=f"table {str(path)!r}")

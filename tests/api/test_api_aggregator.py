@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from svc_helpers import make_ledger, make_table
 
 from api import votes as votes_io
-from darrm_opt.release.aggregator import Aggregator, _exact_bernoulli
+from darrm_opt.release.aggregator import BinarySampler, _exact_bernoulli
 
 N_ANSWERS = 20_000
 
@@ -43,7 +43,7 @@ def seeded(seed: int):
 
 def test_aggregator_distribution_with_injected_rng():
     gamma = [1.0, 0.25, 0.6, 0.6, 0.25, 1.0]
-    agg = Aggregator(gamma, seeded(7))
+    agg = BinarySampler(gamma, seeded(7))
     n = 200_000
     for L in range(6):
         votes = np.zeros((n, 5), dtype=np.uint8)
@@ -55,7 +55,7 @@ def test_aggregator_distribution_with_injected_rng():
 
 def test_small_batches_answer_in_python_with_the_same_distribution():
     gamma = [1.0, 0.25, 0.6, 0.6, 0.25, 1.0]
-    agg = Aggregator(gamma, seeded(11))
+    agg = BinarySampler(gamma, seeded(11))
     calls = 4000
     for L in range(6):
         row = [1] * L + [0] * (5 - L)
@@ -83,9 +83,9 @@ def test_server_answers_small_batches_with_the_right_distribution(client):
 
 def test_gamma_one_always_answers_the_majority_and_zero_is_a_fair_coin():
     votes = np.array([[1, 1, 0], [0, 0, 1], [1, 1, 1], [0, 0, 0]] * 5000, dtype=np.uint8)
-    ones = Aggregator([1.0] * 4)(votes)
+    ones = BinarySampler([1.0] * 4)(votes)
     assert np.array_equal(ones, (votes.sum(axis=1) >= 2).astype(np.uint8))
-    coin = Aggregator([0.0] * 4, seeded(3))(votes)
+    coin = BinarySampler([0.0] * 4, seeded(3))(votes)
     assert abs(coin.mean() - 0.5) < 4 * math.sqrt(0.25 / coin.size)
 
 
@@ -108,23 +108,23 @@ def test_coin_is_exact_at_the_64_bit_tie():
     assert _exact_bernoulli(rem, _stream([(t2 - 1).to_bytes(8, "little")])) is True
     assert _exact_bernoulli(rem, _stream([(t2 + 1).to_bytes(8, "little")])) is False
     one = np.array([1], dtype=np.uint16)  # K = 1, L = 1: the majority is 1
-    keep = Aggregator([gamma, gamma], _stream([t.to_bytes(8, "little"), (t2 - 1).to_bytes(8, "little"), b"\x00"]))
+    keep = BinarySampler([gamma, gamma], _stream([t.to_bytes(8, "little"), (t2 - 1).to_bytes(8, "little"), b"\x00"]))
     assert keep.answers_from_counts(one).tolist() == [1]
-    coin = Aggregator([gamma, gamma], _stream([t.to_bytes(8, "little"), (t2 + 1).to_bytes(8, "little"), b"\x00"]))
+    coin = BinarySampler([gamma, gamma], _stream([t.to_bytes(8, "little"), (t2 + 1).to_bytes(8, "little"), b"\x00"]))
     assert coin.answers_from_counts(one).tolist() == [0]  # the fair coin's bit
-    below = Aggregator([gamma, gamma], _stream([(t - 1).to_bytes(8, "little"), b"\x00"]))
+    below = BinarySampler([gamma, gamma], _stream([(t - 1).to_bytes(8, "little"), b"\x00"]))
     assert below.answers_from_counts(one).tolist() == [1]
     # the plain-Python path for small batches draws the same coins (one block: 8 bytes per row + fair bits)
-    keep = Aggregator([gamma, gamma], _stream([t.to_bytes(8, "little") + b"\x00", (t2 - 1).to_bytes(8, "little")]))
+    keep = BinarySampler([gamma, gamma], _stream([t.to_bytes(8, "little") + b"\x00", (t2 - 1).to_bytes(8, "little")]))
     assert keep([[1]]).tolist() == [1]
-    coin = Aggregator([gamma, gamma], _stream([t.to_bytes(8, "little") + b"\x00", (t2 + 1).to_bytes(8, "little")]))
+    coin = BinarySampler([gamma, gamma], _stream([t.to_bytes(8, "little") + b"\x00", (t2 + 1).to_bytes(8, "little")]))
     assert coin([[1]]).tolist() == [0]
-    above = Aggregator([gamma, gamma], _stream([(t + 1).to_bytes(8, "little") + b"\x01"]))
+    above = BinarySampler([gamma, gamma], _stream([(t + 1).to_bytes(8, "little") + b"\x01"]))
     assert above([[1]]).tolist() == [1]  # not kept: the fair coin's bit, 1 here
 
 
 def test_bad_votes_are_refused_in_process():
-    agg = Aggregator([1.0, 0.5, 0.5, 1.0])
+    agg = BinarySampler([1.0, 0.5, 0.5, 1.0])
     from darrm_opt.errors import InvalidParameter
 
     for rows in (1, 100):  # the plain-Python and the numpy paths

@@ -48,14 +48,12 @@ def test_ledger_list_and_spend_history(live):
         full = c.get(f"/v1/ledgers/{job['id']}").json()
         assert job["answers"] == 7 and job["epsilon_spent"] == full["epsilon_spent"]
         assert job["epsilon_remaining"] == pytest.approx(3.0 - full["epsilon_spent"], abs=0)
-        assert job["delta_remaining"] == max(1e-3 - full["delta_spent"], 0.0)
+        assert job["delta_target"] == full["delta_target"] == 1e-3 and "delta_remaining" not in job
         spends = c.get(f"/v1/ledgers/{job['id']}/spends").json()
         assert [s["rows"] for s in spends["items"]] == [2, 4, 1] and not spends["truncated"]
         eps = [s["epsilon_spent"] for s in spends["items"]]
-        # the history holds the spend committed at each debit (a valid bound); the ledger reports the tightest
-        # valid bound, the exact composition of its tables' profiles included, which is never larger
-        assert eps == sorted(eps) and eps[-1] >= full["epsilon_spent"]
-        assert full["composition"] == "exact" and full["epsilon_spent"] < eps[-1]
+        # the history holds the ledger's statement after each debit: never decreasing, the last one its view
+        assert eps == sorted(eps) and eps[-1] == full["epsilon_spent"] and full["composition"] == "exact"
         last_two = c.get(f"/v1/ledgers/{job['id']}/spends", params={"limit": 2}).json()
         assert [s["rows"] for s in last_two["items"]] == [4, 1] and last_two["truncated"]
         assert c.get("/v1/ledgers/" + "0" * 32 + "/spends").status_code == 404
@@ -128,12 +126,13 @@ def test_dashboard_renders_in_chromium(live, tmp_path):
     ledgers = [a["data-ledger-id"] for t, a in dom.elements if "data-ledger-id" in a]
     assert ledgers[0] == live["ledger"]["id"] and len(ledgers) == 2
     series = [(a["data-series"], a["data-points"]) for t, a in dom.elements if t == "g" and "data-series" in a]
-    # ledger plots: ε and δ from 0 then after each of 3 paid requests; the unused one (δ budget 0): ε only
-    assert series[:3] == [("epsilon", "4"), ("delta", "4"), ("epsilon", "1")]
+    # ledger plots: ε (at the ledger's fixed δ) from 0 then after each of 3 paid requests; the unused one: 0
+    assert series[:2] == [("epsilon", "4"), ("epsilon", "1")]
     # table plots: γ over l = 0..5 for γ_opt and the baselines (γ_DSub only for the pure table)
-    assert sorted(series[3:]) == sorted([(k, "6") for k in ("opt", "sub", "const")] * 2 + [("dsub", "6")])
+    assert sorted(series[2:]) == sorted([(k, "6") for k in ("opt", "sub", "const")] * 2 + [("dsub", "6")])
     text = " ".join(dom.text)
     assert "labelling-job" in text and "CERTIFIED" in text and "2 ledger(s), 2 table(s)" in text
+    assert "(fixed: every statement is (ε, δ)-DP at this δ)" in text and "δ spent" not in text
     assert shot.exists() and shot.stat().st_size > 10_000
 
 

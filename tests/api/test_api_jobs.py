@@ -16,9 +16,10 @@ import pytest
 from sqlalchemy import create_engine, text
 from svc_helpers import Server
 
-from api.db import normalize_url
+from darrm_opt.ledger.db import normalize_url
 from darrm_opt.model.corners import n_corners, n_multisets
 from darrm_opt.model.params import Params
+from darrm_opt.privacy.table import table_id
 
 BACKENDS = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
 INLINE_MAX = 20_000_000  # K = 31, m = 3 (12.6 M multisets) is inline; K = 41 (73.6 M) is a job
@@ -121,12 +122,12 @@ def test_inline_solve_past_the_timeout_falls_back_to_a_job(request, tmp_path_fac
             assert accepted["status_url"] == r.headers["location"] == f"/v1/jobs/{params.key()}"
             job = wait_job(server, accepted["job_id"])
             table = job["table"]
-            assert job["table_id"] == params.key() == table["id"]
+            assert job["table_id"] == table_id(params, "shared", table["gamma"]) == table["id"]
             assert job["error"] is None
             assert table["certificate"]["certified"] is True
             assert table["certificate"]["bound"] == pytest.approx(params.bound)
             assert len(table["gamma"]) == 32 and all(0.0 <= g <= 1.0 for g in table["gamma"])
-            assert c.get(f"/v1/tables/{params.key()}").json() == table
+            assert c.get(f"/v1/tables/{table['id']}").json() == table
             again = c.post("/v1/tables", json={"K": 31, "m": 3.05})
             assert again.status_code == 200 and again.headers["x-darrm-cache"] == "hit"
             assert again.json() == table
@@ -169,7 +170,7 @@ def test_job_single_flight_across_processes(pair):
     cpu_used = [cpu_seconds(p) - b for p, b in zip(pids, cpu_before)]
     assert jobs[0]["table"] == jobs[1]["table"]
     table = jobs[0]["table"]
-    assert table["id"] == params.key() and table["certificate"]["certified"] is True
+    assert table["id"] == table_id(params, "shared", table["gamma"]) and table["certificate"]["certified"] is True
 
     rows = job_rows(url, params.key())
     assert len(rows) == 1 and rows[0]["status"] == "done"
@@ -180,7 +181,7 @@ def test_job_single_flight_across_processes(pair):
 
     for s in servers:
         with s.client() as c:
-            assert c.get(f"/v1/tables/{params.key()}").json() == table
+            assert c.get(f"/v1/tables/{table['id']}").json() == table
             again = c.post("/v1/tables", json=body)
             assert again.status_code == 200 and again.headers["x-darrm-cache"] == "hit"
             assert again.json()["gamma"] == table["gamma"] and again.json()["id"] == table["id"]

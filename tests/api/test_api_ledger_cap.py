@@ -8,6 +8,7 @@ import pytest
 from svc_helpers import Server, make_table
 
 from darrm_opt.privacy import accounting
+from darrm_opt.privacy.profile import PrivacyProfile
 
 
 def _ledger(c, **body):
@@ -26,8 +27,8 @@ def _check_cap(c):
     votes = {"table_id": table["id"], "votes": [[1, 1, 1, 0, 0]] * 40}
     r = c.post("/v1/aggregate", json={**votes, "ledger_id": capped.json()["id"]})
     assert r.status_code == 200, r.text
-    assert (r.json()["epsilon_spent"], r.json()["delta_spent"], r.json()["composition"]) == (0.1, 1e-5,
-                                                                                              "parallel-cap")
+    assert (r.json()["epsilon_spent"], r.json()["delta_target"], r.json()["composition"]) == (0.1, 1e-4,
+                                                                                               "parallel-cap")
     # the shared ledger composes: 40 answers of (0.2, 0) exceed ε = 1 by any rule, so nothing is released
     refused = c.post("/v1/aggregate", json={**votes, "ledger_id": shared["id"]})
     assert refused.status_code == 409 and not isinstance(refused.json().get("answers"), list)
@@ -53,7 +54,9 @@ def test_cap_not_taken_when_looser_or_over_delta(client):
     r = client.post("/v1/aggregate", json={"table_id": table["id"], "ledger_id": loose["id"],
                                            "votes": [[1, 0, 0, 0, 0]] * 2})
     assert r.status_code == 200 and r.json()["composition"] != "parallel-cap"
-    assert r.json()["epsilon_spent"] == accounting.account([(0.2, 0.0, 2)], 1e-6).spend.epsilon
+    prof = PrivacyProfile.from_dict(table["privacy_profile"])
+    tightest = accounting.account([(0.2, 0.0, 2)], 1e-6, profiles=[(prof, 2)], coarse=True).spend
+    assert (r.json()["epsilon_spent"], r.json()["composition"]) == (tightest.epsilon, tightest.method)
 
 
 @pytest.mark.parametrize("body, field", [

@@ -91,9 +91,10 @@ def test_racing_clients_release_exactly_what_the_budget_pays(servers, teacher_de
         with s.client() as c:
             state = c.get(f"/v1/ledgers/{ledger['id']}").json()
         assert state["answers"] == N
-        assert state["epsilon_spent"] <= eps_budget and state["delta_spent"] <= delta_budget
+        assert state["epsilon_spent"] <= eps_budget and state["delta_target"] == delta_budget
+    # the statement is the tightest bound of the N answers, or an earlier statement that is larger (monotone)
     expected = accounting.account([(0.2, params.delta, N)], delta_budget, profiles=_parts(profile, N)).spend
-    assert (state["epsilon_spent"], state["composition"]) == (expected.epsilon, expected.method)
+    assert expected.epsilon <= state["epsilon_spent"] <= eps_budget and state["composition"] == expected.method
     if delta_budget > 0:  # the exact composition pays for more than the optimal generic one
         assert state["composition"] == "exact"
         assert accounting.optimal_epsilon(0.2, params.delta, N, delta_budget) > eps_budget
@@ -137,7 +138,7 @@ def ledger_totals(url: str, ledger_id: str) -> tuple[int, int, int]:
     """(ledgers.answers, Σ spends.rows, Σ ledger_usage.answers) read straight from the database."""
     from sqlalchemy import create_engine, text
 
-    from api.db import normalize_url
+    from darrm_opt.ledger.db import normalize_url
 
     engine = create_engine(normalize_url(url))
     try:

@@ -19,7 +19,8 @@ from darrm_opt.optimize.multiclass import solve_multiclass
 from darrm_opt.privacy import accounting
 from darrm_opt.privacy.pair_profile import multiclass_profile
 from darrm_opt.privacy.profile import PrivacyProfile
-from darrm_opt.release.aggregator import MulticlassAggregator
+from darrm_opt.privacy.table import table_id
+from darrm_opt.release.aggregator import MulticlassSampler
 
 BODY = {"K": 7, "classes": 3, "teachers": "disjoint-nonprivate", "target_epsilon": 1.0, "delta": 1e-5}
 
@@ -34,7 +35,7 @@ def table(sqlite_server) -> dict:
 
 def test_a_multiclass_table_is_created_certified_and_cached(client, table):
     params = MulticlassParams(7, 3, 1.0, 1e-5)
-    assert table["id"] == params.key()
+    assert table["id"] == table_id(params, "disjoint-nonprivate", table["gamma"])  # its content
     assert (table["K"], table["classes"], table["teachers"], table["target_epsilon"], table["delta"]) == (
         7, 3, "disjoint-nonprivate", 1.0, 1e-5)
     assert table["gamma"] == list(solve_multiclass(params).gamma)  # the library's table, as served
@@ -44,7 +45,8 @@ def test_a_multiclass_table_is_created_certified_and_cached(client, table):
     assert again.status_code == 200 and again.headers["x-darrm-cache"] == "hit" and again.json() == table
     assert client.get(f"/v1/tables/{table['id']}").json() == table
     four = client.post("/v1/tables", json={**BODY, "classes": 4})  # C is part of the id
-    assert four.status_code == 200 and four.json()["id"] == MulticlassParams(7, 4, 1.0, 1e-5).key() != table["id"]
+    four_id = table_id(MulticlassParams(7, 4, 1.0, 1e-5), "disjoint-nonprivate", four.json()["gamma"])
+    assert four.status_code == 200 and four.json()["id"] == four_id != table["id"]
     binary = client.post("/v1/tables", json={"K": 5, "m": 2, "epsilon": 0.1, "teacher_delta": 1e-5})
     assert binary.status_code == 200 and "classes" not in binary.json()  # binary tables unchanged
     listed = client.get("/v1/tables", params={"K": 7, "limit": 500}).json()["items"]
@@ -85,15 +87,15 @@ def test_label_votes_are_answered_and_paid_per_answer(client, table):
     assert r.status_code == 200, r.text
     out = r.json()
     assert len(out["answers"]) == 4 and set(out["answers"]) <= {0, 1, 2}
-    # the debit decides by the generic bounds of (ε, δ) while they fit the budget (as for binary tables)
-    expected = accounting.account([(1.0, 1e-5, 4)], 1e-3).spend
-    assert (out["epsilon_spent"], out["delta_spent"], out["composition"], out["ledger_answers"]) == (
-        expected.epsilon, expected.delta, expected.method, 4)
-    # the table is stored with its exact profile, which the ledger view composes exactly (tighter)
+    # the table is stored with its exact profile: far from the budget the debit states the exact composition
+    # on the coarse grid (tighter than the generic bounds of its per-answer (ε, δ))
     prof = multiclass_profile(MulticlassParams(7, 3, 1.0, 1e-5), table["gamma"])
     assert table["privacy_profile"] == prof.to_dict() | {"seconds": table["privacy_profile"]["seconds"]}
-    exact = accounting.account([(1.0, 1e-5, 4)], 1e-3, profiles=[(prof, 4)]).spend
-    assert exact.method == "exact" and exact.epsilon < expected.epsilon
+    exact = accounting.account([(1.0, 1e-5, 4)], 1e-3, profiles=[(prof, 4)], coarse=True).spend
+    generic = accounting.account([(1.0, 1e-5, 4)], 1e-3).spend
+    assert exact.method == "exact" and exact.epsilon < generic.epsilon
+    assert (out["epsilon_spent"], out["delta_target"], out["composition"], out["ledger_answers"]) == (
+        exact.epsilon, 1e-3, "exact", 4)
     view = client.get(f"/v1/ledgers/{ledger['id']}").json()
     assert view["groups"] == [{"table_id": table["id"], "epsilon0": 1.0, "delta0": 1e-5, "answers": 4}]
     assert view["epsilon_spent"] == exact.epsilon
@@ -103,7 +105,7 @@ def test_the_served_law_matches_mc1(client, table):
     """5 000 answers to one histogram with a tie of two (gap 0) and 5 000 to a unanimous one, within 5
     standard errors of (MC-1)."""
     ledger = make_ledger(client, epsilon_budget=1e6, delta_budget=0.5, name="mc-law-" + uuid.uuid4().hex[:6])
-    agg = MulticlassAggregator(table["gamma"], 3)
+    agg = MulticlassSampler(table["gamma"], 3)
     n = 5000
     for row in ([0, 0, 0, 1, 1, 1, 2], [2] * 7):
         r = client.post("/v1/aggregate", json={"table_id": table["id"], "ledger_id": ledger["id"],
@@ -172,13 +174,17 @@ def test_multiclass_round_trip_on_postgres(pg_database, tmp_path):
             r = c.post("/v1/tables", json=BODY)
             assert r.status_code == 200, r.text
             tid = r.json()["id"]
-            assert tid == MulticlassParams(7, 3, 1.0, 1e-5).key() and r.json()["classes"] == 3
+            params = MulticlassParams(7, 3, 1.0, 1e-5)
+            assert tid == table_id(params, "disjoint-nonprivate", r.json()["gamma"]) and r.json()["classes"] == 3
             ledger = make_ledger(c, epsilon_budget=20.0, delta_budget=1e-3, name="mc-pg")
             r = c.post("/v1/aggregate", json={"table_id": tid, "ledger_id": ledger["id"],
                                               "votes": [[1] * 7, [0, 1, 2, 2, 2, 2, 2]]})
             assert r.status_code == 200, r.text
             assert set(r.json()["answers"]) <= {0, 1, 2} and r.json()["ledger_answers"] == 2
-            assert r.json()["epsilon_spent"] == accounting.account([(1.0, 1e-5, 2)], 1e-3).spend.epsilon
+            prof = multiclass_profile(params, r.json()["gamma"] if "gamma" in r.json() else
+                                      c.get(f"/v1/tables/{tid}").json()["gamma"])
+            expected = accounting.account([(1.0, 1e-5, 2)], 1e-3, profiles=[(prof, 2)], coarse=True).spend
+            assert (r.json()["epsilon_spent"], r.json()["composition"]) == (expected.epsilon, "exact")
     finally:
         server.stop()
 
@@ -193,28 +199,30 @@ def dp_pair_profile(eps: float, delta: float) -> PrivacyProfile:
 
 
 def test_a_multiclass_row_with_a_profile_is_served_and_composed_exactly(tmp_path):
-    from api.local_ledger import Ledger
     from api.settings import Settings
     from api.table_service import TableService
+    from darrm_opt.ledger.local import Ledger
+    from darrm_opt.privacy.table import CertifiedTable
+    from darrm_opt.release.release import Aggregator
 
     params = MulticlassParams(7, 3, 1.0, 1e-5)
     sol = solve_multiclass(params)
     prof = dp_pair_profile(1.0, 1e-5)  # valid for every (1, 1e-5)-DP table, this one included
+    table = CertifiedTable(params, sol.gamma, sol.certificate, profile=prof)
     url = f"sqlite:///{tmp_path / 'l.db'}"
     with Ledger(url, "mc", epsilon_budget=50.0, delta_budget=1e-3) as book:
-        answers = MulticlassAggregator(sol.gamma, 3)(np.zeros((30, 7), dtype=np.uint8))
-        book.pay(params, sol.gamma, sol.certificate, answers, profile=prof)
+        Aggregator(table, book)(np.zeros((30, 7), dtype=np.uint8))
         view = book.view()
-        exact = accounting.account([(1.0, 1e-5, 30)], 1e-3, profiles=[(prof, 30)]).spend
+        exact = accounting.account([(1.0, 1e-5, 30)], 1e-3, profiles=[(prof, 30)], coarse=True).spend
         generic = accounting.account([(1.0, 1e-5, 30)], 1e-3).spend
         assert exact.method == "exact" and exact.epsilon < generic.epsilon
         assert (view["epsilon_spent"], view["composition"]) == (exact.epsilon, "exact")
         service = TableService(book.db, Settings())
         try:
-            served = service.get(params.key())
+            served = service.get(table.id)
             assert served is not None and served.classes == 3 and served.profile == prof
             assert (served.epsilon0, served.delta0) == (1.0, 1e-5)
-            assert service.profile_of(params.key()) == prof
+            assert service.profile_of(table.id) == prof
         finally:
             service.close()
 

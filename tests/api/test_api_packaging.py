@@ -87,7 +87,8 @@ def installed(tmp_path_factory) -> Path:
     r = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(site), "."],
                        cwd=ctx, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr
-    for rel in ("api/alembic.ini", "api/migrations/env.py", "api/migrations/versions/0001_initial.py",
+    for rel in ("darrm_opt/ledger/alembic.ini", "darrm_opt/ledger/migrations/env.py",
+                "darrm_opt/ledger/migrations/versions/0007_table_content_ids.py",
                 "api/routers/aggregate.py", "api/static/ui.html", "api/static/app.js", "darrm_opt/cli/serve.py",
                 "bin/darrm-opt"):
         assert (site / rel).exists(), rel
@@ -125,7 +126,7 @@ def test_migrations_upgrade_and_downgrade(tmp_path):
     from alembic import command
     from sqlalchemy import inspect
 
-    from api.db import Database, alembic_config, migrate
+    from darrm_opt.ledger.db import Database, alembic_config, migrate
 
     url = f"sqlite:///{tmp_path / 'm.db'}"
     db = Database(url)
@@ -143,7 +144,7 @@ def test_migrations_upgrade_and_downgrade(tmp_path):
 
 
 def test_postgres_urls_use_psycopg3():
-    from api.db import normalize_url
+    from darrm_opt.ledger.db import normalize_url
 
     assert normalize_url("postgresql://u@h:5432/d").drivername == "postgresql+psycopg"
     assert normalize_url("postgres://u@h/d").drivername == "postgresql+psycopg"

@@ -8,6 +8,7 @@ from darrm_opt.certify.certificate import certify
 from darrm_opt.model.params import Params
 from darrm_opt.privacy.pld import exact_epsilon
 from darrm_opt.privacy.profile import PrivacyProfile, privacy_profile
+from darrm_opt.privacy.table import table_id
 
 SMALL = {"K": 5, "epsilon": 0.2, "teacher_delta": 1e-4, "queries": 20, "budget_epsilon": 3.0,
          "budget_delta": 0.01}
@@ -23,7 +24,7 @@ def test_plan_is_served_cached_and_its_ledger_holds_its_answers(client):
     assert r.headers["X-Darrm-Cache"] in ("miss", "shared")
     doc = r.json()
     params = _params(doc)
-    assert doc["id"] == params.key() and 1 < doc["m"] < 5
+    assert doc["id"] == table_id(params, "shared", doc["gamma"]) and 1 < doc["m"] < 5
     assert doc["certificate"]["certified"] and certify(params, doc["gamma"]).certified
     prof = PrivacyProfile.from_dict(doc["privacy_profile"])
     assert prof == privacy_profile(params, doc["gamma"])

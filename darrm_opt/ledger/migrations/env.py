@@ -1,21 +1,22 @@
-"""Alembic environment: migrates the connection handed in by :func:`api.db.migrate`, or the database of
+"""Alembic environment: migrates the connection handed in by :func:`darrm_opt.ledger.db.migrate`, or the database of
 ``sqlalchemy.url`` / ``DARRM_DATABASE_URL`` when run from the ``alembic`` command line."""
 
 from __future__ import annotations
 
 from alembic import context
 
-from api.models import Base
+from darrm_opt.ledger.schema import Base
 
 config = context.config
 target_metadata = Base.metadata
 
 
 def _url() -> str:
-    from api.db import normalize_url
-    from api.settings import Settings
+    import os
 
-    url = config.get_main_option("sqlalchemy.url") or Settings().database_url
+    from darrm_opt.ledger.db import DEFAULT_URL, normalize_url
+
+    url = config.get_main_option("sqlalchemy.url") or os.environ.get("DARRM_DATABASE_URL") or DEFAULT_URL
     return normalize_url(url).render_as_string(hide_password=False)
 
 
@@ -36,7 +37,7 @@ def run_online() -> None:
     if connection is not None:
         _run(connection)
         return
-    from api.db import Database, migration_connection
+    from darrm_opt.ledger.db import Database, migration_connection
 
     db = Database(_url())
     try:

@@ -1,12 +1,14 @@
-"""The service's database schema (SQLAlchemy 2 ORM). Migrations in ``api/migrations`` create it.
+"""The service's database schema (SQLAlchemy 2 ORM). Migrations in ``darrm_opt/ledger/migrations`` create it.
 
-- ``gamma_tables``: certified γ tables by id = ``Params.key()`` (γ, certificate and privacy profile as exact
-  JSON text; the profile is NULL in rows written before migration 0002 and then computed when served);
+- ``gamma_tables``: certified γ tables by id = their content hash (kind, setting, parameters, γ:
+  :func:`darrm_opt.privacy.table.table_id`), with γ, certificate and privacy profile as exact JSON text;
+  ``params_key`` finds the service's own solve of a parameter set;
 - ``solve_jobs``: one row per table id being (or last) solved, shared by every server process;
 - ``ledgers``: budgets and the current spend (answers, ε, δ, the composition method used);
-- ``ledger_usage``: answers per (ledger, table), with the table's per-answer cost (ε₀ = mε, δ₀ = δ);
+- ``ledger_usage``: answers per (ledger, table), with the table's per-answer cost (ε₀, δ₀);
 - ``spends``: one row per paid request, committed with the debit; the answers are kept only when the
-  request carried an ``idempotency_key``, with a digest of the request. Votes are never stored.
+  request carried an ``idempotency_key``, with a digest of the request, and the debit's own ``debit_id``.
+  Votes are never stored.
 """
 
 from __future__ import annotations
@@ -40,7 +42,11 @@ class Base(DeclarativeBase):
 class GammaTable(Base):
     __tablename__ = "gamma_tables"
 
+    #: the content hash of the table (darrm_opt.privacy.table.table_id: kind, setting, parameters and γ)
     id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    #: the service's solve of these parameters in this setting (darrm_opt.privacy.table.params_key); NULL for
+    #: tables registered from files, which never answer a solve request
+    params_key: Mapped[str | None] = mapped_column(String(32), nullable=True, unique=True, index=True)
     K: Mapped[int] = mapped_column(Integer)
     m: Mapped[float] = mapped_column(Double)  #: 1 for disjoint-nonprivate (no m; m·ε is its per-answer ε; 0006)
     epsilon: Mapped[float] = mapped_column(Double)  #: the teachers' ε; the per-answer ε for disjoint-nonprivate
@@ -116,6 +122,9 @@ class SpendRecord(Base):
     composition: Mapped[str] = mapped_column(String(32))
     idempotency_key: Mapped[str | None] = mapped_column(String(200), nullable=True)
     answers: Mapped[str | None] = mapped_column(Text, nullable=True)
-    #: SHA-256 of (table, ledger, votes) of the request that first used idempotency_key (see api.ledger)
+    #: SHA-256 of (table, ledger, votes) of the request that first used idempotency_key
+    #: (darrm_opt.ledger.core.request_digest)
     request_digest: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    #: the debit's own id: a retried transaction whose commit went through is recognised (0007); NULL before
+    debit_id: Mapped[str | None] = mapped_column(String(32), nullable=True, unique=True, index=True)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)

@@ -1,41 +1,41 @@
-"""A privacy ledger used from Python or the CLI without a server, through the service's own code.
+"""A privacy ledger used from Python or the CLI without a server, with the service's own ledger code.
 
 :class:`Ledger` opens a database (a SQLite file by default, created and migrated on first use, or the
-service's PostgreSQL), finds or creates a ledger by name and pays for batches of answers with the
-service's :class:`api.ledger.DebitWriter`: one transaction that locks the ledger, composes its spend with
-:func:`darrm_opt.privacy.accounting.account` and commits durably (SQLite ``synchronous=FULL``) before
-:meth:`Ledger.pay` returns. A batch that does not fit is refused whole: nothing is written and
-:class:`darrm_opt.errors.BudgetExceeded` names the binding limit (ε or δ) and the largest batch that fits.
+service's PostgreSQL), finds or creates a ledger by name and pays for batches of answers of certified
+tables (:class:`darrm_opt.privacy.table.CertifiedTable`) through :class:`darrm_opt.ledger.store.DebitWriter`:
+one transaction that locks the ledger, decides with :func:`darrm_opt.ledger.core.decide` (each answer priced
+with its own table's profile, the teachers' setting checked against the ledger's cap) and commits durably
+(SQLite ``synchronous=FULL``) before :meth:`Ledger.pay` returns. A batch that does not fit is refused whole:
+nothing is written and :class:`darrm_opt.errors.BudgetExceeded` names the binding limit and the largest
+batch that fits. Answers are drawn only after the debit: :func:`darrm_opt.release.release`.
 """
 
 from __future__ import annotations
 
-import json
 import math
-import uuid
 from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-import numpy as np
 from sqlalchemy import insert, or_, select, text, update
 from sqlalchemy.exc import SQLAlchemyError
 
 from darrm_opt.errors import BudgetExceeded, DarrmError, InvalidParameter
-from darrm_opt.model.multiclass import MulticlassParams
-from darrm_opt.model.neighbours import PateParams
-from darrm_opt.model.params import Params
 from darrm_opt.privacy import accounting
+from darrm_opt.privacy.parallel import capped
+from darrm_opt.privacy.profile import PrivacyProfile
+from darrm_opt.privacy.table import CertifiedTable
 
-from .db import Database, migrate
-from .ledger import Debit, DebitResult, DebitWriter, LedgerStore
-from .models import GammaTable, utcnow
-from .models import Ledger as LedgerRow
+from .core import Debit, DebitResult
+from .db import DEFAULT_URL, Database, migrate
+from .schema import GammaTable, utcnow
+from .schema import Ledger as LedgerRow
+from .store import DebitWriter, LedgerStore, insert_ledger
+from .tables import expected_error, table_columns
 
 #: pg_advisory_xact_lock key serialising find-or-create by name (arbitrary, fixed)
 NAME_LOCK = 7_247_301_812
-DEFAULT_URL = "sqlite:///darrm.db"
 
 
 class LedgerUnavailable(DarrmError):
@@ -64,44 +64,14 @@ def largest_batch(fits: Callable[[int], bool], upper: int) -> int:
     return lo
 
 
-def per_answer(params: Params | PateParams | MulticlassParams) -> tuple[float, float]:
-    """(ε₀, δ₀) of one answer: (mε, δ) for a shared-data table, the stated (ε, δ) for a PATE-setting one."""
-    if isinstance(params, (MulticlassParams, PateParams)):
-        return params.epsilon, params.delta
-    return params.m * params.epsilon, float(params.delta or 0.0)
-
-
-def table_columns(params: Params | PateParams | MulticlassParams, gamma: Any, certificate: Any) -> dict[str, Any]:
-    """The ``gamma_tables`` parameter columns and expected error of a table certified for ``params``
-    (InvalidParameter otherwise). A multi-class table: ``classes`` = C, ``epsilon`` = its per-answer ε,
-    m = 1, teacher_delta = 0 (the per-answer cost mε is then its ε)."""
-    g = np.asarray(gamma, dtype=np.float64)
-    if isinstance(params, MulticlassParams):
-        from darrm_opt.model.multiclass import expected_error as mc_error
-
-        if not getattr(certificate, "certified", False) or getattr(certificate, "delta", None) != params.delta:
-            raise InvalidParameter("table", "only a table certified for its parameters can be paid for")
-        return {"K": params.K, "m": 1.0, "epsilon": params.epsilon, "teacher_delta": 0.0, "delta": params.delta,
-                "prior": params.prior.spec, "classes": params.C, "teachers": "disjoint-nonprivate",
-                "expected_error": float(mc_error(g, params.K, params.C, params.prior))}
-    from darrm_opt.model.objective import expected_error
-
-    if not certificate.certified or certificate.bound != params.bound:
-        raise InvalidParameter("table", "only a table certified for its parameters can be paid for")
-    if isinstance(params, PateParams):  # stored as the service stores it (m = 1, teacher_delta = 0: 0006)
-        return {"K": params.K, "m": 1.0, "epsilon": params.epsilon, "teacher_delta": 0.0, "delta": params.delta,
-                "prior": params.prior.spec, "teachers": "disjoint-nonprivate",
-                "expected_error": float(expected_error(g, params.prior))}
-    return {"K": params.K, "m": params.m, "epsilon": params.epsilon, "teacher_delta": params.teacher_delta,
-            "delta": params.delta, "prior": params.prior.spec,
-            "expected_error": float(expected_error(g, params.prior))}
-
-
 class Ledger:
-    """A durable (ε, δ) budget on a database, paid exactly as the service pays ``POST /v1/aggregate``."""
+    """A durable (ε, δ) budget on a database, paid exactly as the service pays ``POST /v1/aggregate``.
+
+    ``teacher_cap``: for a new ledger of private teachers on disjoint shards, their (ε_T, Δ_T), which caps
+    the total (parallel composition); such a ledger refuses tables for non-private teachers."""
 
     def __init__(self, url: str | None, name: str, *, epsilon_budget: float | None = None,
-                 delta_budget: float | None = None) -> None:
+                 delta_budget: float | None = None, teacher_cap: tuple[float, float] | None = None) -> None:
         if not name or len(name) > 200:
             raise InvalidParameter("ledger", "must be a name of 1 to 200 characters", name)
         try:
@@ -110,7 +80,7 @@ class Ledger:
             raise InvalidParameter("ledger-db", str(exc)) from None
         try:
             migrate(self.db)
-            self.id = self._find_or_create(name, epsilon_budget, delta_budget)
+            self.id = self._find_or_create(name, epsilon_budget, delta_budget, teacher_cap)
         except SQLAlchemyError as exc:
             self.db.dispose()
             raise LedgerUnavailable(f"cannot use the ledger database {self.db.description}: "
@@ -121,7 +91,8 @@ class Ledger:
         self.name = name
         self._writer: DebitWriter | None = None
 
-    def _find_or_create(self, name: str, epsilon_budget: float | None, delta_budget: float | None) -> str:
+    def _find_or_create(self, name: str, epsilon_budget: float | None, delta_budget: float | None,
+                        teacher_cap: tuple[float, float] | None) -> str:
         """The id of the ledger called ``name`` (or with that id); created with the budgets if absent,
         under the database's write lock so that two processes cannot both create it."""
         with self.db.write() as conn:
@@ -138,6 +109,9 @@ class Ledger:
                     if given is not None and given != have:
                         raise InvalidParameter(label, f"ledger {name!r} already exists with budget {have:g}; "
                                                "a budget cannot change", given)
+                if teacher_cap is not None and (row.cap_epsilon, row.cap_delta) != tuple(teacher_cap):
+                    raise InvalidParameter("teacher-cap", f"ledger {name!r} already exists with another cap; "
+                                           "a cap cannot change", teacher_cap)
                 return str(row.id)
             if epsilon_budget is None or delta_budget is None:
                 raise InvalidParameter("ledger", f"no ledger {name!r} in this database: give --epsilon-budget "
@@ -146,43 +120,34 @@ class Ledger:
                 raise InvalidParameter("epsilon-budget", "must be a finite number > 0", epsilon_budget)
             if not (0 <= delta_budget < 1):
                 raise InvalidParameter("delta-budget", "must satisfy 0 <= delta < 1", delta_budget)
-            now = utcnow()
-            ledger_id = uuid.uuid4().hex
-            conn.execute(insert(LedgerRow).values(
-                id=ledger_id, name=name, epsilon_budget=epsilon_budget, delta_budget=delta_budget, answers=0,
-                epsilon_spent=0.0, delta_spent=0.0, composition=accounting.BASIC, created_at=now, updated_at=now))
-            return ledger_id
+            return insert_ledger(conn, name, epsilon_budget, delta_budget, teacher_cap)
 
     def view(self) -> dict[str, Any]:
-        """Budgets, spend (the composition used and every method's bound) and what remains."""
-        v = LedgerStore(self.db, profile_of=self.profile_of).get(self.id)
+        """Budgets, the stated spend (ε at the fixed δ target, monotone), its method and the bounds."""
+        v = LedgerStore(self.db).get(self.id)
         assert v is not None  # ledgers are never deleted
-        v["epsilon_remaining"] = max(v["epsilon_budget"] - v["epsilon_spent"], 0.0)
-        v["delta_remaining"] = max(v["delta_budget"] - v["delta_spent"], 0.0)
         return v
 
-    def register(self, params: Params | PateParams | MulticlassParams, gamma: Any, certificate: Any,
-                 profile: Any = None) -> str:
-        """Record a certified table in ``gamma_tables`` (its id is ``params.key()``, as in the service), with
-        its certified privacy profile when given (then its answers compose exactly, as in the service).
-        A multi-class table (``MulticlassParams`` with its ``MulticlassCertificate``) is stored as the service
-        stores it (``classes`` = C, ``epsilon`` its per-answer ε, m = 1)."""
-        key = params.key()
-        stored = None if profile is None else json.dumps(profile.to_dict())
+    def register(self, table: CertifiedTable) -> str:
+        """Record a certified table in ``gamma_tables`` under its content hash (with its privacy profile,
+        so that its answers compose exactly); its id."""
+        if not isinstance(table, CertifiedTable):
+            raise InvalidParameter("table", "must be a CertifiedTable (darrm_opt.certify_table)")
+        stored = table_columns(table, expected_error=expected_error(table), solver="file", solve_seconds=0.0,
+                               params_key=None)
         with self.db.write() as conn:
-            row = conn.execute(select(GammaTable.id, GammaTable.privacy_profile).where(GammaTable.id == key)).first()
-            if row is not None and row.privacy_profile is None and stored is not None:
-                conn.execute(update(GammaTable).where(GammaTable.id == key).values(privacy_profile=stored))
+            row = conn.execute(select(GammaTable.id, GammaTable.privacy_profile)
+                               .where(GammaTable.id == table.id)).first()
             if row is None:
-                conn.execute(insert(GammaTable).values(
-                    id=key, **table_columns(params, gamma, certificate), solver="file",
-                    gamma=json.dumps([float(x) for x in gamma]), certificate=json.dumps(certificate.to_dict()),
-                    solve_seconds=0.0, created_at=utcnow(), privacy_profile=stored))
-        return key
+                conn.execute(insert(GammaTable).values(**stored, created_at=utcnow()))
+            elif row.privacy_profile is None and stored["privacy_profile"] is not None:
+                conn.execute(update(GammaTable).where(GammaTable.id == table.id)
+                             .values(privacy_profile=stored["privacy_profile"]))
+        return table.id
 
-    def profile_of(self, table_id: str) -> Any:
+    def profile_of(self, table_id: str) -> PrivacyProfile | None:
         """The stored privacy profile of a table (None when it has none): the ledger's exact accounting."""
-        from darrm_opt.privacy.profile import PrivacyProfile
+        import json
 
         with self.db.read() as conn:
             row = conn.execute(select(GammaTable.privacy_profile).where(GammaTable.id == table_id)).first()
@@ -190,23 +155,24 @@ class Ledger:
             return None
         return PrivacyProfile.from_dict(json.loads(row.privacy_profile))
 
-    def pay(self, params: Params | PateParams | MulticlassParams, gamma: Any, certificate: Any, answers: np.ndarray,
-            profile: Any = None) -> DebitResult:
-        """Debit ``len(answers)`` answers of the certified table (``params``, ``gamma``), each (mε, δ)-DP,
-        durably, before the answers may be released. With the table's certified ``profile``
-        (:func:`darrm_opt.privacy.profile.profile_and_certificate`) the spend includes the exact composition,
-        as in the service. Raises BudgetExceeded (nothing is written) when the batch does not fit."""
-        table_id = self.register(params, gamma, certificate, profile)
+    def pay(self, table: CertifiedTable, rows: int) -> DebitResult:
+        """Debit ``rows`` answers of the certified ``table``, durably, before any of them is drawn. Raises
+        BudgetExceeded (nothing is written) when they do not fit, InvalidParameter when the table's
+        teachers' setting conflicts with the ledger's cap."""
+        if isinstance(rows, bool) or not isinstance(rows, int) or rows < 0:
+            raise InvalidParameter("rows", "must be an integer >= 0", rows)
+        self.register(table)
         if self._writer is None:
             self._writer = DebitWriter(self.db, max_batch=1, profile_of=self.profile_of)
-        epsilon0, delta0 = per_answer(params)
-        debit = Debit(self.id, table_id, epsilon0, delta0, np.asarray(answers), profile=profile)
+        debit = Debit.of(self.id, table, rows)
         try:
             result: DebitResult = self._writer.submit(debit).result()
         except SQLAlchemyError as exc:
             raise LedgerUnavailable(f"the debit failed ({type(exc).__name__}): no answer was released") from None
         if result.status == "over_budget":
             raise self._refusal(debit)
+        if result.status == "setting_conflict":
+            raise InvalidParameter("table", result.detail)
         if result.status != "paid":
             raise LedgerUnavailable(f"the debit was not paid: {result.detail or result.status}")
         return result
@@ -214,13 +180,15 @@ class Ledger:
     def _refusal(self, d: Debit) -> BudgetExceeded:
         v = self.view()
         eb, db = v["epsilon_budget"], v["delta_budget"]
+        cap = None if v["total_cap"] is None else (v["total_cap"]["epsilon"], v["total_cap"]["delta"])
         # the debit writer's decision: every valid bound, the exact composition included when every table's
         # profile is known (the ledger's profiles are read once, not per bisection step)
         counts = [(g["epsilon0"], g["delta0"], g["answers"]) for g in v["groups"]]
         parts = [(self.profile_of(g["table_id"]), g["answers"]) for g in v["groups"]]
 
         def with_more(n: int) -> accounting.Accounting:
-            return accounting.account(counts + [(d.epsilon0, d.delta0, n)], db, profiles=parts + [(d.profile, n)])
+            acc = accounting.account(counts + [(d.epsilon0, d.delta0, n)], db, profiles=parts + [(d.profile, n)])
+            return capped(acc, cap, db)
 
         spend = with_more(d.rows).spend
         binding = [name for name, over in (("epsilon", spend.epsilon > eb), ("delta", spend.delta > db)) if over]

@@ -7,7 +7,7 @@ write lock at the start (several server processes serialise there, and a read ne
 to a write mid-transaction), plain ``BEGIN`` for reads (WAL readers never block the writer).
 
 PostgreSQL: ``postgresql://`` URLs are rewritten to the psycopg 3 driver; writers lock the rows they
-change with ``SELECT … FOR UPDATE`` (see :mod:`api.ledger`); migrations hold an advisory lock so that
+change with ``SELECT … FOR UPDATE`` (see :mod:`darrm_opt.ledger.store`); migrations hold an advisory lock so that
 several processes starting at once apply them once.
 """
 
@@ -22,6 +22,8 @@ from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.engine.url import URL
 
 _WRITE = "darrm_write"
+#: the database of the service and of ``aggregate --ledger`` when none is named (``DARRM_DATABASE_URL``)
+DEFAULT_URL = "sqlite:///darrm.db"
 #: pg_advisory_xact_lock key for migrations (arbitrary, fixed)
 MIGRATION_LOCK = 7_247_301_811
 

@@ -1,0 +1,284 @@
+"""Ledgers on a database: creating and reading them, and the debit, atomic and durable.
+
+Each process that pays has one *debit writer* thread (:class:`DebitWriter`). Callers hand it debits and
+wait. The writer takes every debit queued so far (group commit: one transaction and one disk flush for
+many requests) and, in one transaction:
+
+1. locks the ledgers concerned: SQLite ``BEGIN IMMEDIATE`` (the database's single write lock, shared by
+   every process on the file); PostgreSQL ``SELECT … FROM ledgers … ORDER BY id FOR UPDATE`` (row locks,
+   taken in id order so two processes cannot deadlock);
+2. reads their per-table usage, the idempotency keys of the debits in hand and the ``debit_id`` of each
+   (a debit whose id is already stored was committed by an earlier attempt whose acknowledgement was lost);
+3. decides every debit (:func:`darrm_opt.ledger.core.decide`);
+4. writes the new ledger state, the usage counts and one ``spends`` row per accepted debit (with its
+   ``debit_id``, and with the answers when it has an idempotency key), and COMMITS.
+
+Only after the commit returns are the callers woken, and only accepted callers release answers. A crash
+before the commit releases nothing; a crash after it wastes the budget of answers never delivered, never
+the reverse. With SQLite ``synchronous=FULL`` (the default) the commit is on disk when it returns;
+PostgreSQL's default ``synchronous_commit=on`` gives the same. A commit that fails is retried; the retry
+finds the debits a lost acknowledgement hid and charges them nothing more.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import queue
+import random
+import threading
+import time
+import uuid
+from collections.abc import Sequence
+from concurrent.futures import Future
+from datetime import UTC
+from typing import Any
+
+from sqlalchemy import insert, select, tuple_, update
+from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
+
+from darrm_opt.privacy import accounting
+from darrm_opt.privacy.parallel import capped, check_cap
+from darrm_opt.privacy.pld import exact_epsilon
+
+from .core import (
+    Debit,
+    DebitResult,
+    LedgerRow,
+    LedgerState,
+    NeedsExact,
+    ProfileOf,
+    decide,
+    no_profiles,
+)
+from .db import Database
+from .schema import Ledger, LedgerUsage, SpendRecord, utcnow
+
+log = logging.getLogger("darrm.ledger")
+
+RETRIES = 5
+#: at most this many exact compositions are computed (outside the transaction) for one batch
+EXACT_ROUNDS = 64
+
+
+def ledger_row(row: Any) -> LedgerRow:
+    """The decision's view of a ``ledgers`` row."""
+    cap = None if row.cap_epsilon is None else (row.cap_epsilon, row.cap_delta)
+    return LedgerRow(row.id, row.epsilon_budget, row.delta_budget, cap)
+
+
+def ledger_view(row: Any, usage: Sequence[Any]) -> dict[str, Any]:
+    """The public view of a ledger: budgets, the stated spend (ε at the fixed δ target, the ledger's δ
+    budget; monotone in the answers, see :mod:`darrm_opt.ledger.core`), the method that gave it, and the
+    generic bounds of its answers (cheap; the exact composition is evaluated by debits that need it)."""
+    cap = ledger_row(row).cap
+    groups = [(u.epsilon0, u.delta0, int(u.answers)) for u in usage]
+    acc = capped(accounting.account(groups, row.delta_budget), cap, row.delta_budget)
+    bounds = {name: {"epsilon": s.epsilon if math.isfinite(s.epsilon) else None, "delta": s.delta}
+              for name, s in acc.bounds.items()}
+    answers = int(row.answers)
+    epsilon = float(row.epsilon_spent) if answers else 0.0
+    method = row.composition if answers else accounting.BASIC
+    bounds.setdefault(method, {"epsilon": epsilon, "delta": row.delta_budget})
+    return {
+        "id": row.id,
+        "name": row.name,
+        "epsilon_budget": row.epsilon_budget,
+        "delta_budget": row.delta_budget,
+        "answers": answers,
+        "epsilon_spent": epsilon,
+        "delta_target": row.delta_budget,
+        "epsilon_remaining": max(row.epsilon_budget - epsilon, 0.0),
+        "composition": method,
+        "bounds": bounds,
+        "groups": [
+            {"table_id": u.table_id, "epsilon0": u.epsilon0, "delta0": u.delta0, "answers": int(u.answers)}
+            for u in usage
+        ],
+        "created_at": row.created_at if row.created_at.tzinfo else row.created_at.replace(tzinfo=UTC),
+        "teachers": "shared" if cap is None else "disjoint-private",
+        "total_cap": None if cap is None else {"epsilon": cap[0], "delta": cap[1]},
+    }
+
+
+def insert_ledger(conn: Any, name: str, epsilon_budget: float, delta_budget: float,
+                  cap: tuple[float, float] | None = None) -> str:
+    """Insert a new, empty ledger in ``conn``'s transaction; its id. ``cap``: the (ε_T, Δ_T) of private
+    teachers on disjoint shards, which caps the ledger's total (parallel composition)."""
+    now = utcnow()
+    ledger_id = uuid.uuid4().hex
+    conn.execute(insert(Ledger).values(
+        id=ledger_id, name=name, epsilon_budget=epsilon_budget, delta_budget=delta_budget,
+        answers=0, epsilon_spent=0.0, delta_spent=0.0, composition=accounting.BASIC,
+        created_at=now, updated_at=now,
+        **({} if cap is None else dict(zip(("cap_epsilon", "cap_delta"), check_cap(*cap)))),
+    ))
+    return ledger_id
+
+
+class LedgerStore:
+    """Creating and reading ledgers (the debit is :class:`DebitWriter`'s)."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    def create(self, name: str, epsilon_budget: float, delta_budget: float,
+               cap: tuple[float, float] | None = None) -> dict[str, Any]:
+        """Create a ledger; its view."""
+        with self.db.write() as conn:
+            ledger_id = insert_ledger(conn, name, epsilon_budget, delta_budget, cap)
+        return self.get(ledger_id)  # type: ignore[return-value]
+
+    def get(self, ledger_id: str) -> dict[str, Any] | None:
+        with self.db.read() as conn:
+            row = conn.execute(select(Ledger.__table__).where(Ledger.id == ledger_id)).first()
+            if row is None:
+                return None
+            usage = conn.execute(
+                select(LedgerUsage.__table__).where(LedgerUsage.ledger_id == ledger_id).order_by(LedgerUsage.table_id)
+            ).all()
+        return ledger_view(row, usage)
+
+
+class DebitWriter:
+    """The process's single writer of debits (see the module docstring)."""
+
+    def __init__(self, db: Database, max_batch: int = 512, profile_of: ProfileOf = no_profiles) -> None:
+        self.db = db
+        self.max_batch = max_batch
+        self.profile_of = profile_of
+        self._queue: queue.Queue[Debit | None] = queue.Queue()
+        self._thread = threading.Thread(target=self._run, name="darrm-debit-writer", daemon=True)
+        self._stopped = False
+        self._thread.start()
+
+    def submit(self, debit: Debit) -> Future:
+        if self._stopped:
+            raise RuntimeError("the debit writer is stopped")
+        self._queue.put(debit)
+        return debit.future
+
+    def stop(self, timeout: float = 10.0) -> None:
+        self._stopped = True
+        self._queue.put(None)
+        self._thread.join(timeout)
+
+    # --- the writer thread -----------------------------------------------------------------------------
+    def _run(self) -> None:
+        while True:
+            first = self._queue.get()
+            if first is None:
+                return
+            batch = [first]
+            stop = False
+            while len(batch) < self.max_batch:
+                try:
+                    item = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if item is None:
+                    stop = True
+                    break
+                batch.append(item)
+            live = [d for d in batch if d.future.set_running_or_notify_cancel()]
+            if live:
+                self._process(live)
+            if stop:
+                return
+
+    def _process(self, batch: list[Debit]) -> None:
+        attempt, rounds = 0, 0
+        while True:
+            try:
+                results = self._transaction(batch)
+                break
+            except NeedsExact as need:  # rolled back; compute it without holding any lock, then decide again
+                rounds += 1
+                error = self._warm(need) if rounds <= EXACT_ROUNDS else RuntimeError("too many exact compositions")
+                if error is not None:
+                    log.error("exact accounting failed for a debit batch: %s", error)
+                    for d in batch:
+                        d.future.set_exception(error)
+                    return
+            except (OperationalError, IntegrityError, DBAPIError) as exc:
+                if attempt == RETRIES - 1:
+                    log.error("debit transaction failed after %d attempts: %s", RETRIES, type(exc).__name__)
+                    for d in batch:
+                        d.future.set_exception(exc)
+                    return
+                time.sleep(0.01 * (2**attempt) * (1 + random.random()))
+                attempt += 1
+            except BaseException as exc:  # noqa: BLE001 - a bug: fail these debits, keep the writer alive
+                log.exception("debit transaction failed")
+                for d in batch:
+                    d.future.set_exception(exc)
+                return
+        for d, r in zip(batch, results, strict=True):  # committed: now the answers may leave
+            d.future.set_result(r)
+
+    @staticmethod
+    def _warm(need: NeedsExact) -> BaseException | None:
+        """Compute (and cache) the exact composition a decision asked for; the error if it failed."""
+        try:
+            exact_epsilon(need.parts, need.delta, coarse=need.coarse)
+        except Exception as exc:  # noqa: BLE001 - fail the batch, keep the writer alive
+            return exc
+        return None
+
+    def _transaction(self, batch: list[Debit]) -> list[DebitResult]:
+        ledger_ids = sorted({d.ledger_id for d in batch})
+        keyed = {(d.ledger_id, d.idempotency_key) for d in batch if d.idempotency_key is not None}
+        with self.db.write() as conn:
+            rows = conn.execute(
+                select(Ledger.__table__).where(Ledger.id.in_(ledger_ids)).order_by(Ledger.id).with_for_update()
+            ).all()
+            states: dict[str, LedgerState] = {}
+            for row in rows:
+                states[row.id] = LedgerState(
+                    row=ledger_row(row), usage={}, answers=int(row.answers),
+                    spend=accounting.Spend(row.epsilon_spent, row.delta_spent, row.composition),
+                )
+            if states:
+                for u in conn.execute(
+                    select(LedgerUsage.__table__).where(LedgerUsage.ledger_id.in_(list(states)))
+                ):
+                    states[u.ledger_id].usage[u.table_id] = [u.epsilon0, u.delta0, int(u.answers)]
+                    states[u.ledger_id].stored_tables.add(u.table_id)
+            seen: dict[tuple[str, str], Any] = {}
+            if keyed:
+                for s in conn.execute(
+                    select(SpendRecord.__table__).where(
+                        tuple_(SpendRecord.ledger_id, SpendRecord.idempotency_key).in_(list(keyed))
+                    )
+                ):
+                    seen[(s.ledger_id, s.idempotency_key)] = s
+            committed = {s.debit_id: s for s in conn.execute(
+                select(SpendRecord.__table__).where(SpendRecord.debit_id.in_([d.debit_id for d in batch])))}
+
+            results, new_spends = decide(batch, states, seen, committed, self.profile_of)
+
+            now = utcnow()
+            for state in states.values():
+                if not state.changed:
+                    continue
+                lid = state.row.id
+                conn.execute(
+                    update(Ledger).where(Ledger.id == lid).values(
+                        answers=state.answers, epsilon_spent=state.spend.epsilon,
+                        delta_spent=state.spend.delta, composition=state.spend.method, updated_at=now,
+                    )
+                )
+                for t in state.dirty_tables:
+                    e0, d0, n = state.usage[t]
+                    if t in state.stored_tables:
+                        conn.execute(
+                            update(LedgerUsage)
+                            .where(LedgerUsage.ledger_id == lid, LedgerUsage.table_id == t)
+                            .values(answers=n)
+                        )
+                    else:
+                        conn.execute(insert(LedgerUsage).values(
+                            ledger_id=lid, table_id=t, epsilon0=e0, delta0=d0, answers=n))
+            if new_spends:
+                conn.execute(insert(SpendRecord), new_spends)
+        return results
