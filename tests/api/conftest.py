@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 from collections.abc import Iterator
 
@@ -29,9 +30,9 @@ def client(sqlite_server) -> Iterator[httpx.Client]:
         yield c
 
 
-@pytest.fixture(scope="session")
-def pg_database() -> Iterator[str]:
-    """A fresh PostgreSQL database for this test run (dropped afterwards); skips without the server."""
+@contextlib.contextmanager
+def fresh_pg_database() -> Iterator[str]:
+    """A new, empty PostgreSQL database (dropped on exit); skips without the server."""
     if not PG_URL:
         pytest.skip("DARRM_TEST_POSTGRES_URL is not set")
     import psycopg
@@ -49,3 +50,15 @@ def pg_database() -> Iterator[str]:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
+@pytest.fixture(scope="session")
+def pg_database() -> Iterator[str]:
+    """A fresh PostgreSQL database for this test run (dropped afterwards); skips without the server."""
+    with fresh_pg_database() as url:
+        yield url
+
+
+@pytest.fixture
+def empty_pg_database() -> Iterator[str]:
+    """A fresh PostgreSQL database for one test (dropped afterwards); skips without the server."""
+    with fresh_pg_database() as url:
+        yield url

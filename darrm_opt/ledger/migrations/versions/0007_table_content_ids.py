@@ -46,7 +46,7 @@ def upgrade() -> None:
         except Exception:  # noqa: BLE001 - unreadable legacy row: left as it is
             continue
         if new_id != r.id:
-            columns = ", ".join(c for c in row.keys() if c != "id")
+            columns = ", ".join(f'"{c}"' for c in row.keys() if c != "id")  # quoted: "K" keeps its case
             bind.execute(sa.text(f"INSERT INTO gamma_tables (id, {columns}) SELECT :new, {columns} "
                                  "FROM gamma_tables WHERE id = :old"), {"new": new_id, "old": r.id})
             for child in ("ledger_usage", "spends"):
