@@ -42,8 +42,8 @@ def test_0007_rekeys_tables_by_content_and_keeps_every_reference(url):
         old = params.key()  # ids before 0007: the parameters' hash, γ left out
         with db.write() as conn:
             conn.execute(text(
-                "INSERT INTO gamma_tables (id, \"K\", m, epsilon, teacher_delta, delta, prior, teachers, solver, gamma, "
-                "certificate, expected_error, solve_seconds, created_at) VALUES (:id, 5, 2, 0.1, 1e-05, :delta, "
+                "INSERT INTO gamma_tables (id, \"K\", m, epsilon, teacher_delta, delta, prior, teachers, solver, "
+                "gamma, certificate, expected_error, solve_seconds, created_at) VALUES (:id, 5, 2, 0.1, 1e-05, :delta, "
                 "'paper', 'shared', 'highs', :gamma, :cert, 0.1, 0.5, :now)"),
                 {"id": old, "delta": params.delta, "gamma": json.dumps(gamma), "cert": cert, "now": now})
             conn.execute(text(
