@@ -70,7 +70,7 @@ def test_pate_table_answers_into_a_ledger_with_its_own_accounting(client):
     state = client.get(f"/v1/ledgers/{ledger['id']}").json()
     assert state["groups"] == [{"table_id": table["id"], "epsilon0": 0.2676, "delta0": 3e-4, "answers": 12}]
     prof = PrivacyProfile.from_dict(table["privacy_profile"])
-    expected = accounting.account([(0.2676, 3e-4, 12)], 1e-2, profiles=[(prof, 12)])
+    expected = accounting.account([(0.2676, 3e-4, 12)], 1e-2, profiles=[(prof, 12)], coarse=True)  # far from ε = 5
     assert state["epsilon_spent"] == expected.spend.epsilon <= accounting.tightest([(0.2676, 3e-4, 12)], 1e-2).epsilon
     # a ledger capped by private teachers' (ε, Δ) refuses answers of non-private teachers
     capped = client.post("/v1/ledgers", json={"name": "cap", "epsilon_budget": 5.0, "delta_budget": 1e-2,
