@@ -1,9 +1,9 @@
 """Budget plans in the service: the planned table is stored and served like any table, and the plan is cached.
 
 A plan's id is a hash of its canonical inputs (K, ε, Δ, Q, ε_B, δ_B, prior; a PATE plan's have no ε, Δ and
-name the setting). A ``disjoint-nonprivate`` (PATE) plan runs :func:`darrm_opt.optimize.pate_plan.plan_pate`
+name the setting). A ``disjoint-nonprivate`` (PATE) plan runs :func:`darrm_opt.planning.pate_plan.plan_pate`
 and stores its table as a disjoint-nonprivate table. The search
-(:func:`darrm_opt.optimize.plan.plan`) runs on the table service's solve pool; identical concurrent
+(:func:`darrm_opt.planning.plan.plan`) runs on the table service's solve pool; identical concurrent
 requests share one run (in-process single flight). The planned table is stored in ``gamma_tables`` under
 its content hash (so ``/v1/tables/{id}``, ``/v1/aggregate`` and ledgers' exact accounting see it; it becomes
 the service's solve of its parameters unless they were solved before); the plan itself (its inputs, spent ε
@@ -27,8 +27,8 @@ from typing import Any
 from darrm_opt.errors import DarrmError, InvalidParameter
 from darrm_opt.model.corners import n_corners, n_multisets
 from darrm_opt.model.params import Params
-from darrm_opt.optimize.pate_plan import PatePlan, PatePlanRequest, plan_pate
-from darrm_opt.optimize.plan import Plan, PlanRequest, plan
+from darrm_opt.planning.pate_plan import PatePlan, PatePlanRequest, plan_pate
+from darrm_opt.planning.plan import Plan, PlanRequest, plan
 from darrm_opt.privacy import accounting
 from darrm_opt.privacy.pld import exact_epsilon
 from darrm_opt.privacy.table import PATE, CertifiedTable, params_key

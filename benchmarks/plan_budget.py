@@ -6,7 +6,7 @@
 For each setting (K teachers each (ε, Δ)-DP, Q answers, the paper's total (ε_B, δ_B) from general
 composition of its per-answer choice) it prints the paper's choice (m, δ = 1 − (1 − Δ)^m), the ε its Q
 answers really spend at δ_B by exact composition of its certified profile, and its expected error; then the
-plan (darrm_opt.optimize.plan): chosen (m, δ), spent ε at δ_B, expected error, candidates tried, wall and
+plan (darrm_opt.planning.plan): chosen (m, δ), spent ε at δ_B, expected error, candidates tried, wall and
 CPU seconds of the plan.
 """
 
@@ -17,7 +17,7 @@ import time
 
 from darrm_opt.model.params import Params
 from darrm_opt.optimize.optimizer import solve
-from darrm_opt.optimize.plan import plan
+from darrm_opt.planning.plan import plan
 from darrm_opt.privacy.pld import exact_epsilon
 from darrm_opt.privacy.profile import privacy_profile
 

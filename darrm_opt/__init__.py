@@ -29,7 +29,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and editors only
     from darrm_opt.model.neighbours import PateParams
     from darrm_opt.model.params import Params
     from darrm_opt.optimize.optimizer import Solution, solve
-    from darrm_opt.optimize.plan import Plan, plan
+    from darrm_opt.planning.plan import Plan, plan
     from darrm_opt.privacy.profile import PrivacyProfile, privacy_profile
     from darrm_opt.privacy.table import CertifiedTable, certify_table
     from darrm_opt.release.release import Aggregator, release_answers
@@ -40,8 +40,8 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and editors only
 _EXPORTS = {
     "solve": "darrm_opt.optimize.optimizer",
     "Solution": "darrm_opt.optimize.optimizer",
-    "plan": "darrm_opt.optimize.plan",
-    "Plan": "darrm_opt.optimize.plan",
+    "plan": "darrm_opt.planning.plan",
+    "Plan": "darrm_opt.planning.plan",
     "privacy_profile": "darrm_opt.privacy.profile",
     "PrivacyProfile": "darrm_opt.privacy.profile",
     "verify": "darrm_opt.release.verify",

@@ -252,7 +252,7 @@ def test_offline_ledger_composes_exactly_like_the_service(table, tmp_path):
 
 def test_python_api_exports_planning_and_profiles():
     import darrm_opt
-    from darrm_opt.optimize import plan as plan_module
+    from darrm_opt.planning import plan as plan_module
     from darrm_opt.privacy import profile as profile_module
 
     assert darrm_opt.plan is plan_module.plan and darrm_opt.Plan is plan_module.Plan

@@ -4,12 +4,12 @@ import pytest
 
 from darrm_opt.errors import InvalidParameter
 from darrm_opt.model.baselines import const_parameters
-from darrm_opt.model.params import Params
-from darrm_opt.privacy.composition import (
+from darrm_opt.model.composition import (
     allowance_from_subsampling,
     general_composition,
     simple_composition,
 )
+from darrm_opt.model.params import Params
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""Budget planning (darrm_opt.optimize.plan, `darrm-opt plan`): certified, within budget, no worse than a grid."""
+"""Budget planning (darrm_opt.planning.plan, `darrm-opt plan`): certified, within budget, no worse than a grid."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from darrm_opt.cli import app
 from darrm_opt.errors import InvalidParameter
 from darrm_opt.model.params import Params
 from darrm_opt.optimize.optimizer import solve
-from darrm_opt.optimize.plan import BudgetInfeasible, plan
+from darrm_opt.planning.plan import BudgetInfeasible, plan
 from darrm_opt.privacy.pld import exact_epsilon
 from darrm_opt.privacy.profile import (
     FULL_ROUNDS,

@@ -11,8 +11,8 @@ from typer.testing import CliRunner
 from darrm_opt.cli import app
 from darrm_opt.errors import InvalidParameter, TableFileError
 from darrm_opt.model.neighbours import PateParams, check_setting_options, cli_spelling
-from darrm_opt.optimize.pate_plan import EPS_RTOL, majority_free, plan_pate
 from darrm_opt.optimize.pate_setting import solve_pate
+from darrm_opt.planning.pate_plan import EPS_RTOL, majority_free, plan_pate
 from darrm_opt.privacy import accounting
 from darrm_opt.privacy.pair_profile import pate_profile
 from darrm_opt.release.table_file import load_any_table, load_table

@@ -11,8 +11,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from darrm_opt.errors import InvalidParameter
 from darrm_opt.model.neighbours import check_setting_options, setting_note
-from darrm_opt.optimize.pate_plan import PatePlanRequest, majority_free
-from darrm_opt.optimize.plan import PlanRequest
+from darrm_opt.planning.pate_plan import PatePlanRequest, majority_free
+from darrm_opt.planning.plan import PlanRequest
 
 from ..deps import keyed, services
 from ..plan_service import PlanService, plan_key

@@ -37,7 +37,7 @@ def plan(
     (ε, δ) of a PATE-setting table; disjoint-private states that the plain majority is free when the
     teachers' own (ε, Δ) is within the budget."""
     from darrm_opt.model.neighbours import check_setting_options, cli_spelling
-    from darrm_opt.optimize.plan import plan as make_plan
+    from darrm_opt.planning.plan import plan as make_plan
 
     with handle_errors():
         given = [k for k, v in (("epsilon", epsilon), ("teacher_delta", teacher_delta)) if v is not None]
@@ -76,7 +76,7 @@ def _require_teacher_privacy(epsilon: float | None, teacher_delta: float | None,
 def _majority_free(K, epsilon, teacher_delta, queries, budget_epsilon, budget_delta, prior, teachers):
     if teachers is not Teachers.disjoint_private:
         return None
-    from darrm_opt.optimize.pate_plan import majority_free
+    from darrm_opt.planning.pate_plan import majority_free
 
     return majority_free(K, epsilon, teacher_delta, queries, budget_epsilon, budget_delta, prior)
 
@@ -99,7 +99,7 @@ def _cap_line(result, teachers) -> str:
 
 
 def _pate_plan(K, queries, budget_epsilon, budget_delta, prior, solver, fmt, quiet) -> str:
-    from darrm_opt.optimize.pate_plan import plan_pate
+    from darrm_opt.planning.pate_plan import plan_pate
 
     reporter = _PlanProgress(quiet)
     try:

@@ -58,10 +58,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from darrm_opt.errors import DarrmError, InvalidParameter
+from darrm_opt.model.composition import general_composition, simple_composition
 from darrm_opt.model.objective import error_from_pmf, expected_pmf
 from darrm_opt.model.params import Params, Prior
 from darrm_opt.model.pmf import binomial_pmf
-from darrm_opt.privacy.composition import general_composition, simple_composition
 
 ERROR_KEYS = ("opt", "sub", "dsub", "const", "const_opt", "gnmax", "gnmax_paper", "majority")
 #: The calibration behind ``errors.gnmax``: the exact privacy of the one bit two-class GNMax releases.

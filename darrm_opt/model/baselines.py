@@ -35,8 +35,8 @@ from fractions import Fraction
 import numpy as np
 
 from darrm_opt.errors import InvalidParameter
+from darrm_opt.model.composition import compose_delta, general_epsilon
 from darrm_opt.model.params import Params
-from darrm_opt.privacy.composition import compose_delta, general_epsilon
 
 
 def _subsample_majority_prob(K: int, l: int, draws: int) -> Fraction:

@@ -62,7 +62,7 @@ from typing import Any
 from scipy.special import bdtrc, expit
 
 from darrm_opt.errors import InvalidParameter
-from darrm_opt.privacy.composition import Guarantee, compose_delta
+from darrm_opt.model.composition import Guarantee, compose_delta
 
 #: relative reduction of the randomised-response share of δ before solving for ε (float safety).
 SAFETY = 1e-9

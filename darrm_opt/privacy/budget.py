@@ -18,9 +18,9 @@ import math
 from collections.abc import Iterable
 
 from darrm_opt.errors import InvalidParameter
+from darrm_opt.model.composition import compose_delta, general_epsilon
 from darrm_opt.model.params import Params
 from darrm_opt.privacy import accounting
-from darrm_opt.privacy.composition import compose_delta, general_epsilon
 from darrm_opt.privacy.pld import exact_epsilon
 from darrm_opt.privacy.profile import PrivacyProfile
 

@@ -15,7 +15,7 @@ from svc_helpers import ROOT, Server
 
 from darrm_opt.certify.pairs import certify_pairs
 from darrm_opt.model.neighbours import PateParams
-from darrm_opt.optimize.pate_plan import plan_pate
+from darrm_opt.planning.pate_plan import plan_pate
 from darrm_opt.privacy import accounting
 from darrm_opt.privacy.pair_profile import pate_profile
 from darrm_opt.privacy.profile import PrivacyProfile

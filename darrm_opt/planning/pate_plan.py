@@ -13,7 +13,7 @@ argmin_{(ε, δ) : spent ≤ ε_B} E[error(γ*_{ε,δ})]. The error decreases in
 grows) and the spent ε grows with it, so for each δ of the grid δ_B/Q·(1, ½, ¼), 0 the largest fitting ε
 is bracketed from ε_B/Q (which fits by basic composition: Qδ ≤ δ_B) by doublings and then bisected in
 log ε to a relative EPS_RTOL. Screening, as for shared tables, uses the pessimistic PLD at
-:data:`~darrm_opt.optimize.plan.SCREEN_INTERVAL`; a candidate within Q·SCREEN_INTERVAL above ε_B is
+:data:`~darrm_opt.planning.plan.SCREEN_INTERVAL`; a candidate within Q·SCREEN_INTERVAL above ε_B is
 decided by the ledger's exact composition, and the chosen table's spend is recomputed by the ledger's
 accounting and checked against ε_B again.
 
@@ -38,7 +38,7 @@ from darrm_opt.model.neighbours import SETTING_NOTES, PateParams
 from darrm_opt.model.objective import expected_error
 from darrm_opt.model.params import Prior
 from darrm_opt.optimize.pate_setting import PateSolution, solve_pate
-from darrm_opt.optimize.plan import SCREEN_INTERVAL, BudgetInfeasible, Candidate, check_budget, screen_epsilon
+from darrm_opt.planning.plan import SCREEN_INTERVAL, BudgetInfeasible, Candidate, check_budget, screen_epsilon
 from darrm_opt.privacy import accounting
 from darrm_opt.privacy.pair_profile import pate_profile
 from darrm_opt.privacy.pld import exact_epsilon
