@@ -15,7 +15,7 @@ from fastapi.concurrency import run_in_threadpool
 
 from darrm_opt.ledger.db import Database, migrate
 from darrm_opt.ledger.store import DebitWriter, LedgerStore
-from darrm_opt.release.aggregator import RandomBytes, system_random
+from darrm_opt.mechanisms.samplers import RandomBytes, system_random
 
 from . import docs
 from .auth import BearerKeyMiddleware

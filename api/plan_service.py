@@ -25,15 +25,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from darrm_opt.errors import DarrmError, InvalidParameter
+from darrm_opt.mechanisms import mechanism, mechanism_for, params_key
 from darrm_opt.model.corners import n_corners, n_multisets
 from darrm_opt.model.params import Params
 from darrm_opt.planning.pate_plan import PatePlan, PatePlanRequest, plan_pate
 from darrm_opt.planning.plan import Plan, PlanRequest, plan
 from darrm_opt.privacy import accounting
 from darrm_opt.privacy.pld import exact_epsilon
-from darrm_opt.privacy.table import PATE, CertifiedTable, params_key
 
-from .table_service import PATE_MAX_K, TableNotServable, TableService, _jsonable
+from .table_service import TableNotServable, TableService, _jsonable
+
+PATE = "disjoint-nonprivate"
 
 CACHE_SIZE = 256
 
@@ -65,9 +67,10 @@ class PlanService:
         """422 naming K when the plan's problems are too large for this service; True when run inline."""
         settings = self.tables.settings
         if isinstance(req, PatePlanRequest):
-            if req.K > PATE_MAX_K:
+            max_K = mechanism("darrm-pate").max_K
+            if max_K is not None and req.K > max_K:
                 raise InvalidParameter("K", f"too large for this service: disjoint-nonprivate tables take "
-                                            f"K <= {PATE_MAX_K}", req.K)
+                                            f"K <= {max_K}", req.K)
             return True
         size = n_multisets(req.K, n_corners(Params(K=req.K, m=1, epsilon=req.epsilon,
                                                     teacher_delta=req.teacher_delta)))
@@ -132,9 +135,9 @@ class PlanService:
     def _served(self, result: Plan | PatePlan, teachers: str):  # noqa: ANN202 - a ServedTable
         """Store the planned table (unless stored already) and serve it."""
         sol = result.solution
-        table = CertifiedTable(result.params, tuple(float(g) for g in sol.gamma), sol.certificate, teachers,
-                               result.profile)
-        self.tables.store(table, solver=sol.solver, expected_error=sol.expected_error, solve_seconds=sol.seconds,
+        table = mechanism_for(result.params).table(result.params, sol.gamma, sol.certificate, teachers,
+                                                   result.profile)
+        self.tables.store(table, solver=sol.solver, solve_seconds=sol.seconds,
                           params_key=params_key(result.params, teachers))
         served = self.tables.get(table.id)
         if served is None or served.profile is None:  # pragma: no cover - just stored, with a profile

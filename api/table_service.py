@@ -1,16 +1,15 @@
 """Certified γ tables: the database cache, single-flight solves and background solve jobs.
 
-A table's id is the hash of its content (:func:`darrm_opt.privacy.table.table_id`: kind, setting,
-parameters and γ). The service's solve of a parameter set is found by its ``params_key``
-(:func:`darrm_opt.privacy.table.params_key`), which is also the solve job's id, so a request for
-parameters solved before is answered from the ``gamma_tables`` row. Binary ``disjoint-nonprivate`` (PATE)
-tables are solved by the PATE-setting LP (:mod:`darrm_opt.optimize.pate_setting`) and certified over every
-(l, l ± 1) pair; ``disjoint-private`` tables are the shared LP's and say that the teachers' (ε, Δ) caps the
-total. A table is served only if its stored certificate says ``certified`` for the stored parameters' bound
-and γ has K + 1 values in [0, 1]; ``solve`` itself never returns an uncertified table.
+Tables of every kind are solved, certified and read back through their mechanism
+(:mod:`darrm_opt.mechanisms`). A table's id is the hash of its content
+(:func:`darrm_opt.privacy.table.table_id`: kind, parameters, setting and γ). The service's solve of a
+parameter set is found by its ``params_key`` (:func:`darrm_opt.mechanisms.params_key`), which is also the
+solve job's id, so a request for parameters solved before is answered from the ``gamma_tables`` row. A
+table is served only if its stored kind, parameters and γ hash to its id and its stored certificate
+certifies these parameters; a solve never returns an uncertified table.
 
 Solves run on a small thread pool. Identical concurrent requests share one solve: inside a process through
-a map of in-flight futures, across processes through the ``solve_jobs`` row (job id = table id) that one
+a map of in-flight futures, across processes through the ``solve_jobs`` row (job id = params key) that one
 process claims; a claim whose owner has not reported progress for ``job_stale_s`` is taken over.
 
 200 or 202: a problem with at most ``inline_max_multisets`` corner multisets (K ≤ 25 with Δ > 0, K ≤ 101
@@ -33,6 +32,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+import numpy as np
 from sqlalchemy import func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
@@ -40,17 +40,11 @@ import solvers
 from darrm_opt.errors import DarrmError, InvalidParameter
 from darrm_opt.ledger.db import Database
 from darrm_opt.ledger.schema import GammaTable, SolveJob, utcnow
-from darrm_opt.ledger.tables import TableNotServable, table_columns, table_from_row
-from darrm_opt.model.corners import n_corners, n_multisets
-from darrm_opt.model.multiclass import MulticlassParams
-from darrm_opt.model.neighbours import PateParams, setting_note
-from darrm_opt.model.params import Params
-from darrm_opt.optimize.optimizer import solve
-from darrm_opt.optimize.pate_setting import solve_pate
-from darrm_opt.privacy.pair_profile import multiclass_profile, pate_profile
-from darrm_opt.privacy.profile import PrivacyProfile, privacy_profile
-from darrm_opt.privacy.table import PATE, CertifiedTable, TableParams, params_key
-from darrm_opt.release.aggregator import BinarySampler, MulticlassSampler, RandomBytes, sampler_for, system_random
+from darrm_opt.ledger.tables import TableNotServable, table_columns
+from darrm_opt.mechanisms import Mechanism, mechanism, mechanism_for, params_key, table_from_row
+from darrm_opt.mechanisms.samplers import RandomBytes, system_random
+from darrm_opt.privacy.profile import PrivacyProfile
+from darrm_opt.privacy.table import CertifiedTable
 
 from .settings import Settings
 
@@ -59,11 +53,7 @@ log = logging.getLogger("darrm.api.table_service")
 #: identifies this process as the owner of the solve jobs it claims
 OWNER = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 CACHE_SIZE = 256
-#: a row stored without a privacy profile gets one computed when served only up to this K
-PROFILE_ON_READ_MAX_K = 25
 PROGRESS_EVERY_S = 1.0
-#: the largest K of a binary disjoint-nonprivate table (its LP holds a dense 4K × (K + 1) matrix: 32 MB at 1001)
-PATE_MAX_K = 1001
 def _aware(ts: datetime) -> datetime:
     return ts if ts.tzinfo is not None else ts.replace(tzinfo=UTC)
 
@@ -74,17 +64,20 @@ class ServedTable:
 
     table: CertifiedTable
     solver: str
-    expected_error: float
     solve_seconds: float
     created_at: datetime
-    aggregator: BinarySampler | MulticlassSampler
+    aggregator: Any  #: the kind's sampler (prepare, rows, draw; callable on votes)
 
     @property
     def id(self) -> str:
         return self.table.id
 
     @property
-    def params(self) -> TableParams:
+    def mechanism(self) -> Mechanism:
+        return mechanism(self.table.kind)
+
+    @property
+    def params(self) -> Any:
         return self.table.params
 
     @property
@@ -115,19 +108,20 @@ class ServedTable:
     def delta0(self) -> float:
         return self.table.delta0
 
+    @property
+    def expected_error(self) -> float:
+        return self.table.expected_error
+
     def setting(self) -> dict[str, Any]:
         """The teacher setting and what it implies (disjoint-private: the teachers' (ε, Δ) caps the total)."""
-        p = self.params
-        if isinstance(p, Params):
-            return setting_note(self.teachers, p.epsilon, p.teacher_delta).to_dict()
-        return setting_note(PATE).to_dict()
+        return self.mechanism.setting_note(self.params, self.teachers)
 
     def to_dict(self) -> dict[str, Any]:
-        pate = {"m": None, "teacher_delta": None} if isinstance(self.params, PateParams) else {}
         return {
             "id": self.id,
-            **pate,  # a binary PATE table has neither
-            **self.params.canonical(),  # a multi-class table: K, classes, teachers, target_epsilon, delta, prior
+            "kind": self.table.kind,
+            **dict.fromkeys(self.mechanism.absent_fields),  # fields of the table schema this kind has not
+            **self.params.canonical(),
             "teachers": self.teachers,
             "setting": self.setting(),
             "solver": self.solver,
@@ -149,17 +143,12 @@ class Outcome:
     table: ServedTable | None = None
 
 
-def _profile_on_read(params: TableParams, gamma: tuple[float, ...]) -> PrivacyProfile | None:
-    """The profile of a row stored without one (its sweeps cost about as much as the certificate's, so only
-    small binary tables are computed here; larger ones serve without exact accounting until re-solved).
-    PATE-setting and multi-class profiles are always cheap (4K rows; 0.05 CPU-s at K = 250, C = 10)."""
-    if isinstance(params, MulticlassParams):
-        return multiclass_profile(params, gamma)
-    if isinstance(params, PateParams):
-        return pate_profile(params, gamma)
-    if params.K <= PROFILE_ON_READ_MAX_K:
-        return privacy_profile(params, gamma)
-    return None
+def _profile_on_read(m: Mechanism, params: Any, gamma: tuple[float, ...]) -> PrivacyProfile | None:
+    """The profile of a row stored without one, where the kind's profile is cheap enough to compute when
+    read (larger tables serve without exact accounting until re-solved)."""
+    if m.profile_on_read_max_K is not None and params.K > m.profile_on_read_max_K:
+        return None
+    return m.profile(params, np.asarray(gamma, dtype=np.float64))
 
 
 def _jsonable(info: dict) -> dict:
@@ -173,26 +162,6 @@ def _jsonable(info: dict) -> dict:
             except (TypeError, ValueError):
                 continue
     return out
-
-
-def _solve_table(params: TableParams, solver: str, teachers: str, progress: Any) -> tuple[CertifiedTable, Any]:
-    """Solve and certify a table of any kind (the solvers raise CertificationFailed rather than return an
-    uncertified table); the certified table with its exact privacy profile, and the solution."""
-    if isinstance(params, MulticlassParams):
-        from darrm_opt.optimize.multiclass import solve_multiclass
-
-        sol: Any = solve_multiclass(params, solver=solver)
-        profile = multiclass_profile(params, sol.gamma)
-    elif isinstance(params, PateParams):
-        sol = solve_pate(params, solver=solver)
-        profile = pate_profile(params, sol.gamma)
-    else:
-        sol = solve(params, solver=solver, mode="lazy", progress=progress)
-        known = (sol.certificate, sol.sweep) if sol.sweep is not None else None
-        profile = privacy_profile(params, sol.gamma, progress=progress, certified=known)  # no second sweep
-    if not sol.certificate.certified:
-        raise TableNotServable("refusing to store an uncertified table")
-    return CertifiedTable(params, tuple(float(g) for g in sol.gamma), sol.certificate, teachers, profile), sol
 
 
 class TableService:
@@ -217,10 +186,9 @@ class TableService:
         return ServedTable(
             table=table,
             solver=row.solver,
-            expected_error=row.expected_error,
             solve_seconds=row.solve_seconds,
             created_at=_aware(row.created_at),
-            aggregator=sampler_for(table, self.random_bytes),
+            aggregator=mechanism(table.kind).sampler(table, self.random_bytes),
         )
 
     def cached(self, table_id: str) -> ServedTable | None:
@@ -290,28 +258,24 @@ class TableService:
         return out, total
 
     # --- solving ---------------------------------------------------------------------------------------
-    def _inline(self, params: TableParams) -> bool:
-        """Whether a solve is awaited by the request (a binary table up to ``inline_max_multisets`` corner
-        multisets; a multi-class one always: its LP has K + 1 variables, K = 250, C = 10 in seconds), up to
-        ``inline_timeout_s``. Raises InvalidParameter (422) for a binary table over DARRM_MAX_MULTISETS."""
-        if isinstance(params, MulticlassParams):
-            return True
-        if isinstance(params, PateParams):
-            if params.K > PATE_MAX_K:
-                raise InvalidParameter("K", f"too large for this service: binary disjoint-nonprivate tables take "
-                                            f"K <= {PATE_MAX_K}", params.K)
-            return True
-        size = n_multisets(params.K, n_corners(params))
+    def _inline(self, params: Any) -> bool:
+        """Whether a solve is awaited by the request (its kind's ``solve_size`` up to
+        ``inline_max_multisets``), up to ``inline_timeout_s``. Raises InvalidParameter (422) for K over the
+        kind's ``max_K`` or a size over DARRM_MAX_MULTISETS."""
+        m = mechanism_for(params)
+        if m.max_K is not None and params.K > m.max_K:
+            raise InvalidParameter("K", f"too large for this service: {m.kind} tables take K <= {m.max_K}", params.K)
+        size = m.solve_size(params)
         if size > self.settings.max_multisets:
             raise InvalidParameter(
                 "K",
-                f"too large for this service: {size} corner multisets exceed DARRM_MAX_MULTISETS = "
-                f"{self.settings.max_multisets}",
+                f"too large for this service: {size} privacy constraints (corner multisets) exceed "
+                f"DARRM_MAX_MULTISETS = {self.settings.max_multisets}",
                 params.K,
             )
         return size <= self.settings.inline_max_multisets
 
-    def request(self, params: TableParams, solver: str, teachers: str = "shared") -> Outcome:
+    def request(self, params: Any, solver: str, teachers: str = "shared") -> Outcome:
         """A certified table for ``params`` in the setting ``teachers``: cached, solved now, or a pending job
         (see the module doc)."""
         self._check_solver(solver)
@@ -354,7 +318,7 @@ class TableService:
         if error is not None:
             raise InvalidParameter("solver", error)
 
-    def _flight(self, key: str, params: TableParams, solver: str, teachers: str) -> tuple[Future | None, str]:
+    def _flight(self, key: str, params: Any, solver: str, teachers: str) -> tuple[Future | None, str]:
         with self._lock:
             running = self._flights.get(key)
             if running is not None:
@@ -418,7 +382,7 @@ class TableService:
         except Exception:  # noqa: BLE001 - progress reports are best effort; the solve goes on
             log.warning("could not record progress of job %s", key, exc_info=True)
 
-    def _solve(self, key: str, params: TableParams, solver: str, teachers: str) -> ServedTable:
+    def _solve(self, key: str, params: Any, solver: str, teachers: str) -> ServedTable:
         self._progress[key] = {"stage": "starting"}
         self._set_job(key, status="running", stage="starting")
         last = [time.monotonic()]
@@ -432,9 +396,8 @@ class TableService:
                 self._set_job(key, stage=stage[:32], progress=json.dumps(state))
 
         try:
-            table, sol = _solve_table(params, solver, teachers, progress)
-            self.store(table, solver=sol.solver, expected_error=sol.expected_error, solve_seconds=sol.seconds,
-                       params_key=key)
+            solved = mechanism_for(params).solve(params, solver=solver, teachers=teachers, progress=progress)
+            self.store(solved.table, solver=solved.solver, solve_seconds=solved.seconds, params_key=key)
         except DarrmError as exc:
             self._set_job(key, status="failed", stage="failed", error=str(exc))
             raise
@@ -449,13 +412,11 @@ class TableService:
             raise TableNotServable(f"the solve of {key} vanished after it was stored")
         return served
 
-    def store(self, table: CertifiedTable, *, solver: str, expected_error: float, solve_seconds: float,
-              params_key: str | None) -> None:
+    def store(self, table: CertifiedTable, *, solver: str, solve_seconds: float, params_key: str | None) -> None:
         """Insert a certified table's row (unless a row with its content is stored) and, with ``params_key``,
         make it the service's solve of those parameters and mark that job done. A parameter set solved
         already keeps its table (the new one is stored without the key)."""
-        columns = table_columns(table, expected_error=expected_error, solver=solver, solve_seconds=solve_seconds,
-                                params_key=params_key)
+        columns = table_columns(table, solver=solver, solve_seconds=solve_seconds, params_key=params_key)
         with self.db.write() as conn:
             if params_key is not None and conn.execute(
                     select(GammaTable.id).where(GammaTable.params_key == params_key)).first() is not None:

@@ -25,13 +25,14 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and editors only
     from darrm_opt.errors import BudgetExceeded, CertificationFailed, DarrmError, InvalidParameter
     from darrm_opt.extras import MissingExtra
     from darrm_opt.ledger.local import Ledger
+    from darrm_opt.mechanisms import certify_table
     from darrm_opt.model.multiclass import MulticlassParams
     from darrm_opt.model.neighbours import PateParams
     from darrm_opt.model.params import Params
     from darrm_opt.optimize.optimizer import Solution, solve
     from darrm_opt.planning.plan import Plan, plan
     from darrm_opt.privacy.profile import PrivacyProfile, privacy_profile
-    from darrm_opt.privacy.table import CertifiedTable, certify_table
+    from darrm_opt.privacy.table import CertifiedTable
     from darrm_opt.release.release import Aggregator, release_answers
     from darrm_opt.release.table_file import load_certified, load_table
     from darrm_opt.release.verify import verify
@@ -53,7 +54,7 @@ _EXPORTS = {
     "PateParams": "darrm_opt.model.neighbours",
     "MulticlassParams": "darrm_opt.model.multiclass",
     "CertifiedTable": "darrm_opt.privacy.table",
-    "certify_table": "darrm_opt.privacy.table",
+    "certify_table": "darrm_opt.mechanisms",
     "Aggregator": "darrm_opt.release.release",
     "release_answers": "darrm_opt.release.release",
     "Ledger": "darrm_opt.ledger.local",

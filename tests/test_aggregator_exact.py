@@ -1,4 +1,4 @@
-"""DaRRM Algorithm 1 (release/aggregator.py) with an asymmetric γ and scripted random bytes.
+"""DaRRM Algorithm 1 (mechanisms/samplers.py) with an asymmetric γ and scripted random bytes.
 
 Pr[answer = 1 | L] must be exactly γ(L)·1{L ≥ (K+1)/2} + (1 − γ(L))/2. The aggregator keeps the majority
 iff a uniform 64-bit U satisfies U < γ(L)·2^64 (a tie U = ⌊γ·2^64⌋ recurses on the remainder), else answers
@@ -21,7 +21,7 @@ import pytest
 from scripted_bytes import Script
 
 from darrm_opt.errors import InvalidParameter
-from darrm_opt.release.aggregator import SMALL, BinarySampler, SystemRandom, _exact_bernoulli
+from darrm_opt.mechanisms.samplers import SMALL, BinarySampler, SystemRandom, _exact_bernoulli
 
 TWO64 = 1 << 64
 K = 5

@@ -27,8 +27,8 @@ from typer.testing import CliRunner
 
 from darrm_opt.cli import app
 from darrm_opt.errors import InvalidParameter, TableFileError
+from darrm_opt.mechanisms.samplers import BinarySampler, MulticlassSampler
 from darrm_opt.model.multiclass import MulticlassParams, output_distribution, top_structure
-from darrm_opt.release.aggregator import BinarySampler, MulticlassSampler
 from darrm_opt.release.table_file import load_any_table, load_multiclass_table, load_table
 
 TWO64 = 1 << 64
@@ -275,7 +275,7 @@ def test_aggregate_labels_happy_path_and_ledger(table_file, tmp_path):
     from darrm_opt.privacy.table import table_id
 
     params, gamma = load_multiclass_table(table_file)
-    assert doc["table_id"] == table_id(params, "disjoint-nonprivate", gamma)
+    assert doc["table_id"] == table_id("darrm-multiclass", params, "disjoint-nonprivate", gamma)
     assert doc["classes"] == 3 and len(doc["answers"]) == 3
     from darrm_opt.privacy import accounting
     from darrm_opt.privacy.pair_profile import multiclass_profile
@@ -320,7 +320,7 @@ def test_many_classes_answer_in_bounded_memory_with_the_same_answers(monkeypatch
     random bytes are read in the documented order)."""
     import tracemalloc
 
-    from darrm_opt.release import aggregator as mod
+    from darrm_opt.mechanisms import samplers as mod
 
     rng = np.random.default_rng(3)
     votes = rng.integers(0, 1000, size=(20_000, 1)).astype(np.uint16)

@@ -233,7 +233,7 @@ def test_aggregate_pays_a_pate_table_into_a_local_ledger(pate_file, tmp_path):
     params, gamma = load_any_table(pate_file)
     from darrm_opt.privacy.table import table_id
 
-    assert doc["table_id"] == table_id(params, "disjoint-nonprivate", gamma) and len(doc["answers"]) == 3
+    assert doc["table_id"] == table_id("darrm-pate", params, "disjoint-nonprivate", gamma) and len(doc["answers"]) == 3
     # far from the budget the ledger states the exact composition on the coarse grid
     expected = accounting.account([(0.2676, 3e-4, 3)], 1e-3, profiles=[(pate_profile(params, gamma), 3)],
                                   coarse=True).spend

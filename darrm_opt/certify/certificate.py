@@ -56,6 +56,27 @@ class Certificate:
     #: (darrm_opt.certify.monotone); the worst multiset is still written over all corners.
     corners_swept: list[int] | None = None
 
+    # the common interface of every kind's certificate (darrm_opt.certify.verdict.Verdict)
+    @property
+    def limit(self) -> float:
+        return self.bound
+
+    @property
+    def worst(self) -> float:
+        return self.max_privacy_cost
+
+    @property
+    def checked(self) -> int:
+        return self.multisets_checked
+
+    @property
+    def worst_case(self) -> list[int]:
+        return list(self.worst_multiset)
+
+    @property
+    def what(self) -> str:
+        return "corner multisets"
+
     def to_dict(self) -> dict:
         return asdict(self)
 

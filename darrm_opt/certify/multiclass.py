@@ -41,6 +41,27 @@ class MulticlassCertificate:
     seconds: float
     reason: str = ""
 
+    # the common interface of every kind's certificate (darrm_opt.certify.verdict.Verdict)
+    @property
+    def limit(self) -> float:
+        return self.delta
+
+    @property
+    def worst(self) -> float:
+        return self.max_hockey_stick
+
+    @property
+    def checked(self) -> int:
+        return self.types_checked
+
+    @property
+    def worst_case(self) -> list[int]:
+        return list(self.worst_type)
+
+    @property
+    def what(self) -> str:
+        return "neighbouring histogram types"
+
     def to_dict(self) -> dict:
         return asdict(self)
 

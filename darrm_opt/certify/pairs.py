@@ -47,6 +47,27 @@ class PairCertificate:
     seconds: float
     reason: str = ""
 
+    # the common interface of every kind's certificate (darrm_opt.certify.verdict.Verdict)
+    @property
+    def limit(self) -> float:
+        return self.bound
+
+    @property
+    def worst(self) -> float:
+        return self.max_privacy_cost
+
+    @property
+    def checked(self) -> int:
+        return self.pairs_checked
+
+    @property
+    def worst_case(self) -> list[int]:
+        return list(self.worst_pair)
+
+    @property
+    def what(self) -> str:
+        return "(l, l ± 1, output) rows"
+
     def to_dict(self) -> dict:
         return asdict(self)
 

@@ -37,9 +37,9 @@ from typing import Any
 import numpy as np
 
 from darrm_opt.errors import InvalidParameter
+from darrm_opt.mechanisms.samplers import BinarySampler
 from darrm_opt.model.neighbours import SETTING_NOTES
 from darrm_opt.privacy.pate import gnmax_aggregate
-from darrm_opt.release.aggregator import BinarySampler
 
 #: The paper's MNIST setting: each teacher (0.0892, 1e-4)-DP, m = 3 ⇒ (0.2676, 3e-4) per query.
 PAPER_EPSILON = 0.0892

@@ -32,7 +32,7 @@ from .db import DEFAULT_URL, Database, migrate
 from .schema import GammaTable, utcnow
 from .schema import Ledger as LedgerRow
 from .store import DebitWriter, LedgerStore, insert_ledger
-from .tables import expected_error, table_columns
+from .tables import table_columns
 
 #: pg_advisory_xact_lock key serialising find-or-create by name (arbitrary, fixed)
 NAME_LOCK = 7_247_301_812
@@ -132,9 +132,8 @@ class Ledger:
         """Record a certified table in ``gamma_tables`` under its content hash (with its privacy profile,
         so that its answers compose exactly); its id."""
         if not isinstance(table, CertifiedTable):
-            raise InvalidParameter("table", "must be a CertifiedTable (darrm_opt.certify_table)")
-        stored = table_columns(table, expected_error=expected_error(table), solver="file", solve_seconds=0.0,
-                               params_key=None)
+            raise InvalidParameter("table", "must be a CertifiedTable (darrm_opt.certify_table or load_certified)")
+        stored = table_columns(table, solver="file", solve_seconds=0.0, params_key=None)
         with self.db.write() as conn:
             row = conn.execute(select(GammaTable.id, GammaTable.privacy_profile)
                                .where(GammaTable.id == table.id)).first()

@@ -47,6 +47,10 @@ class GammaTable(Base):
     #: the service's solve of these parameters in this setting (darrm_opt.privacy.table.params_key); NULL for
     #: tables registered from files, which never answer a solve request
     params_key: Mapped[str | None] = mapped_column(String(32), nullable=True, unique=True, index=True)
+    #: the mechanism (darrm_opt.mechanisms) and its parameters as the kind's canonical JSON: what a table is
+    kind: Mapped[str] = mapped_column(String(40))
+    params: Mapped[str] = mapped_column(Text)
+    #: columns that predate ``kind``/``params`` (darrm_opt.ledger.tables): list filters, never read back
     K: Mapped[int] = mapped_column(Integer)
     m: Mapped[float] = mapped_column(Double)  #: 1 for disjoint-nonprivate (no m; m·ε is its per-answer ε; 0006)
     epsilon: Mapped[float] = mapped_column(Double)  #: the teachers' ε; the per-answer ε for disjoint-nonprivate

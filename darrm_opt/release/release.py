@@ -1,7 +1,7 @@
 """Releasing answers: pay first, then draw.
 
 :class:`Aggregator` answers vote rows with a *certified* table (:class:`darrm_opt.privacy.table.CertifiedTable`,
-from :func:`darrm_opt.privacy.table.certify_table` or :func:`darrm_opt.release.table_file.load_certified`).
+from :func:`darrm_opt.mechanisms.certify_table` or :func:`darrm_opt.release.table_file.load_certified`).
 Each call checks the votes (a bad batch spends nothing), pays for one answer per row from the ledger when
 one is given (a durable debit, :meth:`darrm_opt.ledger.local.Ledger.pay`; BudgetExceeded and nothing drawn
 when it does not fit), and only then draws the answers with fresh coins from the operating system's
@@ -16,8 +16,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from darrm_opt.errors import InvalidParameter
+from darrm_opt.mechanisms import mechanism
+from darrm_opt.mechanisms.samplers import RandomBytes, system_random
 from darrm_opt.privacy.table import CertifiedTable
-from darrm_opt.release.aggregator import RandomBytes, sampler_for, system_random
 
 if TYPE_CHECKING:  # pragma: no cover - the ledger needs the service extra
     from darrm_opt.ledger.local import Ledger
@@ -33,7 +34,7 @@ class Aggregator:
                                    "darrm_opt.load_certified(path)); a bare γ has no certificate")
         self.table = table
         self.ledger = ledger
-        self._sampler = sampler_for(table, random_bytes)
+        self._sampler = mechanism(table.kind).sampler(table, random_bytes)
 
     def __call__(self, votes: np.ndarray | Sequence[Sequence[int]]) -> np.ndarray:
         """One answer per row of ``votes`` (rows, K): 0/1 votes for a binary table, class labels 0..C−1 for

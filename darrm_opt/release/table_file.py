@@ -374,11 +374,12 @@ def load_multiclass_table(path: str | Path):
 
 
 def load_certified(path: str | Path, *, profile: bool = True):
-    """A table file of any kind certified again (:func:`darrm_opt.privacy.table.certify_table`): the
-    :class:`~darrm_opt.privacy.table.CertifiedTable` with the teachers' setting the file states (``shared``
-    when it states none) and, when ``profile``, its certified privacy profile. CertificationFailed (exit 1)
+    """A table file of any kind certified again (:func:`darrm_opt.mechanisms.table_from_document`): the
+    :class:`~darrm_opt.privacy.table.CertifiedTable` with the teachers' setting the file states (its kind's
+    default when it states none) and, when ``profile``, its certified privacy profile. The file is read as
+    :func:`load_any_table` reads it (every required field, the 40-digit rule); CertificationFailed (exit 1)
     when the table is not private for the parameters it states."""
-    from darrm_opt.privacy.table import certify_table
+    from darrm_opt.mechanisms import certify_table
 
     params, gamma = load_any_table(path)
     data = _read_json(Path(path))

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from svc_helpers import make_ledger, make_table
 
 from api import votes as votes_io
-from darrm_opt.release.aggregator import BinarySampler, _exact_bernoulli
+from darrm_opt.mechanisms.samplers import BinarySampler, _exact_bernoulli
 
 N_ANSWERS = 20_000
 
@@ -137,7 +137,7 @@ def test_bad_votes_are_refused_in_process():
 
 
 def test_system_random_hands_out_each_byte_once():
-    from darrm_opt.release.aggregator import SystemRandom
+    from darrm_opt.mechanisms.samplers import SystemRandom
 
     r = SystemRandom(block=64)
     chunks = [r(8) for _ in range(40)]  # several blocks

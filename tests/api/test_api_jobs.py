@@ -122,7 +122,7 @@ def test_inline_solve_past_the_timeout_falls_back_to_a_job(request, tmp_path_fac
             assert accepted["status_url"] == r.headers["location"] == f"/v1/jobs/{params.key()}"
             job = wait_job(server, accepted["job_id"])
             table = job["table"]
-            assert job["table_id"] == table_id(params, "shared", table["gamma"]) == table["id"]
+            assert job["table_id"] == table_id("darrm", params, "shared", table["gamma"]) == table["id"]
             assert job["error"] is None
             assert table["certificate"]["certified"] is True
             assert table["certificate"]["bound"] == pytest.approx(params.bound)
@@ -170,7 +170,8 @@ def test_job_single_flight_across_processes(pair):
     cpu_used = [cpu_seconds(p) - b for p, b in zip(pids, cpu_before)]
     assert jobs[0]["table"] == jobs[1]["table"]
     table = jobs[0]["table"]
-    assert table["id"] == table_id(params, "shared", table["gamma"]) and table["certificate"]["certified"] is True
+    assert table["id"] == table_id("darrm", params, "shared", table["gamma"])
+    assert table["certificate"]["certified"] is True
 
     rows = job_rows(url, params.key())
     assert len(rows) == 1 and rows[0]["status"] == "done"
@@ -230,7 +231,7 @@ def test_claim_of_a_killed_owner_is_taken_over_after_job_stale_s(request, tmp_pa
             assert owner_pid(job_rows(url, key)[0]["owner"]) == b.proc.pid  # B claimed it
             job = wait_job(b, key, timeout=WAIT_S)
             table = job["table"]
-            assert table["id"] == table_id(Params(301, 3, teacher_delta=0.0), "shared", table["gamma"])
+            assert table["id"] == table_id("darrm", Params(301, 3, teacher_delta=0.0), "shared", table["gamma"])
             assert table["certificate"]["certified"] is True and len(table["gamma"]) == 302
             assert cb.get(f"/v1/tables/{table['id']}").json() == table
         [row] = job_rows(url, key)

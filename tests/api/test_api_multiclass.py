@@ -14,13 +14,13 @@ import pytest
 from svc_helpers import Server, make_ledger
 
 from darrm_opt.certify.multiclass import certify_multiclass
+from darrm_opt.mechanisms.samplers import MulticlassSampler
 from darrm_opt.model.multiclass import MulticlassParams
 from darrm_opt.optimize.multiclass import solve_multiclass
 from darrm_opt.privacy import accounting
 from darrm_opt.privacy.pair_profile import multiclass_profile
 from darrm_opt.privacy.profile import PrivacyProfile
 from darrm_opt.privacy.table import table_id
-from darrm_opt.release.aggregator import MulticlassSampler
 
 BODY = {"K": 7, "classes": 3, "teachers": "disjoint-nonprivate", "target_epsilon": 1.0, "delta": 1e-5}
 
@@ -35,7 +35,7 @@ def table(sqlite_server) -> dict:
 
 def test_a_multiclass_table_is_created_certified_and_cached(client, table):
     params = MulticlassParams(7, 3, 1.0, 1e-5)
-    assert table["id"] == table_id(params, "disjoint-nonprivate", table["gamma"])  # its content
+    assert table["id"] == table_id("darrm-multiclass", params, "disjoint-nonprivate", table["gamma"])  # its content
     assert (table["K"], table["classes"], table["teachers"], table["target_epsilon"], table["delta"]) == (
         7, 3, "disjoint-nonprivate", 1.0, 1e-5)
     assert table["gamma"] == list(solve_multiclass(params).gamma)  # the library's table, as served
@@ -45,7 +45,8 @@ def test_a_multiclass_table_is_created_certified_and_cached(client, table):
     assert again.status_code == 200 and again.headers["x-darrm-cache"] == "hit" and again.json() == table
     assert client.get(f"/v1/tables/{table['id']}").json() == table
     four = client.post("/v1/tables", json={**BODY, "classes": 4})  # C is part of the id
-    four_id = table_id(MulticlassParams(7, 4, 1.0, 1e-5), "disjoint-nonprivate", four.json()["gamma"])
+    four_id = table_id("darrm-multiclass", MulticlassParams(7, 4, 1.0, 1e-5), "disjoint-nonprivate",
+                       four.json()["gamma"])
     assert four.status_code == 200 and four.json()["id"] == four_id != table["id"]
     binary = client.post("/v1/tables", json={"K": 5, "m": 2, "epsilon": 0.1, "teacher_delta": 1e-5})
     assert binary.status_code == 200 and "classes" not in binary.json()  # binary tables unchanged
@@ -175,7 +176,8 @@ def test_multiclass_round_trip_on_postgres(pg_database, tmp_path):
             assert r.status_code == 200, r.text
             tid = r.json()["id"]
             params = MulticlassParams(7, 3, 1.0, 1e-5)
-            assert tid == table_id(params, "disjoint-nonprivate", r.json()["gamma"]) and r.json()["classes"] == 3
+            assert tid == table_id("darrm-multiclass", params, "disjoint-nonprivate", r.json()["gamma"])
+            assert r.json()["classes"] == 3
             ledger = make_ledger(c, epsilon_budget=20.0, delta_budget=1e-3, name="mc-pg")
             r = c.post("/v1/aggregate", json={"table_id": tid, "ledger_id": ledger["id"],
                                               "votes": [[1] * 7, [0, 1, 2, 2, 2, 2, 2]]})
@@ -202,13 +204,13 @@ def test_a_multiclass_row_with_a_profile_is_served_and_composed_exactly(tmp_path
     from api.settings import Settings
     from api.table_service import TableService
     from darrm_opt.ledger.local import Ledger
-    from darrm_opt.privacy.table import CertifiedTable
+    from darrm_opt.mechanisms import mechanism_for
     from darrm_opt.release.release import Aggregator
 
     params = MulticlassParams(7, 3, 1.0, 1e-5)
     sol = solve_multiclass(params)
     prof = dp_pair_profile(1.0, 1e-5)  # valid for every (1, 1e-5)-DP table, this one included
-    table = CertifiedTable(params, sol.gamma, sol.certificate, profile=prof)
+    table = mechanism_for(params).table(params, sol.gamma, sol.certificate, profile=prof)
     url = f"sqlite:///{tmp_path / 'l.db'}"
     with Ledger(url, "mc", epsilon_budget=50.0, delta_budget=1e-3) as book:
         Aggregator(table, book)(np.zeros((30, 7), dtype=np.uint8))

@@ -24,7 +24,7 @@ def test_plan_is_served_cached_and_its_ledger_holds_its_answers(client):
     assert r.headers["X-Darrm-Cache"] in ("miss", "shared")
     doc = r.json()
     params = _params(doc)
-    assert doc["id"] == table_id(params, "shared", doc["gamma"]) and 1 < doc["m"] < 5
+    assert doc["id"] == table_id("darrm", params, "shared", doc["gamma"]) and 1 < doc["m"] < 5
     assert doc["certificate"]["certified"] and certify(params, doc["gamma"]).certified
     prof = PrivacyProfile.from_dict(doc["privacy_profile"])
     assert prof == privacy_profile(params, doc["gamma"])

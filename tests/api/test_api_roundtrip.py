@@ -22,7 +22,7 @@ def test_round_trip_and_cache_hit(client):
     table = first.json()
     assert first.headers["x-darrm-cache"] in ("miss", "hit", "shared")
     params = Params(5, 2, 0.1, 1e-5)
-    assert table["id"] == table_id(params, "shared", table["gamma"])  # its content, γ included
+    assert table["id"] == table_id("darrm", params, "shared", table["gamma"])  # its content, γ included
     assert table["certificate"]["certified"] is True
     assert certify(params, table["gamma"]).certified  # the served γ re-verifies
     for field in ("K", "m", "epsilon", "teacher_delta", "delta", "prior", "gamma", "certificate", "created_at"):
@@ -83,7 +83,7 @@ def test_slow_solve_answers_202_then_job_reports_the_table(client):
             break
         time.sleep(0.05)
     assert job["status"] == "done" and job_id == Params(7, 2.25).key()  # the job is the parameters' solve
-    assert job["table_id"] == table_id(Params(7, 2.25), "shared", job["table"]["gamma"])
+    assert job["table_id"] == table_id("darrm", Params(7, 2.25), "shared", job["table"]["gamma"])
     assert job["table"] == client.get(f"/v1/tables/{job['table_id']}").json()
     assert job["table"]["certificate"]["certified"] is True
     again = client.post("/v1/tables", json={"K": 7, "m": 2.25})

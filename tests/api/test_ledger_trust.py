@@ -28,6 +28,7 @@ from darrm_opt.ledger.db import Database
 from darrm_opt.ledger.local import Ledger
 from darrm_opt.ledger.schema import SpendRecord
 from darrm_opt.ledger.store import DebitWriter
+from darrm_opt.mechanisms import certify_table, mechanism_for
 from darrm_opt.model.baselines import gamma_sub
 from darrm_opt.model.neighbours import PateParams
 from darrm_opt.model.params import Params
@@ -35,7 +36,7 @@ from darrm_opt.optimize.optimizer import solve
 from darrm_opt.optimize.pate_setting import solve_pate
 from darrm_opt.privacy import accounting
 from darrm_opt.privacy.pld import exact_epsilon
-from darrm_opt.privacy.table import CertifiedTable, certify_table, table_id
+from darrm_opt.privacy.table import CertifiedTable, table_id
 from darrm_opt.release.release import Aggregator, release_answers
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -75,12 +76,12 @@ def k11() -> dict:
 def test_tables_with_equal_parameters_are_two_tables(k11):
     opt, sub = k11["opt"], k11["sub"]
     assert opt.params == sub.params and opt.gamma != sub.gamma
-    assert opt.id != sub.id and opt.id == table_id(opt.params, "shared", opt.gamma)
+    assert opt.id != sub.id and opt.id == table_id("darrm", opt.params, "shared", opt.gamma)
     assert opt.profile != sub.profile
     # one bit of γ is another table
     bumped = list(opt.gamma)
     bumped[5] = float(np.nextafter(bumped[5], 0.0))
-    assert table_id(opt.params, "shared", bumped) != opt.id
+    assert table_id("darrm", opt.params, "shared", bumped) != opt.id
 
 
 def test_each_answer_is_paid_at_its_own_tables_price_from_the_cli(k11, tmp_path):
@@ -158,8 +159,12 @@ def test_the_python_api_pays_before_it_draws(k11, tmp_path):
     opt = k11["opt"]
     with pytest.raises(InvalidParameter, match="table"):
         Aggregator([1.0] * 12)  # a bare γ has no certificate
+    with pytest.raises(InvalidParameter, match="certificate"):  # a certificate that does not certify it
+        mechanism_for(opt.params).table(opt.params, [1.0] * 12, {**opt.certificate_dict(), "certified": False})
+    with pytest.raises(InvalidParameter, match="certificate"):  # one for other parameters
+        mechanism_for(opt.params).table(opt.params, opt.gamma, {**opt.certificate_dict(), "bound": 0.5})
     with pytest.raises(InvalidParameter, match="certificate"):
-        CertifiedTable(opt.params, [1.0] * 12, {"certified": False, "bound": opt.params.bound})
+        CertifiedTable("darrm", opt.params, (1.0,) * 12, None, "shared", None, 0.3, 3e-5, 0.0)
     order = []
     with Ledger(str(tmp_path / "order.db"), "o", epsilon_budget=1.0, delta_budget=1e-3) as book:
         def watching(n: int) -> bytes:  # the ledger has the answers committed before any coin is drawn

@@ -12,9 +12,10 @@ from sqlalchemy import text
 from darrm_opt.certify.certificate import certify
 from darrm_opt.ledger.db import Database, alembic_config, migration_connection
 from darrm_opt.ledger.local import Ledger
+from darrm_opt.mechanisms import params_key
 from darrm_opt.model.params import Params
 from darrm_opt.optimize.optimizer import solve
-from darrm_opt.privacy.table import params_key, table_id
+from darrm_opt.privacy.table import table_id
 
 
 def _upgrade(db: Database, revision: str) -> None:
@@ -56,11 +57,13 @@ def test_0007_rekeys_tables_by_content_and_keeps_every_reference(url):
                 "INSERT INTO spends (ledger_id, table_id, rows, epsilon_spent, delta_spent, composition, created_at) "
                 "VALUES ('l1', :id, 7, 1.4, 0.0001, 'basic', :now)"), {"id": old, "now": now})
         _upgrade(db, "head")
-        new = table_id(params, "shared", gamma)
+        new = table_id("darrm", params, "shared", gamma)
         assert new != old
         with db.read() as conn:
-            assert conn.execute(text("SELECT id, params_key FROM gamma_tables")).all() == [
-                (new, params_key(params, "shared"))]
+            assert conn.execute(text("SELECT id, params_key, kind FROM gamma_tables")).all() == [
+                (new, params_key(params, "shared"), "darrm")]
+            stored = conn.execute(text("SELECT params FROM gamma_tables")).scalar_one()
+            assert json.loads(stored) == params.canonical()
             assert conn.execute(text("SELECT table_id, answers FROM ledger_usage")).all() == [(new, 7)]
             assert conn.execute(text("SELECT table_id, debit_id FROM spends")).all() == [(new, None)]
     finally:

@@ -25,7 +25,6 @@ from fractions import Fraction
 import numpy as np
 
 from darrm_opt.errors import InvalidParameter
-from darrm_opt.privacy.table import CertifiedTable
 
 RandomBytes = Callable[[int], bytes]
 #: batches up to this many rows are answered without numpy
@@ -336,10 +335,3 @@ class MulticlassSampler:
         g = Fraction(float(self.gamma[gap]))
         return [(1 - g) / self.C + (g / len(T) if c in T else 0) for c in range(self.C)]
 
-
-def sampler_for(table: CertifiedTable, random_bytes: RandomBytes = system_random) -> BinarySampler | MulticlassSampler:
-    """The sampler of a certified table: multi-class DaRRM for class-label votes, DaRRM (Algorithm 1) for
-    0/1 votes."""
-    if table.classes is not None:
-        return MulticlassSampler(table.gamma, table.classes, random_bytes)
-    return BinarySampler(table.gamma, random_bytes)

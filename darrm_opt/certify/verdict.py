@@ -1,0 +1,38 @@
+"""The interface every kind's certificate shares.
+
+A certificate says whether a table is private for its parameters: the largest privacy quantity over
+everything it checked (``worst``: a privacy cost f(n) of Lemma 3.4, a pair's excess, a hockey-stick
+divergence) against the limit it must stay under (``limit``: e^{ε₀} − 1 + 2δ, or δ), how many cases it
+checked (``checked``, of the kind ``what``) and the worst one (``worst_case``). ``to_dict`` is its document
+(field names of its own kind).
+"""
+
+from __future__ import annotations
+
+from typing import Protocol, runtime_checkable
+
+
+@runtime_checkable
+class Verdict(Protocol):
+    @property
+    def certified(self) -> bool: ...
+
+    @property
+    def reason(self) -> str: ...
+
+    @property
+    def limit(self) -> float: ...
+
+    @property
+    def worst(self) -> float: ...
+
+    @property
+    def checked(self) -> int: ...
+
+    @property
+    def worst_case(self) -> list[int]: ...
+
+    @property
+    def what(self) -> str: ...
+
+    def to_dict(self) -> dict: ...

@@ -1,0 +1,136 @@
+"""Every kind of release behind one interface (:class:`~darrm_opt.mechanisms.base.Mechanism`) with one
+registry (:mod:`darrm_opt.mechanisms.registry`). Front ends find a kind here and never test which kind
+they hold: by name (:func:`mechanism`), by its parameters (:func:`mechanism_for`), by a request's teachers
+and classes (:func:`kind_for`), from a document (:func:`table_from_document`) or a database row
+(:func:`table_from_row`)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from darrm_opt.errors import InvalidParameter, TableFileError
+from darrm_opt.privacy.profile import PrivacyProfile
+from darrm_opt.privacy.table import CertifiedTable
+
+from .base import Mechanism, Solved
+from .registry import MECHANISMS
+
+__all__ = ["MECHANISMS", "Mechanism", "Solved", "certify_table", "kind_for", "mechanism", "mechanism_for",
+           "params_key", "table_from_document", "table_from_row", "SCHEMA_VERSION"]
+
+#: the version of the table document (``kind`` and ``schema_version`` name what a document holds)
+SCHEMA_VERSION = 1
+TEACHERS = ("shared", "disjoint-private", "disjoint-nonprivate")
+_BY_TYPE = {m.params_type: m for m in MECHANISMS.values()}
+
+
+def mechanism(kind: str) -> Mechanism:
+    """The mechanism called ``kind``; InvalidParameter naming ``kind`` otherwise."""
+    try:
+        return MECHANISMS[kind]
+    except (KeyError, TypeError):
+        raise InvalidParameter("kind", f"must be one of {', '.join(MECHANISMS)}", kind) from None
+
+
+def mechanism_for(params: Any) -> Mechanism:
+    """The mechanism whose parameter type ``params`` has."""
+    try:
+        return _BY_TYPE[type(params)]
+    except KeyError:
+        raise InvalidParameter("params", f"{type(params).__name__} is not the parameter type of any mechanism") \
+            from None
+
+
+def kind_for(teachers: str | None = None, classes: int | None = None) -> Mechanism:
+    """The mechanism a request asks for by its teachers' setting and whether it has ``classes`` (class-label
+    votes; such tables are for disjoint-nonprivate teachers by default, 0/1 ones for shared teachers)."""
+    if teachers is not None and teachers not in TEACHERS:
+        raise InvalidParameter("teachers", f"must be one of {', '.join(TEACHERS)}", teachers)
+    labels = classes is not None
+    setting = teachers or ("disjoint-nonprivate" if labels else "shared")
+    for m in MECHANISMS.values():
+        if m.labels == labels and setting in m.settings:
+            return m
+    raise InvalidParameter("teachers", f"no kind of table for {setting} teachers "
+                           f"{'with' if labels else 'without'} classes", teachers)
+
+
+def params_key(params: Any, teachers: str | None = None) -> str:
+    """The key of a table's *parameters* in its setting (not its γ): the service's solve cache and job id.
+    ``key()`` of the parameters in the kind's default setting; with another setting, the same hash over the
+    parameters and the setting."""
+    import hashlib
+
+    m = mechanism_for(params)
+    teachers = m.setting(teachers)
+    if teachers == m.settings[0]:
+        return params.key()
+    text = json.dumps({**params.canonical(), "teachers": teachers}, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def certify_table(params: Any, gamma: Sequence[float] | np.ndarray, *, teachers: str | None = None,
+                  profile: bool = True, name: str = "the table") -> CertifiedTable:
+    """Certify ``gamma`` for ``params`` with its kind's certificate (CertificationFailed when it is not
+    private) and, when ``profile``, compute its certified privacy profile."""
+    return mechanism_for(params).certify_table(params, gamma, teachers=teachers, profile=profile, name=name)
+
+
+def document_kind(data: Mapping[str, Any]) -> Mechanism:
+    """The kind of a table document: its ``kind`` field, or for documents written before it, the kind its
+    fields imply (``classes``: multi-class; ``teachers`` disjoint-nonprivate: PATE setting; else DaRRM)."""
+    if data.get("kind") is not None:
+        return mechanism(data["kind"])
+    return kind_for(data.get("teachers") or None, data.get("classes"))
+
+
+def table_from_document(data: Mapping[str, Any], *, certify: bool = True, profile: bool = True,
+                        name: str = "the table") -> CertifiedTable:
+    """The table in a document (a table file, a request): certified again when ``certify`` (its stored
+    certificate is never trusted then), else read with its stored certificate."""
+    m = document_kind(data)
+    params = m.params_from(data)
+    gamma = data.get("gamma")
+    teachers = data.get("teachers") or None
+    if certify:
+        return m.certify_table(params, np.asarray(gamma, dtype=np.float64), teachers=teachers, profile=profile,
+                               name=name)
+    cert = data.get("certificate")
+    if not isinstance(cert, Mapping):
+        raise TableFileError(f"{name} has no certificate")
+    stored = data.get("privacy_profile")
+    prof = PrivacyProfile.from_dict(stored) if isinstance(stored, Mapping) else None
+    return m.table(params, gamma, cert, teachers, prof)  # type: ignore[arg-type]
+
+
+def table_from_row(row: Any, compute_profile: Callable[[Mechanism, Any, tuple[float, ...]], Any] | None = None
+                   ) -> CertifiedTable:
+    """The certified table of a ``gamma_tables`` row (:mod:`darrm_opt.ledger.tables`), checked: its kind and
+    parameters (the ``params`` JSON column) and γ hash to its id, and its stored certificate certifies
+    these parameters. Its privacy profile is the stored one; a row without one gets
+    ``compute_profile(mechanism, params, gamma)`` when given. InvalidParameter otherwise."""
+    from darrm_opt.ledger.tables import TableNotServable
+
+    try:
+        m = mechanism(row.kind)
+        params = m.params_from(json.loads(row.params))
+        gamma = tuple(float(x) for x in json.loads(row.gamma))
+        cert = json.loads(row.certificate)
+        text = getattr(row, "privacy_profile", None)
+        prof = PrivacyProfile.from_dict(json.loads(text)) if text else None
+    except (ValueError, TypeError, InvalidParameter) as exc:
+        raise TableNotServable(f"table {row.id}: its stored kind, parameters, γ or profile are malformed "
+                               f"({exc})") from None
+    if prof is None and compute_profile is not None:
+        prof = compute_profile(m, params, gamma)
+    try:
+        table = m.table(params, gamma, cert, row.teachers, prof)
+    except InvalidParameter as exc:
+        raise TableNotServable(f"table {row.id}: {exc}") from None
+    if table.id != row.id:
+        raise TableNotServable(f"table {row.id}: its stored kind, parameters and γ do not hash to its id")
+    return table

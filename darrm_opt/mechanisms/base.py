@@ -1,0 +1,164 @@
+"""The mechanism interface: what every kind of release supplies.
+
+A *mechanism* is one kind of release (a DaRRM table for teachers on shared data, a DaRRM table in the PATE
+setting, a multi-class DaRRM table, ...). Each kind is one module with one subclass of :class:`Mechanism`
+and one line in :mod:`darrm_opt.mechanisms.registry`; everything else (the CLI, the service, the ledger,
+``verify``, ``budget``) goes through this interface and never tests which kind it holds.
+
+A kind supplies:
+
+- its parameter type, validated once (``params_from`` reads the wire and document form, ``params_type``'s
+  ``canonical()`` writes it), and the teachers' settings it serves;
+- its per-answer cost (ε₀, δ₀) and the limit its certificate must prove;
+- ``solve`` (the optimal certified table), ``certify`` (a :class:`~darrm_opt.certify.verdict.Verdict`)
+  and ``profile`` (its certified privacy profile, the dominating pair the ledger composes exactly);
+- its sampler (answers with exact coins from a CSPRNG);
+- its expected error under its prior, and its certificate read back from a document.
+
+Tables of every kind are :class:`darrm_opt.privacy.table.CertifiedTable`, identified by their content hash.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import numpy as np
+
+from darrm_opt.certify.verdict import Verdict
+from darrm_opt.errors import CertificationFailed, InvalidParameter
+from darrm_opt.privacy.profile import PrivacyProfile
+from darrm_opt.privacy.table import CertifiedTable
+
+Progress = Callable[..., None]
+
+
+@dataclass(frozen=True)
+class Solved:
+    """A solved table and how it was solved (``solution``: the kind's own solution object, for its views)."""
+
+    table: CertifiedTable
+    solver: str
+    seconds: float
+    solution: Any = field(repr=False, compare=False, default=None)
+
+
+class Mechanism(ABC):
+    """One kind of release (module docstring)."""
+
+    #: the kind's name: in documents (``kind``), database rows and the wire
+    kind: ClassVar[str]
+    #: the parameter type of this kind (exactly: the registry finds a kind by its parameters' type)
+    params_type: ClassVar[type]
+    #: the teachers' settings this kind serves; the first is the default
+    settings: ClassVar[tuple[str, ...]]
+    #: one line for users: what the kind releases
+    summary: ClassVar[str]
+    #: whether its votes are class labels (else 0/1)
+    labels: ClassVar[bool] = False
+    #: the largest K a service solves (None: bounded by ``solve_size`` alone)
+    max_K: ClassVar[int | None] = None
+    #: a stored table without a profile gets one computed when read only up to this K (None: always)
+    profile_on_read_max_K: ClassVar[int | None] = None
+    #: fields of the service's table schema this kind does not have (written as null)
+    absent_fields: ClassVar[tuple[str, ...]] = ()
+
+    # --- parameters ---------------------------------------------------------------------------------------
+    @abstractmethod
+    def params_from(self, data: Mapping[str, Any]) -> Any:
+        """The parameters in ``data`` (a document or request: the fields of ``canonical()``), validated;
+        InvalidParameter naming the field otherwise."""
+
+    def setting(self, teachers: str | None) -> str:
+        """The teachers' setting of a table of this kind (default: the first of ``settings``)."""
+        if teachers is None:
+            return self.settings[0]
+        if teachers not in self.settings:
+            raise InvalidParameter("teachers", f"a {self.kind} table is for {' or '.join(self.settings)} teachers",
+                                   teachers)
+        return teachers
+
+    @abstractmethod
+    def per_answer(self, params: Any) -> tuple[float, float]:
+        """(ε₀, δ₀) of one answer."""
+
+    @abstractmethod
+    def limit(self, params: Any) -> float:
+        """What the certificate's ``limit`` must be for these parameters."""
+
+    # --- maths --------------------------------------------------------------------------------------------
+    @abstractmethod
+    def certify(self, params: Any, gamma: np.ndarray) -> Verdict:
+        """Certify ``gamma`` for ``params`` (a verdict, certified or not: never raises for a private table)."""
+
+    @abstractmethod
+    def profile(self, params: Any, gamma: np.ndarray) -> PrivacyProfile:
+        """The certified privacy profile of ``gamma`` (an upper bound of δ(ε′) for every ε′ ≥ 0)."""
+
+    def certify_with_profile(self, params: Any, gamma: np.ndarray) -> tuple[Verdict, PrivacyProfile | None]:
+        """The certificate and, when it certifies, the profile (a kind may compute both in one pass)."""
+        cert = self.certify(params, gamma)
+        return cert, (self.profile(params, gamma) if cert.certified else None)
+
+    @abstractmethod
+    def solve(self, params: Any, *, solver: str, teachers: str | None = None,
+              progress: Progress | None = None) -> Solved:
+        """The optimal certified table for ``params`` (CertificationFailed rather than an uncertified one)."""
+
+    @abstractmethod
+    def expected_error(self, params: Any, gamma: np.ndarray) -> float:
+        """Pr[answer ≠ the votes' majority (plurality)] under the parameters' prior (the LP's objective)."""
+
+    @abstractmethod
+    def certificate_from(self, data: Mapping[str, Any]) -> Verdict:
+        """The certificate in a document (as ``Verdict.to_dict`` wrote it)."""
+
+    def setting_note(self, params: Any, teachers: str) -> dict[str, Any]:
+        """What the teachers' setting implies for a table's answers (``model.neighbours.setting_note``)."""
+        from darrm_opt.model.neighbours import setting_note
+
+        return setting_note(teachers).to_dict()
+
+    def solve_size(self, params: Any) -> int:
+        """How many privacy constraints a solve must check (the service's limits compare it)."""
+        return 4 * params.K
+
+    # --- release ------------------------------------------------------------------------------------------
+    @abstractmethod
+    def sampler(self, table: CertifiedTable, random_bytes: Callable[[int], bytes]) -> Any:
+        """The table's sampler: ``prepare(votes)`` (checked, no coin), ``rows(prepared)``, ``draw(prepared)``."""
+
+    # --- tables -------------------------------------------------------------------------------------------
+    def table(self, params: Any, gamma: Sequence[float] | np.ndarray, certificate: Verdict | Mapping[str, Any],
+              teachers: str | None = None, profile: PrivacyProfile | None = None) -> CertifiedTable:
+        """The certified table of ``gamma`` with a certificate computed for it (a document's certificate is
+        read back); InvalidParameter when the certificate does not certify exactly these parameters."""
+        cert = self.certificate_from(certificate) if isinstance(certificate, Mapping) else certificate
+        if cert.certified is not True or cert.limit != self.limit(params):
+            raise InvalidParameter("certificate", f"does not certify this {self.kind} table's parameters")
+        g = np.asarray(gamma, dtype=np.float64)
+        eps0, delta0 = self.per_answer(params)
+        return CertifiedTable(self.kind, params, tuple(g.tolist()), cert, self.setting(teachers), profile, eps0,
+                              delta0, self.expected_error(params, g))
+
+    def certify_table(self, params: Any, gamma: Sequence[float] | np.ndarray, *, teachers: str | None = None,
+                      profile: bool = True, name: str = "the table") -> CertifiedTable:
+        """Certify ``gamma`` for ``params`` (CertificationFailed when it is not private) and, when ``profile``,
+        compute its certified privacy profile."""
+        teachers = self.setting(teachers)
+        g = np.asarray(gamma, dtype=np.float64)
+        if g.ndim != 1 or g.size != params.K + 1 or not np.all((g >= 0) & (g <= 1)):
+            raise InvalidParameter("gamma", f"must be K + 1 = {params.K + 1} values in [0, 1]")
+        if profile:
+            cert, prof = self.certify_with_profile(params, g)
+        else:
+            cert, prof = self.certify(params, g), None
+        if not cert.certified:
+            raise CertificationFailed(f"{name} is not {self.private_as(params)}: {cert.reason}", cert)
+        return self.table(params, g, cert, teachers, prof)
+
+    def private_as(self, params: Any) -> str:
+        """What its certificate proves, in words (for messages)."""
+        return "(ε, δ)-DP per answer"

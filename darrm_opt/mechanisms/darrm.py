@@ -1,0 +1,90 @@
+"""DaRRM (Jiang, Zhang, Joshi 2024) for K teachers trained on the same data, each (ε, Δ)-DP.
+
+The table γ(0..K) releases the majority of the 0/1 votes with probability γ(L) (L = Σ votes), else a fair
+coin (Algorithm 1); it is (mε, δ)-DP iff the privacy cost f(n) = Σ_l s_l γ(l)(α_l(n) − e^{mε} α′_l(n))
+stays ≤ e^{mε} − 1 + 2δ on every multiset n of K corners (Lemma 3.4, Lemma 5.1). Settings: ``shared`` (the
+paper's) and ``disjoint-private`` (teachers on disjoint shards, each (ε, Δ)-DP on its shard: the same
+table, and the teachers' (ε, Δ) caps a ledger's total).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from darrm_opt.certify.certificate import Certificate
+from darrm_opt.model.params import Params
+
+from .base import Mechanism, Solved
+
+
+class Darrm(Mechanism):
+    kind = "darrm"
+    params_type = Params
+    settings = ("shared", "disjoint-private")
+    summary = "DaRRM majority of 0/1 votes, teachers each (ε, Δ)-DP on the same data (or on disjoint shards)"
+    profile_on_read_max_K = 25  # its sweeps cost about as much as the certificate's
+
+    def params_from(self, data: Mapping[str, Any]) -> Params:
+        return Params(K=data.get("K"), m=data.get("m"), epsilon=data.get("epsilon", 0.1),  # type: ignore[arg-type]
+                      teacher_delta=data.get("teacher_delta", 1e-5), delta=data.get("delta"),
+                      prior=data.get("prior") or "paper")
+
+    def per_answer(self, params: Params) -> tuple[float, float]:
+        return params.m * params.epsilon, float(params.delta or 0.0)
+
+    def limit(self, params: Params) -> float:
+        return params.bound
+
+    def private_as(self, params: Params) -> str:
+        return "(mε, δ)-DP"
+
+    def certify(self, params: Params, gamma: np.ndarray) -> Certificate:
+        from darrm_opt.certify.certificate import certify
+
+        return certify(params, gamma)
+
+    def profile(self, params: Params, gamma: np.ndarray):  # noqa: ANN201 - a PrivacyProfile
+        from darrm_opt.privacy.profile import privacy_profile
+
+        return privacy_profile(params, gamma)
+
+    def certify_with_profile(self, params: Params, gamma: np.ndarray):  # noqa: ANN201
+        from darrm_opt.privacy.profile import profile_and_certificate
+
+        prof, cert = profile_and_certificate(params, gamma)  # one sweep for both
+        return cert, (prof if cert.certified else None)
+
+    def solve(self, params: Params, *, solver: str, teachers: str | None = None, progress=None) -> Solved:  # noqa: ANN001
+        from darrm_opt.optimize.optimizer import solve
+        from darrm_opt.privacy.profile import privacy_profile
+
+        sol = solve(params, solver=solver, mode="lazy", progress=progress)
+        known = (sol.certificate, sol.sweep) if sol.sweep is not None else None
+        prof = privacy_profile(params, sol.gamma, progress=progress, certified=known)  # no second sweep
+        return Solved(self.table(params, sol.gamma, sol.certificate, teachers, prof), sol.solver, sol.seconds, sol)
+
+    def expected_error(self, params: Params, gamma: np.ndarray) -> float:
+        from darrm_opt.model.objective import expected_error
+
+        return float(expected_error(np.asarray(gamma, dtype=np.float64), params.prior))
+
+    def setting_note(self, params: Params, teachers: str) -> dict[str, Any]:
+        from darrm_opt.model.neighbours import setting_note
+
+        return setting_note(teachers, params.epsilon, params.teacher_delta).to_dict()
+
+    def certificate_from(self, data: Mapping[str, Any]) -> Certificate:
+        return Certificate.from_dict(dict(data))
+
+    def solve_size(self, params: Params) -> int:
+        from darrm_opt.model.corners import n_corners, n_multisets
+
+        return n_multisets(params.K, n_corners(params))
+
+    def sampler(self, table, random_bytes):  # noqa: ANN001, ANN201
+        from .samplers import BinarySampler
+
+        return BinarySampler(table.gamma, random_bytes)

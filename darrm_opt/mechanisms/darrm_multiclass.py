@@ -1,0 +1,71 @@
+"""Multi-class DaRRM in the PATE setting: K non-private teachers on disjoint shards vote class labels.
+
+For a histogram h of the votes over C classes with top-two gap g and top set T, the answer is a uniform
+class of T with probability γ(g), else a uniform class of all C (MC-1, :mod:`darrm_opt.model.multiclass`);
+(ε, δ)-DP per answer iff every neighbouring histogram type's hockey-stick divergence at e^ε is ≤ δ.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from darrm_opt.certify.multiclass import MulticlassCertificate
+from darrm_opt.model.multiclass import MulticlassParams, MulticlassPrior
+
+from .base import Mechanism, Solved
+
+
+class DarrmMulticlass(Mechanism):
+    kind = "darrm-multiclass"
+    params_type = MulticlassParams
+    settings = ("disjoint-nonprivate",)
+    labels = True
+    summary = "multi-class DaRRM: a class label from class-label votes of non-private teachers (PATE setting)"
+
+    def params_from(self, data: Mapping[str, Any]) -> MulticlassParams:
+        return MulticlassParams(data.get("K"), data.get("classes"), data.get("target_epsilon"),  # type: ignore[arg-type]
+                                data.get("delta"), MulticlassPrior.parse(data.get("prior")))  # type: ignore[arg-type]
+
+    def per_answer(self, params: MulticlassParams) -> tuple[float, float]:
+        return params.epsilon, params.delta
+
+    def limit(self, params: MulticlassParams) -> float:
+        return params.delta
+
+    def certify(self, params: MulticlassParams, gamma: np.ndarray) -> MulticlassCertificate:
+        from darrm_opt.certify.multiclass import certify_multiclass
+
+        return certify_multiclass(params, gamma)
+
+    def profile(self, params: MulticlassParams, gamma: np.ndarray):  # noqa: ANN201
+        from darrm_opt.privacy.pair_profile import multiclass_profile
+
+        return multiclass_profile(params, gamma)
+
+    def solve(self, params: MulticlassParams, *, solver: str, teachers: str | None = None,
+              progress=None) -> Solved:  # noqa: ANN001
+        from darrm_opt.optimize.multiclass import solve_multiclass
+
+        sol = solve_multiclass(params, solver=solver)  # CertificationFailed rather than an uncertified table
+        gamma = np.asarray(sol.gamma, dtype=np.float64)
+        table = self.table(params, gamma, sol.certificate, teachers, self.profile(params, gamma))
+        return Solved(table, sol.solver, sol.seconds, sol)
+
+    def expected_error(self, params: MulticlassParams, gamma: np.ndarray) -> float:
+        from darrm_opt.model.multiclass import expected_error
+
+        return float(expected_error(np.asarray(gamma, dtype=np.float64), params.K, params.C, params.prior))
+
+    def certificate_from(self, data: Mapping[str, Any]) -> MulticlassCertificate:
+        return MulticlassCertificate(**{k: data[k] for k in MulticlassCertificate.__dataclass_fields__ if k in data})
+
+    def solve_size(self, params: MulticlassParams) -> int:
+        return params.K + 1  # an LP over γ(0..K), solved in seconds at K = 250, C = 10
+
+    def sampler(self, table, random_bytes):  # noqa: ANN001, ANN201
+        from .samplers import MulticlassSampler
+
+        return MulticlassSampler(table.gamma, table.params.C, random_bytes)

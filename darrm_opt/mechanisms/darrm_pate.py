@@ -1,0 +1,68 @@
+"""DaRRM in the PATE setting (Papernot et al. 2018): K non-private teachers on disjoint shards, 0/1 votes.
+
+A neighbouring dataset changes one shard, so one teacher's vote: L moves to L ± 1. The table γ(0..K) is
+(ε, δ)-DP per answer iff every (l, l ± 1, output) row of :mod:`darrm_opt.model.neighbours` holds; its
+privacy profile is exact over those finitely many pairs (:mod:`darrm_opt.privacy.pair_profile`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from darrm_opt.certify.pairs import PairCertificate
+from darrm_opt.model.neighbours import PateParams
+
+from .base import Mechanism, Solved
+
+
+class DarrmPate(Mechanism):
+    kind = "darrm-pate"
+    params_type = PateParams
+    settings = ("disjoint-nonprivate",)
+    summary = "DaRRM majority of 0/1 votes of non-private teachers on disjoint shards (PATE setting)"
+    max_K = 1001  # its LP holds a dense 4K × (K + 1) matrix: 32 MB at 1001
+    absent_fields = ("m", "teacher_delta")
+
+    def params_from(self, data: Mapping[str, Any]) -> PateParams:
+        return PateParams(data.get("K"), data.get("epsilon"), data.get("delta"),  # type: ignore[arg-type]
+                          data.get("prior") or "paper")  # type: ignore[arg-type]
+
+    def per_answer(self, params: PateParams) -> tuple[float, float]:
+        return params.epsilon, params.delta
+
+    def limit(self, params: PateParams) -> float:
+        return params.bound
+
+    def certify(self, params: PateParams, gamma: np.ndarray) -> PairCertificate:
+        from darrm_opt.certify.pairs import certify_pairs
+
+        return certify_pairs(params, gamma)
+
+    def profile(self, params: PateParams, gamma: np.ndarray):  # noqa: ANN201
+        from darrm_opt.privacy.pair_profile import pate_profile
+
+        return pate_profile(params, gamma)
+
+    def solve(self, params: PateParams, *, solver: str, teachers: str | None = None, progress=None) -> Solved:  # noqa: ANN001
+        from darrm_opt.optimize.pate_setting import solve_pate
+
+        sol = solve_pate(params, solver=solver)  # CertificationFailed rather than an uncertified table
+        gamma = np.asarray(sol.gamma, dtype=np.float64)
+        table = self.table(params, gamma, sol.certificate, teachers, self.profile(params, gamma))
+        return Solved(table, sol.solver, sol.seconds, sol)
+
+    def expected_error(self, params: PateParams, gamma: np.ndarray) -> float:
+        from darrm_opt.model.objective import expected_error
+
+        return float(expected_error(np.asarray(gamma, dtype=np.float64), params.prior))
+
+    def certificate_from(self, data: Mapping[str, Any]) -> PairCertificate:
+        return PairCertificate(**{k: data[k] for k in PairCertificate.__dataclass_fields__ if k in data})
+
+    def sampler(self, table, random_bytes):  # noqa: ANN001, ANN201
+        from .samplers import BinarySampler
+
+        return BinarySampler(table.gamma, random_bytes)

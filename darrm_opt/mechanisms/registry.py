@@ -1,0 +1,15 @@
+"""The registry of mechanisms: one line per kind (adding a kind is one module and one line here)."""
+
+from __future__ import annotations
+
+from .base import Mechanism
+from .darrm import Darrm
+from .darrm_multiclass import DarrmMulticlass
+from .darrm_pate import DarrmPate
+
+#: every kind of release, by its name
+MECHANISMS: dict[str, Mechanism] = {m.kind: m for m in (
+    Darrm(),
+    DarrmPate(),
+    DarrmMulticlass(),
+)}
