@@ -8,9 +8,8 @@ from fastapi import APIRouter, Path, Query, Request, Response
 from fastapi.responses import JSONResponse
 
 from darrm_opt.errors import InvalidParameter
-from darrm_opt.model.multiclass import MulticlassParams, MulticlassPrior
-from darrm_opt.model.neighbours import PateParams, check_setting_options
-from darrm_opt.model.params import Params, Prior
+from darrm_opt.mechanisms import kind_for
+from darrm_opt.model.neighbours import check_setting_options
 
 from ..deps import keyed, services
 from ..schemas import (
@@ -34,24 +33,19 @@ _INVALID: dict[int | str, dict[str, Any]] = {
 }
 
 
-def table_params(body: TableRequest) -> tuple[Params | PateParams | MulticlassParams, str]:
-    """The problem of a request and its teacher setting: multi-class when ``classes`` is given (teachers
-    disjoint-nonprivate), else binary in the setting ``teachers`` (default shared). The options a setting
-    does not take, or a missing one, are a 422 naming the field, by the one rule
-    (:func:`darrm_opt.model.neighbours.check_setting_options`)."""
+def table_params(body: TableRequest) -> tuple[Any, str]:
+    """The problem of a request and its teacher setting: the kind serving ``teachers`` (default shared) and
+    the vote type (class labels when ``classes`` is given; teachers disjoint-nonprivate) reads its
+    parameters from the request. The options a setting does not take, or a missing one, are a 422 naming
+    the field, by the one rule (:func:`darrm_opt.model.neighbours.check_setting_options`)."""
     fields = ("m", "epsilon", "teacher_delta", "target_epsilon")
     given = [f for f in fields if f in body.model_fields_set and getattr(body, f) is not None]
     if body.classes is not None and body.teachers != "disjoint-nonprivate":
         raise InvalidParameter("teachers", "is required with classes: 'disjoint-nonprivate' (the only setting of "
                                "a multi-class table)", body.teachers)
     teachers = check_setting_options(body.teachers or "shared", given, m_needed=True)
-    if body.classes is not None:
-        return MulticlassParams(body.K, body.classes, body.target_epsilon,  # type: ignore[arg-type]
-                                0.0 if body.delta is None else body.delta, MulticlassPrior.parse(body.prior)), teachers
-    if teachers == "disjoint-nonprivate":
-        return PateParams(body.K, body.target_epsilon, 0.0 if body.delta is None else body.delta,  # type: ignore[arg-type]
-                          Prior.parse(body.prior)), teachers
-    return Params(body.K, body.m, body.epsilon, body.teacher_delta, body.delta, body.prior), teachers  # type: ignore[arg-type]
+    kind = kind_for(teachers, body.classes)
+    return kind.params_from(body.model_dump(exclude={"solver", "teachers"})), teachers
 
 
 @router.post(

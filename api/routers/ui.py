@@ -25,9 +25,7 @@ from fastapi.responses import FileResponse, JSONResponse
 from pydantic import BaseModel, Field
 from sqlalchemy import func, select
 
-from darrm_opt.errors import DarrmError
 from darrm_opt.ledger.schema import Ledger, SpendRecord
-from darrm_opt.model.multiclass import MulticlassParams
 
 from ..deps import keyed, services
 from ..schemas import ID_PATTERN, ErrorOut, LedgerSpend
@@ -137,38 +135,22 @@ def ledger_spends(request: Request, ledger_id: str = Path(..., pattern=ID_PATTER
 
 
 def _baselines(params, gamma: tuple[float, ...]) -> dict:
-    """γ_opt and the closed-form baselines (model.baselines) with their exact expected errors."""
+    """γ_opt and its kind's closed-form baselines with their exact expected errors (the keys sub, dsub and
+    const are always there: None where a baseline is undefined or the kind has none)."""
     import numpy as np
 
-    from darrm_opt.model.baselines import gamma_const, gamma_dsub, gamma_sub
-    from darrm_opt.model.neighbours import PateParams
-    from darrm_opt.model.objective import expected_error
+    from darrm_opt.mechanisms import mechanism_for
 
+    m = mechanism_for(params)
     curves: dict[str, np.ndarray | None] = {"opt": np.asarray(gamma), "sub": None, "dsub": None, "const": None}
-    if isinstance(params, MulticlassParams):  # a multi-class table: the binary baselines do not apply
-        from darrm_opt.model.multiclass import expected_error as multiclass_error
-
-        none = dict.fromkeys(("sub", "dsub", "const"))
-        return {"gamma": {"opt": [float(x) for x in gamma], **none},
-                "expected_error": {"opt": multiclass_error(gamma, params.K, params.C, params.prior), **none}}
-    if isinstance(params, PateParams):
-        pass  # the closed-form baselines are shared-data constructions: none for the PATE setting
-    elif params.m_is_integer:
-        curves["sub"] = gamma_sub(params.K, params.m)
-        if params.pure and params.delta == 0:
-            curves["dsub"] = gamma_dsub(params.K, params.m)
-    try:
-        curves["const"] = None if isinstance(params, PateParams) else gamma_const(params)
-    except DarrmError:
-        curves["const"] = None
+    curves.update(m.baselines(params))
 
     def finite(values) -> list[float]:
         return [float(x) if math.isfinite(x) else 0.0 for x in values]
 
     return {
         "gamma": {k: (finite(v) if v is not None else None) for k, v in curves.items()},
-        "expected_error": {k: (float(expected_error(v, params.prior)) if v is not None else None)
-                           for k, v in curves.items()},
+        "expected_error": {k: (m.expected_error(params, v) if v is not None else None) for k, v in curves.items()},
     }
 
 

@@ -121,6 +121,10 @@ class Mechanism(ABC):
 
         return setting_note(teachers).to_dict()
 
+    def baselines(self, params: Any) -> dict[str, np.ndarray | None]:
+        """Closed-form tables to show beside an optimal one (None: undefined for these parameters)."""
+        return {}
+
     def solve_size(self, params: Any) -> int:
         """How many privacy constraints a solve must check (the service's limits compare it)."""
         return 4 * params.K

@@ -76,6 +76,22 @@ class Darrm(Mechanism):
 
         return setting_note(teachers, params.epsilon, params.teacher_delta).to_dict()
 
+    def baselines(self, params: Params) -> dict[str, np.ndarray | None]:
+        """γ_Sub (Lemma 3.1, integer m), γ_DSub (Thm 4.1, pure DP) and γ_const (Sec. 3.1), for display."""
+        from darrm_opt.errors import DarrmError
+        from darrm_opt.model.baselines import gamma_const, gamma_dsub, gamma_sub
+
+        out: dict[str, np.ndarray | None] = dict.fromkeys(("sub", "dsub", "const"))
+        if params.m_is_integer:
+            out["sub"] = gamma_sub(params.K, params.m)
+            if params.pure and params.delta == 0:
+                out["dsub"] = gamma_dsub(params.K, params.m)
+        try:
+            out["const"] = gamma_const(params)
+        except DarrmError:
+            out["const"] = None
+        return out
+
     def certificate_from(self, data: Mapping[str, Any]) -> Certificate:
         return Certificate.from_dict(dict(data))
 

@@ -26,8 +26,9 @@ class DarrmMulticlass(Mechanism):
     summary = "multi-class DaRRM: a class label from class-label votes of non-private teachers (PATE setting)"
 
     def params_from(self, data: Mapping[str, Any]) -> MulticlassParams:
+        delta = 0.0 if data.get("delta") is None else data["delta"]
         return MulticlassParams(data.get("K"), data.get("classes"), data.get("target_epsilon"),  # type: ignore[arg-type]
-                                data.get("delta"), MulticlassPrior.parse(data.get("prior")))  # type: ignore[arg-type]
+                                delta, MulticlassPrior.parse(data.get("prior")))
 
     def per_answer(self, params: MulticlassParams) -> tuple[float, float]:
         return params.epsilon, params.delta

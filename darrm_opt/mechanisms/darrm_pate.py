@@ -27,8 +27,10 @@ class DarrmPate(Mechanism):
     absent_fields = ("m", "teacher_delta")
 
     def params_from(self, data: Mapping[str, Any]) -> PateParams:
-        return PateParams(data.get("K"), data.get("epsilon"), data.get("delta"),  # type: ignore[arg-type]
-                          data.get("prior") or "paper")  # type: ignore[arg-type]
+        """Documents state the per-answer ε as ``epsilon``, requests as ``target_epsilon``; δ defaults to 0."""
+        eps = data["target_epsilon"] if data.get("target_epsilon") is not None else data.get("epsilon")
+        delta = 0.0 if data.get("delta") is None else data["delta"]
+        return PateParams(data.get("K"), eps, delta, data.get("prior") or "paper")  # type: ignore[arg-type]
 
     def per_answer(self, params: PateParams) -> tuple[float, float]:
         return params.epsilon, params.delta
