@@ -16,11 +16,22 @@ from darrm_opt.experiments.compare import (
     gnmax_error,
     parse_actual,
 )
-from darrm_opt.model.objective import error_iid
 from darrm_opt.model.params import Params
 from darrm_opt.model.pmf import binomial_pmf
 
 runner = CliRunner()
+
+
+def error_iid(gamma, p: float) -> float:
+    """Reference: the error of DaRRM_γ when every teacher votes 1 with the same probability p (Eq. 3 with
+    α = Binomial(K, p))."""
+    import numpy as np
+
+    from darrm_opt.model.objective import error_from_pmf
+    from darrm_opt.model.pmf import binomial_pmf
+
+    gamma = np.asarray(gamma, dtype=np.float64)
+    return error_from_pmf(gamma, binomial_pmf(gamma.size - 1, p))
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,7 @@ of the teachers' probabilities p_i of voting 1:
 
 - ``prior``: the prior γ_opt was optimised for (the default);
 - ``paper``, ``iid-uniform:A,B``, ``common-uniform:A,B``: as :class:`~darrm_opt.model.params.Prior`;
-- ``fixed:P``: every teacher votes 1 with probability P (0 ≤ P ≤ 1), i.e. :func:`error_iid`.
+- ``fixed:P``: every teacher votes 1 with probability P (0 ≤ P ≤ 1).
 
 Every error is ``error_from_pmf(γ, E[α])``: exact for the priors (supported on p ≥ ½, where the error is
 linear in E[α], see :func:`darrm_opt.model.objective.expected_error`) and for ``fixed:P`` (where α is the

@@ -149,11 +149,6 @@ def _fit_logreg(X: np.ndarray, y: np.ndarray, reg: float) -> np.ndarray:
     return lr.coef_.ravel().copy()
 
 
-def private_logreg(X, y, epsilon: float, reg: float, rng: np.random.Generator) -> np.ndarray:
-    """ε-DP weights by output perturbation (Chaudhuri et al. 2011, Alg. 1); rows must have ‖x‖ ≤ 1."""
-    return output_perturbation(_fit_logreg(X, y, reg), X.shape[0], epsilon, reg, rng)
-
-
 def output_perturbation(w: np.ndarray, n: int, epsilon: float, reg: float, rng: np.random.Generator) -> np.ndarray:
     """w + b, ‖b‖ ~ Gamma(d, 2/(nλε)) in a uniform direction: ε-DP for the exact minimiser w on n records."""
     d = w.size

@@ -26,7 +26,7 @@ mechanism (Gaussian DP), so it gets the same budget as GNMax split between the t
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import mpmath
 import numpy as np
@@ -34,7 +34,7 @@ from numpy.polynomial.hermite_e import hermegauss
 from scipy import special
 
 from darrm_opt.errors import DarrmError
-from darrm_opt.model.multiclass import MulticlassParams, MulticlassPrior, normaliser
+from darrm_opt.model.multiclass import MulticlassPrior, normaliser
 
 #: Gauss–Hermite nodes for GNMax's accuracy integral.
 GH_NODES = 120
@@ -192,44 +192,3 @@ def best_confident_gnmax(K: int, C: int, sigma_gnmax: float, prior: MulticlassPr
             if acc > best.accuracy:
                 best = ConfidentChoice(acc, s1, s2, float(T))
     return best
-
-
-@dataclass(frozen=True)
-class MulticlassComparisonRow:
-    K: int
-    classes: int
-    epsilon: float
-    delta: float
-    prior: str
-    darrm_accuracy: float
-    gnmax_accuracy: float | None
-    gnmax_sigma: float | None
-    gnmax_sigma_rdp: float | None
-    confident_accuracy: float | None
-    confident_sigma1: float | None
-    confident_sigma2: float | None
-    confident_threshold: float | None
-    certified: bool
-    seconds: float
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-
-def compare_multiclass(params: MulticlassParams, *, solver: str = "highs",
-                       confident: bool = True) -> MulticlassComparisonRow:
-    """DaRRM's certified γ_opt against GNMax (and Confident-GNMax) at the same per-answer (ε, δ)."""
-    from darrm_opt.optimize.multiclass import solve_multiclass
-
-    sol = solve_multiclass(params, solver=solver)
-    sigma = calibrate_gaussian_sigma(params.epsilon, params.delta)
-    acc = gnmax_accuracy(params.K, params.C, sigma, params.prior) if sigma is not None else None
-    conf = best_confident_gnmax(params.K, params.C, sigma, params.prior) if confident and sigma else None
-    return MulticlassComparisonRow(
-        K=params.K, classes=params.C, epsilon=params.epsilon, delta=params.delta, prior=params.prior.spec,
-        darrm_accuracy=sol.expected_accuracy, gnmax_accuracy=acc, gnmax_sigma=sigma,
-        gnmax_sigma_rdp=rdp_sigma(params.epsilon, params.delta),
-        confident_accuracy=conf.accuracy if conf else None, confident_sigma1=conf.sigma1 if conf else None,
-        confident_sigma2=conf.sigma2 if conf else None, confident_threshold=conf.threshold if conf else None,
-        certified=sol.certificate.certified,
-        seconds=sol.seconds)

@@ -346,14 +346,6 @@ def canonical(pt: PairType) -> PairType:
     return pt if pt.t >= pt.t2 else r
 
 
-def log_comb(n: int, k: int) -> float:
-    return float(special.gammaln(n + 1) - special.gammaln(k + 1) - special.gammaln(n - k + 1))
-
-
-def comb(n: int, k: int) -> int:
-    return math.comb(n, k)
-
-
 # ------------------------------------------------------------------------------------------------------
 # Linear constraints (MC-2) per pair type
 # ------------------------------------------------------------------------------------------------------

@@ -48,12 +48,6 @@ def error_from_pmf(gamma: np.ndarray, alpha: np.ndarray) -> float:
     return float(abs(np.sum(margin_weights(alpha) * (1.0 - gamma[high]))))
 
 
-def error_iid(gamma: np.ndarray, p: float) -> float:
-    """Error when every teacher votes 1 with the same probability p."""
-    gamma = np.asarray(gamma, dtype=np.float64)
-    return error_from_pmf(gamma, binomial_pmf(gamma.size - 1, p))
-
-
 def expected_error(gamma: np.ndarray, prior: Prior) -> float:
     """E_prior[E(DaRRM_γ)]. Exact: for priors supported on p ≥ ½ every α_l − α_{K−l} (l > K/2) is ≥ 0, so
     the absolute value commutes with the expectation and the error is linear in E[α]."""

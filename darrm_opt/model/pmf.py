@@ -51,11 +51,6 @@ class CornerSpectra:
             out *= self.spectra[c][counts[:, c]]
         return out
 
-    def pmfs(self, counts: np.ndarray, length: int | None = None) -> np.ndarray:
-        """α for each row of ``counts`` (shape (M, C)); returns shape (M, length or K+1)."""
-        a = sfft.irfft(self.spectrum(counts), n=self.n, axis=1)
-        return a[:, : (self.K + 1 if length is None else length)]
-
 
 def pmf_direct(counts, probs) -> np.ndarray:
     """Plain reference: the pmf of Σ_c Binomial(n_c, p_c) by direct sequential convolution."""
