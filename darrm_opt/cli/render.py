@@ -181,11 +181,22 @@ def render_demo(res) -> str:
     return con.export_text()
 
 
-def render_table_budget(rows: list[dict], params: Params) -> str:
-    """The ``budget --table`` view: one row per (Q, method), exact composition first."""
+def render_table_budget(rows: list[dict], params) -> str:  # noqa: ANN001
+    """The ``budget --table`` view: one row per (Q, method), exact composition first; ``params`` of a
+    shared-data, PATE-setting or multi-class table."""
+    from darrm_opt.model.multiclass import MulticlassParams
+    from darrm_opt.model.neighbours import PateParams
+
+    if isinstance(params, MulticlassParams):
+        table = (f"the multi-class table K = {params.K}, C = {params.C} (disjoint-nonprivate), per answer "
+                 f"ε = {params.epsilon:g}, δ = {params.delta:.3g}")
+    elif isinstance(params, PateParams):
+        table = (f"the PATE-setting table K = {params.K} (disjoint-nonprivate), per answer ε = {params.epsilon:g}, "
+                 f"δ = {params.delta:.3g}")
+    else:
+        table = f"the table K = {params.K}, m = {params.m:g}, ε = {params.epsilon:g}, δ = {params.delta:.3g}"
     con = recording_console()
-    con.print(f"Total privacy loss of Q answers of the table K = {params.K}, m = {params.m:g}, "
-              f"ε = {params.epsilon:g}, δ = {params.delta:.3g}")
+    con.print(f"Total privacy loss of Q answers of {table}", soft_wrap=True)
     t = Table(show_edge=False, pad_edge=False)
     for col in ("Q", "method", "ε", "δ_total"):
         t.add_column(col, justify="right")
