@@ -2,14 +2,18 @@
 # tests/api/test_api_packaging.py runs this file's steps: the install, the CMD and the HEALTHCHECK.
 # Two stages: the first installs the core and the `service` extra (binary wheels only: no compiler) into a
 # virtual environment; the second copies that environment alone (no Gurobi, CBC, plots, demo, Dask or tests).
+# The dependencies come from docker/requirements.lock (exact versions: a rebuild installs the same ones) in a
+# layer of their own, before the source is copied: a source edit reinstalls only the project.
 FROM python:3.11-slim AS build
 
 ENV PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1
 
 WORKDIR /src
+COPY docker/requirements.lock docker/requirements.lock
+RUN python -m venv /opt/venv && /opt/venv/bin/pip install --only-binary=:all: -r docker/requirements.lock
 COPY . .
-RUN python -m venv /opt/venv && /opt/venv/bin/pip install --only-binary=:all: ".[service]" \
+RUN /opt/venv/bin/pip install --only-binary=:all: --no-deps ".[service]" && /opt/venv/bin/pip check \
     && /opt/venv/bin/pip uninstall --yes pip
 
 FROM python:3.11-slim

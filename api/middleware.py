@@ -1,10 +1,16 @@
 """Request hygiene shared by every endpoint: a body-size limit and access logs without query strings.
 
-:class:`BodyLimitMiddleware` answers 413 before the application reads anything when the declared
+:class:`BodyLimitMiddleware` answers 413 without passing the request on when the declared
 ``Content-Length`` is over the path's limit, and stops a body sent without one (chunked) as soon as the
 bytes received pass it (the application sees an HTTP 413 error, rendered by :mod:`api.errors`). The limit
 is ``DARRM_MAX_BODY_BYTES`` on ``POST /v1/aggregate`` (vote batches) and ``DARRM_MAX_REQUEST_BYTES`` on
 every other path (small JSON parameter objects).
+
+A client that sends its whole body before reading (urllib, requests) must find the 413 when it reads: if
+the server closed the connection with body bytes still unread, the kernel answers them with a reset and
+the client sees "connection reset" instead. So the declared body is read and discarded first (up to
+DRAIN_BYTES; it is never stored), then the 413 is sent and the connection closed; a client that asked
+``Expect: 100-continue`` has sent no body yet and gets the 413 at once.
 
 :class:`RedactQueryFilter` rewrites uvicorn's access-log records so that the query string of a ``/v1``
 call is never written (a key or id sent as ``?api_key=...`` would otherwise land in the log verbatim).
@@ -26,6 +32,9 @@ Send = Callable[[Message], Awaitable[None]]
 
 AGGREGATE_PATH = "/v1/aggregate"
 REDACTED = "[redacted]"
+#: an over-limit body declared up to this size is read and discarded before the 413 (see the module docstring);
+#: a larger one is answered at once, and a client still sending it may see the connection reset
+DRAIN_BYTES = 1 << 30
 
 
 def too_large_message(limit: int, setting: str) -> str:
@@ -52,14 +61,14 @@ class BodyLimitMiddleware:
         limit, setting = self._limit(scope["path"])
         message = too_large_message(limit, setting)
         declared = next((v for k, v in scope["headers"] if k == b"content-length"), None)
-        if declared is not None and (not declared.strip().isdigit() or int(declared) > limit):
-            body = json.dumps({"detail": message if declared.strip().isdigit()
-                               else "invalid Content-Length header"}).encode()
-            status = 413 if declared.strip().isdigit() else 400
-            await send({"type": "http.response.start", "status": status, "headers": [
-                (b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
-                (b"connection", b"close")]})
-            await send({"type": "http.response.body", "body": body})
+        if declared is not None and not declared.strip().isdigit():
+            await _answer(send, 400, "invalid Content-Length header")
+            return
+        if declared is not None and int(declared) > limit:
+            expect = next((v for k, v in scope["headers"] if k == b"expect"), b"")
+            if expect.strip().lower() != b"100-continue" and int(declared) <= DRAIN_BYTES:
+                await _discard_body(receive)
+            await _answer(send, 413, message)
             return
         received = 0
 
@@ -73,6 +82,23 @@ class BodyLimitMiddleware:
             return msg
 
         await self.app(scope, limited, send)
+
+
+async def _discard_body(receive: Receive) -> None:
+    """Read the request body to its end (or the client's disconnect), keeping none of it."""
+    while True:
+        msg = await receive()
+        if msg["type"] != "http.request" or not msg.get("more_body", False):
+            return
+
+
+async def _answer(send: Send, status: int, detail: str) -> None:
+    """A JSON ``{"detail": ...}`` answer that closes the connection."""
+    body = json.dumps({"detail": detail}).encode()
+    await send({"type": "http.response.start", "status": status, "headers": [
+        (b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+        (b"connection", b"close")]})
+    await send({"type": "http.response.body", "body": body})
 
 
 class RedactQueryFilter(logging.Filter):

@@ -6,13 +6,21 @@ CBC's default geometric scaling returned the feasible γ ≡ 0 as optimal (K = 7
 instead of 2·10⁻⁵). A refused answer is re-solved with CBC's scaling off, then by primal simplex; if those fail too,
 the result is an error, never a poor table.
 
+CBC builds that tighten column bounds from the rows before the LP (cbcbox's, seen with 2.935: singleton rows
+and bound propagation) report the multipliers of those rows as reduced costs of the tightened bounds, not as
+row duals, which then cannot prove optimality against the original bounds (the PATE-setting and multi-class
+LPs have such rows). Where the binary knows the options, the tightening is switched off
+(:data:`NO_BOUND_TIGHTENING`) so that the row duals are complete.
+
 The CBC binary comes from ``cbcbox`` (``pip install 'pulp[cbc]'``, PuLP's recommended way) and is driven
 by ``COIN_CMD``; PuLP's own bundled binary (``PULP_CBC_CMD``, deprecated in PuLP 3.3) is the fallback.
 """
 
 from __future__ import annotations
 
+import functools
 import os
+import subprocess
 import time
 import warnings
 
@@ -31,6 +39,26 @@ def _import():
     return pulp
 
 
+#: CBC options that keep the rows' multipliers in the row duals: no column bounds tightened from rows before
+#: the LP (only passed to a binary that knows them; see :func:`_knows`)
+NO_BOUND_TIGHTENING = (("boundPropLevel", "off"), ("singletonBounds", "off"))
+
+
+@functools.lru_cache(maxsize=8)
+def _knows(path: str, option: str) -> bool:
+    """Whether the CBC binary at ``path`` has the parameter ``option`` (an unknown one makes some builds
+    stop without solving, others ignore it)."""
+    try:
+        out = subprocess.run([path, f"-{option}??", "-quit"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return f"Match for `{option}'" in out.stdout + out.stderr
+
+
+def _tightening_off(path: str | None) -> list[str]:
+    return [f"{k} {v}" for k, v in NO_BOUND_TIGHTENING if path and _knows(path, k)]
+
+
 def _command(pulp, options: list[str]):
     try:
         import cbcbox
@@ -38,6 +66,7 @@ def _command(pulp, options: list[str]):
         path = os.path.join(cbcbox.cbc_dist_dir(), "bin", "cbc")
         cmd = pulp.COIN_CMD(msg=False, path=path, options=options)
         if cmd.available():
+            cmd.options = [*options, *_tightening_off(cmd.path)]
             return cmd
     except ImportError:
         pass
@@ -46,6 +75,7 @@ def _command(pulp, options: list[str]):
         cmd = pulp.PULP_CBC_CMD(msg=False, options=options)
     if not cmd.available():
         raise SolverUnavailableError("no runnable CBC binary: pip install 'pulp[cbc]'")
+    cmd.options = [*options, *_tightening_off(cmd.path)]
     return cmd
 
 

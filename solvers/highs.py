@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
+import sys
+import threading
 import time
 
 import numpy as np
@@ -36,9 +40,53 @@ def available() -> bool:
     return True
 
 
+_FD_LOCK = threading.Lock()
+
+
+def _flush_c_stdio() -> None:
+    """fflush(NULL): what a C library left in stdio's buffers is written now (while fd 1 is redirected)."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None).fflush(None)
+    except (OSError, AttributeError, TypeError):  # no C runtime reachable this way (not on POSIX)
+        pass
+
+
+@contextlib.contextmanager
+def _stdout_fd_silenced():
+    """File descriptor 1 points at /dev/null inside the block (C libraries write there directly, past
+    ``sys.stdout``); output Python buffered before it is flushed first and so still reaches stdout. One
+    block at a time (a lock), so concurrent blocks cannot leave fd 1 pointing at /dev/null."""
+    with _FD_LOCK:
+        try:
+            sys.stdout.flush()
+        except (AttributeError, OSError, ValueError):
+            pass
+        try:
+            saved = os.dup(1)
+        except OSError:  # no fd 1 at all: nothing to protect
+            yield
+            return
+        try:
+            null = os.open(os.devnull, os.O_WRONLY)
+            try:
+                os.dup2(null, 1)
+            finally:
+                os.close(null)
+            yield
+        finally:
+            _flush_c_stdio()
+            os.dup2(saved, 1)
+            os.close(saved)
+
+
 def _new(highspy, feasibility_tol: float):
-    h = highspy.Highs()
-    h.setOptionValue("output_flag", False)
+    # highspy 1.16 prints a banner on stdout while constructing the first Highs(), before any option can be
+    # set; output_flag = False silences everything after it
+    with _stdout_fd_silenced():
+        h = highspy.Highs()
+        h.setOptionValue("output_flag", False)
     h.setOptionValue("primal_feasibility_tolerance", feasibility_tol)
     h.setOptionValue("dual_feasibility_tolerance", feasibility_tol)
     # the rows come with their tiny entries already dropped and their bounds lowered (solvers.base.drop_small);

@@ -64,6 +64,42 @@ def test_cbc_no_longer_returns_gamma_zero():
     assert min(out["gamma"]) > 0.999
 
 
+def _cbc():
+    if "cbc" not in solvers.available_backends():
+        pytest.skip("CBC is not installed")
+    return solvers.get_backend("cbc")
+
+
+def test_cbc_proves_the_optimum_of_an_lp_with_a_singleton_row():
+    """min −2x₀ − x₁ s.t. 2x₀ ≤ 1, x₀ + x₁ ≤ 1.2, x ∈ [0, 1]²: optimum −1.7 at (0.5, 0.7), proven by the row
+    duals (0.5, 1). A CBC that turns the singleton row into the bound x₀ ≤ 0.5 before the LP leaves its
+    multiplier out of the row duals (those prove only −2.2); the backend must still prove −1.7."""
+    lp = LP(np.array([-2.0, -1.0]), np.array([[2.0, 0.0], [1.0, 1.0]]), np.array([1.0, 1.2]), 0.0, 1.0)
+    res = _cbc().solve(lp)
+    assert res.status is solvers.Status.OPTIMAL, res.message
+    assert res.objective == pytest.approx(-1.7, abs=1e-9)
+    np.testing.assert_allclose(res.x, [0.5, 0.7], atol=1e-9)
+
+
+PAIR_CASES = [
+    ("--K", "11", "--teachers", "disjoint-nonprivate", "--target-epsilon", "1"),
+    ("--K", "15", "--teachers", "disjoint-nonprivate", "--target-epsilon", "0.5", "--delta", "1e-5"),
+    ("--K", "7", "--classes", "3", "--target-epsilon", "1", "--delta", "1e-6"),
+    ("--K", "9", "--classes", "4", "--target-epsilon", "2"),
+]
+
+
+@pytest.mark.parametrize("case", PAIR_CASES, ids=lambda c: " ".join(c))
+def test_cbc_solves_the_pate_and_multiclass_settings(case):
+    """The PATE-setting and multi-class LPs (they have singleton rows) are solved by CBC to HiGHS's optimum
+    and certified."""
+    _cbc()
+    cbc, highs = _solve(*case, "--solver", "cbc"), _solve(*case, "--solver", "highs")
+    assert cbc["solver"] == "cbc" and cbc["certificate"]["certified"] is True
+    assert cbc["expected_error"] == pytest.approx(highs["expected_error"], rel=1e-7, abs=1e-10)
+    assert len(cbc["gamma"]) == int(case[1]) + 1 and all(0.0 <= g <= 1.0 for g in cbc["gamma"])
+
+
 def test_check_solution_refuses_a_feasible_but_poor_point():
     """The check a backend applies to every 'optimal' answer: feasible γ ≡ 0 is refused with its reason."""
     A = np.array([[1.0, 1e-18], [3e-20, 2.0]])

@@ -41,9 +41,14 @@ def _one_error_line(r: subprocess.CompletedProcess, *needles: str) -> None:
 
 @pytest.mark.parametrize("name, raw, needles", [
     ("int400", b'{"K": 3, "m": 2, "epsilon": 0.1, "teacher_delta": 0, "delta": 0, "gamma": [1, '
-     + b"9" * 400 + b", 1, 1]}", ("400 digits",)),
+     + b"9" * 400 + b", 1, 1]}", ("invalid gamma", "400 digits", "at most 40 digits")),
     ("int5000", b'{"K": ' + b"7" * 5000 + b', "m": 2, "epsilon": 0.1, "teacher_delta": 0, "delta": 0, '
-     b'"gamma": [1, 1, 1, 1]}', ("5000 digits",)),
+     b'"gamma": [1, 1, 1, 1]}', ("invalid K", "5000 digits", "at most 40 digits")),
+    ("int41-profile", b'{"K": 3, "m": 2, "epsilon": 0.1, "teacher_delta": 0, "delta": 0, "gamma": [1, 1, 1, 1], '
+     b'"privacy_profile": {"support": [], "vertices": [[0, ' + b"1" * 41 + b']]}}',
+     ("invalid privacy_profile", "41 digits", "at most 40 digits")),
+    ("int400-pate", b'{"K": 3, "teachers": "disjoint-nonprivate", "epsilon": 1, "delta": 0, "gamma": [1, 1, '
+     + b"1" * 400 + b", 1]}", ("invalid gamma", "400 digits")),
     ("latin1", b'{"K": 3, "m": 2, "prior": "caf\xe9", "epsilon": 0.1, "teacher_delta": 0, "delta": 0, '
      b'"gamma": [1, 1, 1, 1]}', ("not UTF-8", "0xe9")),
     ("nan", b'{"K": 3, "m": 2, "epsilon": 0.1, "teacher_delta": 0, "delta": 0, "gamma": [NaN, 1, 1, 1]}',

@@ -14,7 +14,8 @@ from darrm_opt.cli.options import OutputFormat, int_list, number_pair
 
 def budget(
     per_query: Optional[str] = typer.Option(None, "--per-query", help="per-query EPS,DELTA"),
-    table: Optional[Path] = typer.Option(None, "--table", help="a γ table JSON file (exact accounting)"),
+    table: Optional[Path] = typer.Option(None, "--table", help="a γ table JSON file of any kind: shared-data, "
+                                         "PATE-setting or multi-class (exact accounting)"),
     queries: str = typer.Option("20,50,100", "--queries", help="numbers of queries Q"),
     delta_prime: float = typer.Option(
         1e-4, "--delta-prime", help="δ′ of general composition (with --table: δ_total = 1 − (1 − δ)^Q (1 − δ′))"),
@@ -24,8 +25,9 @@ def budget(
     quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress on stderr"),
 ) -> None:
     """Total privacy loss over Q queries: of a generic per-query (ε, δ) (--per-query: simple, general and
-    the best, Table 2), or of a table's own answers (--table: exact composition of its privacy profile
-    against basic, general and optimal composition, at --delta-total)."""
+    the best, Table 2), or of a table's own answers (--table, any kind of table file: exact composition of
+    its privacy profile against basic, general and optimal composition of its per-answer (ε, δ), at
+    --delta-total)."""
     from darrm_opt.errors import InvalidParameter
 
     with handle_errors():
@@ -47,25 +49,24 @@ def budget(
 
 def _table_budget(table: Path, queries: list[int], delta_total: float | None, delta_prime: float,
                   fmt: OutputFormat, quiet: bool) -> str:
-    """Rows of :func:`darrm_opt.privacy.budget.table_budget_rows` for the table in ``table`` at δ_total (or,
-    without it, at 1 − (1 − δ)^Q (1 − δ′) for each Q); the profile is recomputed from γ (a stored one is not
-    trusted) and the table must certify."""
-    from darrm_opt.errors import CertificationFailed
+    """Rows of :func:`darrm_opt.privacy.budget.table_budget_rows` for the table in ``table`` (a file of any
+    kind) at δ_total (or, without it, at 1 − (1 − δ₀)^Q (1 − δ′) for each Q); the table is certified again
+    and its profile recomputed from γ (a stored one is not trusted): CertificationFailed, exit 1, when it is
+    not DP for the parameters it states."""
+    from darrm_opt.mechanisms import mechanism
     from darrm_opt.privacy.budget import table_budget_rows
-    from darrm_opt.privacy.profile import profile_and_certificate
-    from darrm_opt.release.table_file import load_table
+    from darrm_opt.release.table_file import load_certified
 
-    params, gamma = load_table(table)
     reporter = ProgressReporter(quiet)
     try:
-        profile, cert = profile_and_certificate(params, gamma, progress=reporter)
+        certified = load_certified(table, progress=reporter)
     finally:
         reporter.close()
-    if not cert.certified:
-        raise CertificationFailed(f"the table in {str(table)!r} is not (mε, δ)-DP: {cert.reason}", cert)
-    rows = table_budget_rows(params, profile, queries, delta_total, delta_prime)
+    assert certified.profile is not None  # load_certified computes it
+    rows = table_budget_rows(certified.epsilon0, certified.delta0, certified.profile, queries, delta_total,
+                             delta_prime)
     if fmt is OutputFormat.json:
         return json.dumps(rows, indent=2)
     from darrm_opt.cli.render import render_table_budget
 
-    return render_table_budget(rows, params)
+    return render_table_budget(rows, mechanism(certified.kind).describe(certified.params))

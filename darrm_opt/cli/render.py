@@ -181,11 +181,11 @@ def render_demo(res) -> str:
     return con.export_text()
 
 
-def render_table_budget(rows: list[dict], params: Params) -> str:
-    """The ``budget --table`` view: one row per (Q, method), exact composition first."""
+def render_table_budget(rows: list[dict], table: str) -> str:
+    """The ``budget --table`` view: one row per (Q, method), exact composition first; ``table`` describes
+    the table (its kind's ``describe``)."""
     con = recording_console()
-    con.print(f"Total privacy loss of Q answers of the table K = {params.K}, m = {params.m:g}, "
-              f"ε = {params.epsilon:g}, δ = {params.delta:.3g}")
+    con.print(f"Total privacy loss of Q answers of {table}", soft_wrap=True)
     t = Table(show_edge=False, pad_edge=False)
     for col in ("Q", "method", "ε", "δ_total"):
         t.add_column(col, justify="right")

@@ -74,10 +74,11 @@ def params_key(params: Any, teachers: str | None = None) -> str:
 
 
 def certify_table(params: Any, gamma: Sequence[float] | np.ndarray, *, teachers: str | None = None,
-                  profile: bool = True, name: str = "the table") -> CertifiedTable:
+                  profile: bool = True, name: str = "the table", progress: Any = None) -> CertifiedTable:
     """Certify ``gamma`` for ``params`` with its kind's certificate (CertificationFailed when it is not
     private) and, when ``profile``, compute its certified privacy profile."""
-    return mechanism_for(params).certify_table(params, gamma, teachers=teachers, profile=profile, name=name)
+    return mechanism_for(params).certify_table(params, gamma, teachers=teachers, profile=profile, name=name,
+                                               progress=progress)
 
 
 def document_kind(data: Mapping[str, Any]) -> Mechanism:

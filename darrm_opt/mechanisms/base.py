@@ -97,7 +97,8 @@ class Mechanism(ABC):
     def profile(self, params: Any, gamma: np.ndarray) -> PrivacyProfile:
         """The certified privacy profile of ``gamma`` (an upper bound of δ(ε′) for every ε′ ≥ 0)."""
 
-    def certify_with_profile(self, params: Any, gamma: np.ndarray) -> tuple[Verdict, PrivacyProfile | None]:
+    def certify_with_profile(self, params: Any, gamma: np.ndarray, progress: Progress | None = None
+                             ) -> tuple[Verdict, PrivacyProfile | None]:
         """The certificate and, when it certifies, the profile (a kind may compute both in one pass)."""
         cert = self.certify(params, gamma)
         return cert, (self.profile(params, gamma) if cert.certified else None)
@@ -114,6 +115,10 @@ class Mechanism(ABC):
     @abstractmethod
     def certificate_from(self, data: Mapping[str, Any]) -> Verdict:
         """The certificate in a document (as ``Verdict.to_dict`` wrote it)."""
+
+    @abstractmethod
+    def describe(self, params: Any) -> str:
+        """The table in words, with its parameters (for views)."""
 
     def setting_note(self, params: Any, teachers: str) -> dict[str, Any]:
         """What the teachers' setting implies for a table's answers (``model.neighbours.setting_note``)."""
@@ -148,7 +153,8 @@ class Mechanism(ABC):
                               delta0, self.expected_error(params, g))
 
     def certify_table(self, params: Any, gamma: Sequence[float] | np.ndarray, *, teachers: str | None = None,
-                      profile: bool = True, name: str = "the table") -> CertifiedTable:
+                      profile: bool = True, name: str = "the table", progress: Progress | None = None
+                      ) -> CertifiedTable:
         """Certify ``gamma`` for ``params`` (CertificationFailed when it is not private) and, when ``profile``,
         compute its certified privacy profile."""
         teachers = self.setting(teachers)
@@ -156,7 +162,7 @@ class Mechanism(ABC):
         if g.ndim != 1 or g.size != params.K + 1 or not np.all((g >= 0) & (g <= 1)):
             raise InvalidParameter("gamma", f"must be K + 1 = {params.K + 1} values in [0, 1]")
         if profile:
-            cert, prof = self.certify_with_profile(params, g)
+            cert, prof = self.certify_with_profile(params, g, progress)
         else:
             cert, prof = self.certify(params, g), None
         if not cert.certified:

@@ -51,10 +51,10 @@ class Darrm(Mechanism):
 
         return privacy_profile(params, gamma)
 
-    def certify_with_profile(self, params: Params, gamma: np.ndarray):  # noqa: ANN201
+    def certify_with_profile(self, params: Params, gamma: np.ndarray, progress=None):  # noqa: ANN001, ANN201
         from darrm_opt.privacy.profile import profile_and_certificate
 
-        prof, cert = profile_and_certificate(params, gamma)  # one sweep for both
+        prof, cert = profile_and_certificate(params, gamma, progress=progress)  # one sweep for both
         return cert, (prof if cert.certified else None)
 
     def solve(self, params: Params, *, solver: str, teachers: str | None = None, progress=None) -> Solved:  # noqa: ANN001
@@ -70,6 +70,9 @@ class Darrm(Mechanism):
         from darrm_opt.model.objective import expected_error
 
         return float(expected_error(np.asarray(gamma, dtype=np.float64), params.prior))
+
+    def describe(self, params: Params) -> str:
+        return f"the table K = {params.K}, m = {params.m:g}, ε = {params.epsilon:g}, δ = {params.delta:.3g}"
 
     def setting_note(self, params: Params, teachers: str) -> dict[str, Any]:
         from darrm_opt.model.neighbours import setting_note

@@ -36,6 +36,10 @@ class DarrmMulticlass(Mechanism):
     def limit(self, params: MulticlassParams) -> float:
         return params.delta
 
+    def describe(self, params: MulticlassParams) -> str:
+        return (f"the multi-class table K = {params.K}, C = {params.C} (disjoint-nonprivate), per answer "
+                f"ε = {params.epsilon:g}, δ = {params.delta:.3g}")
+
     def certify(self, params: MulticlassParams, gamma: np.ndarray) -> MulticlassCertificate:
         from darrm_opt.certify.multiclass import certify_multiclass
 

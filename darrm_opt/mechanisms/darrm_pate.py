@@ -38,6 +38,10 @@ class DarrmPate(Mechanism):
     def limit(self, params: PateParams) -> float:
         return params.bound
 
+    def describe(self, params: PateParams) -> str:
+        return (f"the PATE-setting table K = {params.K} (disjoint-nonprivate), per answer ε = {params.epsilon:g}, "
+                f"δ = {params.delta:.3g}")
+
     def certify(self, params: PateParams, gamma: np.ndarray) -> PairCertificate:
         from darrm_opt.certify.pairs import certify_pairs
 

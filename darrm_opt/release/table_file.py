@@ -231,12 +231,45 @@ TABLE_FIELDS = ("K", "m", "epsilon", "teacher_delta", "delta", "gamma")
 MAX_INT_DIGITS = 40
 
 
-def _parse_int(text: str) -> int:
+class _HugeInt:
+    """An integer literal of more than MAX_INT_DIGITS digits, kept unconverted until the field holding it is
+    known (:func:`_refuse_huge_ints`)."""
+
+    def __init__(self, digits: int) -> None:
+        self.digits = digits
+
+
+def _parse_int(text: str) -> int | _HugeInt:
     digits = len(text.lstrip("-"))
-    if digits > MAX_INT_DIGITS:
-        raise TableFileError(f"an integer literal of {digits} digits (at most {MAX_INT_DIGITS}); "
-                             "table values must be ordinary numbers")
-    return int(text)
+    return _HugeInt(digits) if digits > MAX_INT_DIGITS else int(text)
+
+
+def _huge_int_in(value: object) -> _HugeInt | None:
+    """The first _HugeInt anywhere inside ``value`` (lists and objects walked without recursion)."""
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, _HugeInt):
+            return v
+        if isinstance(v, list):
+            stack.extend(reversed(v))
+        elif isinstance(v, dict):
+            stack.extend(reversed(list(v.values())))
+    return None
+
+
+def _refuse_huge_ints(data: object) -> None:
+    """TableFileError naming the field (top-level key) that holds an over-long integer literal, and the rule."""
+    rule = f"integer literals have at most {MAX_INT_DIGITS} digits (table values are ordinary numbers)"
+    if isinstance(data, dict):
+        for key, value in data.items():
+            huge = _huge_int_in(value)
+            if huge is not None:
+                raise TableFileError(f"invalid {key}: it holds an integer literal of {huge.digits} digits; {rule}")
+        return
+    huge = _huge_int_in(data)
+    if huge is not None:
+        raise TableFileError(f"an integer literal of {huge.digits} digits; {rule}")
 
 
 def _parse_constant(name: str) -> float:
@@ -255,13 +288,18 @@ def _read_json(p: Path) -> object:
         raise TableFileError(f"table file {str(p)!r} is not UTF-8 text: byte 0x{raw[exc.start]:02x} at offset "
                              f"{exc.start} cannot be decoded") from None
     try:
-        return json.loads(text, parse_int=_parse_int, parse_constant=_parse_constant)
+        data = json.loads(text, parse_int=_parse_int, parse_constant=_parse_constant)
     except json.JSONDecodeError as exc:
         raise TableFileError(f"table file {str(p)!r} is not valid JSON: {exc.msg} at line {exc.lineno}") from None
     except TableFileError as exc:
         raise TableFileError(f"table file {str(p)!r} holds {exc}") from None
     except RecursionError:
         raise TableFileError(f"table file {str(p)!r} nests arrays or objects too deeply") from None
+    try:
+        _refuse_huge_ints(data)
+    except TableFileError as exc:
+        raise TableFileError(f"table file {str(p)!r}: {exc}") from None
+    return data
 
 
 #: the fields of a PATE-setting table file (``solve --teachers disjoint-nonprivate --format json``): no m, no
@@ -373,7 +411,7 @@ def load_multiclass_table(path: str | Path):
     return multiclass_from_dict(data, f"table file {str(path)!r}")
 
 
-def load_certified(path: str | Path, *, profile: bool = True):
+def load_certified(path: str | Path, *, profile: bool = True, progress=None):  # noqa: ANN001
     """A table file of any kind certified again (:func:`darrm_opt.mechanisms.table_from_document`): the
     :class:`~darrm_opt.privacy.table.CertifiedTable` with the teachers' setting the file states (its kind's
     default when it states none) and, when ``profile``, its certified privacy profile. The file is read as
@@ -384,4 +422,5 @@ def load_certified(path: str | Path, *, profile: bool = True):
     params, gamma = load_any_table(path)
     data = _read_json(Path(path))
     teachers = data.get("teachers") if isinstance(data, dict) else None
-    return certify_table(params, gamma, teachers=teachers, profile=profile, name=f"table {str(path)!r}")
+    return certify_table(params, gamma, teachers=teachers, profile=profile, name=f"table {str(path)!r}",
+                         progress=progress)

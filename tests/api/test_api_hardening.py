@@ -7,7 +7,11 @@ and memory of the abuse are shown by ``benchmarks/abuse_load.py``.
 
 from __future__ import annotations
 
+import json
 import re
+import socket
+import urllib.error
+import urllib.request
 import uuid
 from collections.abc import Iterator
 
@@ -138,6 +142,58 @@ def test_bodies_under_the_limit_still_work(server, setup):
         r = c.post("/v1/aggregate", content=chunks(), headers={"content-type": "application/json"})
     assert r.status_code == 200, r.text
     assert len(r.json()["answers"]) == 5000
+
+
+def _send_all_then_read(server: Server, method: str, path: str, body: bytes) -> tuple[int, dict]:
+    """As urllib and requests do: the whole body is sent before the response is read. A server that closes
+    with body bytes unread makes the kernel reset the connection, and such a client sees that, not the 413."""
+    req = urllib.request.Request(server.url + path, data=body, method=method,
+                                 headers={**AUTH, "Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=120) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read())
+
+
+def _every_route(server: Server) -> list[tuple[str, str]]:
+    """(method, path) of every operation the service documents, path parameters filled in."""
+    with server.client() as c:
+        spec = c.get("/openapi.json").json()
+    return [(m.upper(), re.sub(r"\{[^}]+\}", "no-such-id", path)) for path, ops in spec["paths"].items() for m in ops]
+
+
+def test_a_huge_body_gets_its_413_not_a_reset_on_every_endpoint(server):
+    """80 MB to POST /v1/ledgers (5000 times its limit) and 8 MB to every other documented operation and to
+    an unknown path: each client that sends all before reading receives the 413 naming the limit."""
+    routes = _every_route(server)
+    assert ("POST", "/v1/ledgers") in routes and ("POST", "/v1/aggregate") in routes and len(routes) >= 12
+    huge = b" " * 80_000_000
+    status, doc = _send_all_then_read(server, "POST", "/v1/ledgers", huge)
+    assert status == 413 and "DARRM_MAX_REQUEST_BYTES" in doc["detail"] and str(REQUEST_LIMIT) in doc["detail"]
+    big = memoryview(huge)[:8_000_000].tobytes()
+    for method, path in [*routes, ("POST", "/v1/no-such-endpoint")]:
+        status, doc = _send_all_then_read(server, method, path, big)
+        setting = "DARRM_MAX_BODY_BYTES" if path == "/v1/aggregate" else "DARRM_MAX_REQUEST_BYTES"
+        assert status == 413 and setting in doc["detail"], (method, path, status, doc)
+    with server.client() as c:
+        assert c.get("/healthz").status_code == 200
+
+
+def test_a_client_that_expects_100_continue_gets_the_413_without_sending_the_body(server):
+    with socket.create_connection(("127.0.0.1", server.port), timeout=30) as sock:
+        sock.sendall(b"POST /v1/ledgers HTTP/1.1\r\nHost: test\r\nAuthorization: " + AUTH["Authorization"].encode()
+                     + b"\r\nContent-Type: application/json\r\nContent-Length: 80000000\r\n"
+                     b"Expect: 100-continue\r\n\r\n")
+        reply = b""
+        while b"}" not in reply:
+            chunk = sock.recv(65536)
+            if not chunk:
+                break
+            reply += chunk
+    head, _, body = reply.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 413") and b"100 Continue" not in head
+    assert "DARRM_MAX_REQUEST_BYTES" in json.loads(body)["detail"]
 
 
 # --- item 3: an idempotency key reused for another request ------------------------------------------------

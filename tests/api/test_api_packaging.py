@@ -16,6 +16,8 @@ import pytest
 from svc_helpers import ROOT, Server, free_port
 
 DOCKERFILE = ROOT / "Dockerfile"
+LOCK_IN_IMAGE = "docker/requirements.lock"
+LOCK = ROOT / LOCK_IN_IMAGE
 
 
 def instructions() -> list[tuple[str, str]]:
@@ -44,8 +46,17 @@ def test_dockerfile_shape():
     final_words = [w for w, _ in final]
     assert final_words.index("USER") > max(i for i, (w, r) in enumerate(final) if w == "RUN")  # root installs
     assert ("EXPOSE", "8000") in ins
-    install = next(r for w, r in build if w == "RUN" and "pip install" in r)
-    assert "\".[service]\"" in install and "--only-binary=:all:" in install  # the service only, no compiler
+    installs = [i for i, (w, r) in enumerate(build) if w == "RUN" and "pip install" in r]
+    assert len(installs) == 2
+    deps, project = (build[i][1] for i in installs)
+    # the dependencies from the lock, binary wheels only (no compiler), in a layer that only the lock feeds
+    assert f"-r {LOCK_IN_IMAGE}" in deps and "--only-binary=:all:" in deps and "." not in deps.split(LOCK_IN_IMAGE)[1]
+    copies = [i for i, (w, _) in enumerate(build) if w == "COPY"]
+    assert [build[i][1] for i in copies if i < installs[0]] == [f"{LOCK_IN_IMAGE} {LOCK_IN_IMAGE}"]
+    # then the source, and the project itself (the service extra) without dependencies: all are in the lock
+    assert ("COPY", ". .") in build[installs[0]:installs[1]]
+    assert "\".[service]\"" in project and "--no-deps" in project and "--only-binary=:all:" in project
+    assert "pip check" in project  # the lock satisfies the project's own requirements, or the build fails
     assert ("COPY", "--from=build /opt/venv /opt/venv") in final and not any("pip install" in r for _, r in final)
     assert not re.search(r"gcc|build-essential|pytest|\[test\]|\[all\]", DOCKERFILE.read_text())
     assert any(w == "VOLUME" and "/data" in r for w, r in ins)
@@ -53,6 +64,45 @@ def test_dockerfile_shape():
     assert "/healthz" in health and "CMD" in health
     cmd = exec_form(next(r for w, r in ins if w == "CMD"))
     assert cmd[:2] == ["darrm-opt", "serve"] and "0.0.0.0" in cmd and "sqlite:////data/darrm.db" in cmd
+
+
+def _locked() -> dict[str, str]:
+    """The lock's pins, by normalised name; every line is a comment or NAME==VERSION."""
+    from packaging.utils import canonicalize_name
+
+    pins: dict[str, str] = {}
+    for line in LOCK.read_text().splitlines():
+        if not line.strip() or line.startswith("#"):
+            continue
+        name, sep, version = line.partition("==")
+        assert sep and version.strip() and " " not in line and ";" not in line, line
+        assert canonicalize_name(name) not in pins, f"{name} pinned twice"
+        pins[canonicalize_name(name)] = version
+    return pins
+
+
+def test_the_lock_pins_the_core_and_the_service_extra_and_nothing_else():
+    """Each requirement of the core install and of the `service` extra is pinned, at a version its specifier
+    in pyproject.toml allows; the project itself and the other extras' packages are not in the lock."""
+    import tomllib
+
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    pins = _locked()
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    linux = {"sys_platform": "linux", "platform_system": "Linux", "python_version": "3.11"}
+    for text in [*project["dependencies"], *project["optional-dependencies"]["service"]]:
+        req = Requirement(text.split("#")[0].strip())
+        if req.marker is not None and not req.marker.evaluate(linux):
+            continue
+        name = canonicalize_name(req.name)
+        assert name in pins, f"{req.name} is not in the lock"
+        assert req.specifier.contains(pins[name], prereleases=True), (req, pins[name])
+    assert "darrm-opt" not in pins
+    for other in ("gurobipy", "pulp", "matplotlib", "scikit-learn", "dask", "pytest", "hypothesis", "ruff", "mypy"):
+        assert other not in pins, other
+    assert len(pins) >= len(project["dependencies"]) + len(project["optional-dependencies"]["service"])
 
 
 def build_context(dest: Path) -> Path:
@@ -76,6 +126,7 @@ def build_context(dest: Path) -> Path:
     shutil.copytree(ROOT, ctx, ignore=ignore)
     assert not (ctx / ".venv").exists() and not (ctx / "tests").exists()
     assert (ctx / "darrm_opt" / "ledger" / "alembic.ini").exists()
+    assert (ctx / LOCK_IN_IMAGE).read_text() == LOCK.read_text()
     return ctx
 
 
