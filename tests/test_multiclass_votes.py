@@ -223,7 +223,7 @@ def test_table_files_load_and_save(table_file, tmp_path):
     params, gamma = load_multiclass_table(table_file)
     assert (params.K, params.C, params.epsilon, params.delta) == (7, 3, 1.0, 1e-5)
     assert load_any_table(table_file)[0] == params and gamma.size == 8
-    with pytest.raises(TableFileError, match="multi-class table"):
+    with pytest.raises(TableFileError, match="darrm-multiclass table"):
         load_table(table_file)
     from darrm_opt.certify.multiclass import certify_multiclass
 

@@ -55,8 +55,10 @@ def kind_for(teachers: str | None = None, classes: int | None = None) -> Mechani
     for m in MECHANISMS.values():
         if m.labels == labels and setting in m.settings:
             return m
-    raise InvalidParameter("teachers", f"no kind of table for {setting} teachers "
-                           f"{'with' if labels else 'without'} classes", teachers)
+    if labels:
+        raise InvalidParameter("teachers", "a multi-class table (with classes) must be for 'disjoint-nonprivate' "
+                               "teachers", teachers)
+    raise InvalidParameter("teachers", f"no kind of table for {setting} teachers without classes", teachers)
 
 
 def params_key(params: Any, teachers: str | None = None) -> str:

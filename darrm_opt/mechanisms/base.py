@@ -62,8 +62,12 @@ class Mechanism(ABC):
     max_K: ClassVar[int | None] = None
     #: a stored table without a profile gets one computed when read only up to this K (None: always)
     profile_on_read_max_K: ClassVar[int | None] = None
-    #: fields of the service's table schema this kind does not have (written as null)
+    #: the fields a table document of this kind must state (null counts as missing: nothing is assumed)
+    document_fields: ClassVar[tuple[str, ...]] = ()
+    #: fields of the DaRRM table schema this kind does not have (written as null; refused in a document),
+    #: and why
     absent_fields: ClassVar[tuple[str, ...]] = ()
+    absent_reason: ClassVar[str] = ""
 
     # --- parameters ---------------------------------------------------------------------------------------
     @abstractmethod
@@ -90,8 +94,9 @@ class Mechanism(ABC):
 
     # --- maths --------------------------------------------------------------------------------------------
     @abstractmethod
-    def certify(self, params: Any, gamma: np.ndarray) -> Verdict:
-        """Certify ``gamma`` for ``params`` (a verdict, certified or not: never raises for a private table)."""
+    def certify(self, params: Any, gamma: np.ndarray, **options: Any) -> Verdict:
+        """Certify ``gamma`` for ``params`` (a verdict, certified or not). ``options`` (``executor``,
+        ``progress``, ``workers``) go to kinds whose certification is a sweep; others ignore them."""
 
     @abstractmethod
     def profile(self, params: Any, gamma: np.ndarray) -> PrivacyProfile:

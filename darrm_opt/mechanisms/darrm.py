@@ -26,6 +26,7 @@ class Darrm(Mechanism):
     settings = ("shared", "disjoint-private")
     summary = "DaRRM majority of 0/1 votes, teachers each (ε, Δ)-DP on the same data (or on disjoint shards)"
     profile_on_read_max_K = 25  # its sweeps cost about as much as the certificate's
+    document_fields = ("K", "m", "epsilon", "teacher_delta", "delta", "gamma")
 
     def params_from(self, data: Mapping[str, Any]) -> Params:
         return Params(K=data.get("K"), m=data.get("m"), epsilon=data.get("epsilon", 0.1),  # type: ignore[arg-type]
@@ -41,10 +42,10 @@ class Darrm(Mechanism):
     def private_as(self, params: Params) -> str:
         return "(mε, δ)-DP"
 
-    def certify(self, params: Params, gamma: np.ndarray) -> Certificate:
+    def certify(self, params: Params, gamma: np.ndarray, **options: Any) -> Certificate:
         from darrm_opt.certify.certificate import certify
 
-        return certify(params, gamma)
+        return certify(params, gamma, **options)
 
     def profile(self, params: Params, gamma: np.ndarray):  # noqa: ANN201 - a PrivacyProfile
         from darrm_opt.privacy.profile import privacy_profile

@@ -23,6 +23,7 @@ class DarrmMulticlass(Mechanism):
     params_type = MulticlassParams
     settings = ("disjoint-nonprivate",)
     labels = True
+    document_fields = ("K", "classes", "teachers", "target_epsilon", "delta", "gamma")
     summary = "multi-class DaRRM: a class label from class-label votes of non-private teachers (PATE setting)"
 
     def params_from(self, data: Mapping[str, Any]) -> MulticlassParams:
@@ -40,7 +41,7 @@ class DarrmMulticlass(Mechanism):
         return (f"the multi-class table K = {params.K}, C = {params.C} (disjoint-nonprivate), per answer "
                 f"ε = {params.epsilon:g}, δ = {params.delta:.3g}")
 
-    def certify(self, params: MulticlassParams, gamma: np.ndarray) -> MulticlassCertificate:
+    def certify(self, params: MulticlassParams, gamma: np.ndarray, **options: Any) -> MulticlassCertificate:
         from darrm_opt.certify.multiclass import certify_multiclass
 
         return certify_multiclass(params, gamma)

@@ -24,7 +24,9 @@ class DarrmPate(Mechanism):
     settings = ("disjoint-nonprivate",)
     summary = "DaRRM majority of 0/1 votes of non-private teachers on disjoint shards (PATE setting)"
     max_K = 1001  # its LP holds a dense 4K × (K + 1) matrix: 32 MB at 1001
+    document_fields = ("K", "teachers", "epsilon", "delta", "gamma")  # epsilon: the per-answer ε
     absent_fields = ("m", "teacher_delta")
+    absent_reason = "non-private teachers have no allowance m and no teacher Δ"
 
     def params_from(self, data: Mapping[str, Any]) -> PateParams:
         """Documents state the per-answer ε as ``epsilon``, requests as ``target_epsilon``; δ defaults to 0."""
@@ -42,7 +44,7 @@ class DarrmPate(Mechanism):
         return (f"the PATE-setting table K = {params.K} (disjoint-nonprivate), per answer ε = {params.epsilon:g}, "
                 f"δ = {params.delta:.3g}")
 
-    def certify(self, params: PateParams, gamma: np.ndarray) -> PairCertificate:
+    def certify(self, params: PateParams, gamma: np.ndarray, **options: Any) -> PairCertificate:
         from darrm_opt.certify.pairs import certify_pairs
 
         return certify_pairs(params, gamma)

@@ -24,7 +24,7 @@ from darrm_opt.certify.rounded import certify_rounded
 from darrm_opt.certify.sweep import SweepResult
 from darrm_opt.errors import CertificationFailed, InvalidParameter, TableFileError
 from darrm_opt.model.baselines import gamma_const, gamma_dsub, gamma_sub
-from darrm_opt.model.params import Params, Prior
+from darrm_opt.model.params import Params
 
 
 @dataclass(frozen=True)
@@ -225,8 +225,6 @@ def stored_profile(path: str | Path):
     return PrivacyProfile.from_dict(data["privacy_profile"])
 
 
-#: every field a table file must give: no privacy parameter is ever filled in by a default
-TABLE_FIELDS = ("K", "m", "epsilon", "teacher_delta", "delta", "gamma")
 #: integer literals longer than this cannot be a table value (a float64 holds ~17 significant digits)
 MAX_INT_DIGITS = 40
 
@@ -302,11 +300,6 @@ def _read_json(p: Path) -> object:
     return data
 
 
-#: the fields of a PATE-setting table file (``solve --teachers disjoint-nonprivate --format json``): no m, no
-#: teacher (ε, Δ); ``epsilon`` is the per-answer ε
-PATE_FIELDS = ("K", "teachers", "epsilon", "delta", "gamma")
-
-
 def _gamma_values(data: dict) -> np.ndarray:
     gamma = data["gamma"]
     if not isinstance(gamma, list) or not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in gamma):
@@ -314,101 +307,64 @@ def _gamma_values(data: dict) -> np.ndarray:
     return np.asarray(gamma, dtype=np.float64)
 
 
-def _require(data: dict, fields: tuple[str, ...], path: str | Path) -> None:
-    missing = [k for k in fields if data.get(k) is None]
+def params_of_document(data: dict, source: str):
+    """(kind, parameters, γ) of a table document of any kind (:func:`darrm_opt.mechanisms.document_kind`):
+    every field its kind requires must be stated (null counts as missing: a table is certified for the
+    parameters it states, never for assumed ones), fields its kind does not have are refused, and γ has
+    K + 1 values."""
+    from darrm_opt.mechanisms import document_kind
+
+    m = document_kind(data)
+    missing = [k for k in m.document_fields if data.get(k) is None]
     if missing:
-        raise TableFileError(f"table file {str(path)!r} lacks field(s) {', '.join(missing)}: every privacy "
-                             "parameter must be stated (no defaults are assumed)")
-
-
-def _pate_params(data: dict, path: str | Path):
-    from darrm_opt.model.neighbours import PateParams
-
-    _require(data, PATE_FIELDS, path)
-    extra = [k for k in ("m", "teacher_delta") if data.get(k) is not None]
+        raise TableFileError(f"{source} lacks field(s) {', '.join(missing)}: every privacy parameter must be "
+                             "stated (no defaults are assumed)")
+    extra = [k for k in m.absent_fields if data.get(k) is not None]
     if extra:
-        raise TableFileError(f"table file {str(path)!r} is a disjoint-nonprivate (PATE) table but states "
-                             f"{', '.join(extra)}: non-private teachers have no allowance m and no teacher Δ")
-    return PateParams(K=data["K"], epsilon=data["epsilon"], delta=data["delta"],
-                      prior=Prior.parse(data.get("prior") or "paper"))
+        raise TableFileError(f"{source} is a {m.kind} table but states {', '.join(extra)}: {m.absent_reason}")
+    params = m.params_from(data)
+    gamma = _gamma_values(data)
+    if gamma.size != params.K + 1:
+        raise InvalidParameter("gamma", f"must have K + 1 = {params.K + 1} values", f"{gamma.size} values")
+    return m, params, gamma
 
 
-def load_any_table(path: str | Path):
-    """Read a γ table JSON file of any kind: (Params, γ) for a shared-data table (K, m, epsilon,
-    teacher_delta, delta, gamma), (PateParams, γ) for a binary PATE-setting one (``"teachers":
-    "disjoint-nonprivate"``, K, epsilon = the per-answer ε, delta, gamma), (MulticlassParams, γ) for a
-    multi-class one (it states ``classes``; :func:`multiclass_from_dict`). ``prior`` is optional; every other
-    field is required (null counts as missing): a table is certified for the parameters it states, never for
-    assumed ones. Unreadable files raise :class:`TableFileError` with one line naming the problem."""
-    from darrm_opt.model.neighbours import parse_teachers
-
+def _read_document(path: str | Path) -> dict:
     data = _read_json(Path(path))
     if not isinstance(data, dict):
         raise TableFileError(f"table file {str(path)!r} must hold a JSON object")
-    if is_multiclass(data):
-        return multiclass_from_dict(data, f"table file {str(path)!r}")
-    teachers = "shared" if data.get("teachers") is None else parse_teachers(data["teachers"])
-    if teachers == "disjoint-nonprivate":
-        return _pate_params(data, path), _gamma_values(data)
-    _require(data, TABLE_FIELDS, path)
-    params = Params(K=data["K"], m=data["m"], epsilon=data["epsilon"], teacher_delta=data["teacher_delta"],
-                    delta=data["delta"], prior=data.get("prior") or "paper")
-    return params, _gamma_values(data)
+    return data
 
 
-def load_table(path: str | Path) -> tuple[Params, np.ndarray]:
-    """Read a shared-data γ table file (see :func:`load_any_table`); a PATE-setting file is refused with a
-    TableFileError saying so (the commands that take this table need m and the teachers' (ε, Δ))."""
-    data = _read_json(Path(path))
-    if is_multiclass(data):
-        assert isinstance(data, dict)
-        raise TableFileError(f"table file {str(path)!r} is a multi-class table (classes = {data['classes']!r}); "
-                             "read it with load_any_table or load_multiclass_table")
-    params, gamma = load_any_table(path)
-    if not isinstance(params, Params):
-        raise TableFileError(f"table file {str(path)!r} is a disjoint-nonprivate (PATE) table (no m, no teacher "
-                             "(ε, Δ)); this command takes shared-data tables (verify takes both)")
+def load_any_table(path: str | Path):
+    """Read a table JSON file of any kind (its ``kind``, or the kind its fields imply): (parameters, γ).
+    DaRRM: K, m, epsilon, teacher_delta, delta, gamma; PATE setting (``"teachers": "disjoint-nonprivate"``):
+    K, epsilon = the per-answer ε, delta, gamma; multi-class (it states ``classes``): K, classes, teachers,
+    target_epsilon, delta, gamma. ``prior`` is optional; every other field is required. Unreadable files
+    raise :class:`TableFileError` with one line naming the problem."""
+    _, params, gamma = params_of_document(_read_document(path), f"table file {str(path)!r}")
     return params, gamma
 
 
-#: every field a multi-class table file must give (``darrm-opt solve --classes C --format json`` writes them)
-MULTICLASS_FIELDS = ("K", "classes", "teachers", "target_epsilon", "delta", "gamma")
-
-
-def is_multiclass(data: object) -> bool:
-    """Whether a table document is a multi-class one (it states ``classes``)."""
-    return isinstance(data, dict) and data.get("classes") is not None
-
-
-def multiclass_from_dict(data: dict, source: str = "table"):
-    """(MulticlassParams, γ) of a multi-class table document: K, classes, teachers = disjoint-nonprivate,
-    target_epsilon (per answer), delta, gamma (K + 1 values, γ[g] for gap g); prior optional. Every
-    privacy field is required (null counts as missing)."""
-    from darrm_opt.model.multiclass import MulticlassParams, MulticlassPrior
-
-    missing = [k for k in MULTICLASS_FIELDS if data.get(k) is None]
-    if missing:
-        raise TableFileError(f"{source} lacks field(s) {', '.join(missing)}: every privacy parameter of a "
-                             "multi-class table must be stated (no defaults are assumed)")
-    if data["teachers"] != "disjoint-nonprivate":
-        raise InvalidParameter("teachers", "a multi-class table must be for 'disjoint-nonprivate' teachers",
-                               data["teachers"])
-    params = MulticlassParams(K=data["K"], C=data["classes"], epsilon=data["target_epsilon"], delta=data["delta"],
-                              prior=MulticlassPrior.parse(data.get("prior") or "paper"))
-    gamma = _gamma_values(data)
-    if gamma.size != params.K + 1:
-        raise InvalidParameter("gamma", f"must have K + 1 = {params.K + 1} values (γ[g] for gap g = 0..K)",
-                               f"{gamma.size} values")
+def load_table(path: str | Path) -> tuple[Params, np.ndarray]:
+    """Read a DaRRM (shared-data) table file (see :func:`load_any_table`); a table of another kind is
+    refused with a TableFileError saying so (the commands that take this table need m and the teachers'
+    (ε, Δ))."""
+    data = _read_document(path)
+    m, params, gamma = params_of_document(data, f"table file {str(path)!r}")
+    if m.kind != "darrm":
+        raise TableFileError(f"table file {str(path)!r} is a {m.kind} table for {m.setting(data.get('teachers'))} "
+                             f"teachers ({m.summary}); this command takes DaRRM tables of private teachers "
+                             "(verify, budget and aggregate take every kind)")
     return params, gamma
 
 
 def load_multiclass_table(path: str | Path):
-    """(MulticlassParams, γ) of a multi-class table file (see :func:`multiclass_from_dict`)."""
-    data = _read_json(Path(path))
-    if not is_multiclass(data):
+    """(MulticlassParams, γ) of a multi-class table file (see :func:`load_any_table`)."""
+    m, params, gamma = params_of_document(_read_document(path), f"table file {str(path)!r}")
+    if not m.labels:
         raise TableFileError(f"table file {str(path)!r} is not a multi-class table (it has no 'classes')")
-    assert isinstance(data, dict)
-    return multiclass_from_dict(data, f"table file {str(path)!r}")
+    return params, gamma
 
 
 def load_certified(path: str | Path, *, profile: bool = True, progress=None):  # noqa: ANN001
@@ -419,8 +375,8 @@ def load_certified(path: str | Path, *, profile: bool = True, progress=None):  #
     when the table is not private for the parameters it states."""
     from darrm_opt.mechanisms import certify_table
 
-    params, gamma = load_any_table(path)
-    data = _read_json(Path(path))
-    teachers = data.get("teachers") if isinstance(data, dict) else None
+    data = _read_document(path)
+    _, params, gamma = params_of_document(data, f"table file {str(path)!r}")
+    teachers = data.get("teachers")
     return certify_table(params, gamma, teachers=teachers, profile=profile, name=f"table {str(path)!r}",
                          progress=progress)
