@@ -78,7 +78,9 @@ class TableOut(BaseModel):
     """A certified binary table: shared-data (the paper's setting), disjoint-private, or the PATE setting
     (disjoint-nonprivate: no m, no teacher Δ, ``epsilon`` the per-answer ε)."""
 
-    id: str = Field(..., description="hash of the canonical parameters (and of the setting unless shared)")
+    id: str = Field(..., description="hash of the table's content: kind, parameters, setting and γ")
+    kind: str = Field(..., description="the mechanism: darrm (teachers on shared data or disjoint-private) | "
+                                       "darrm-pate (the PATE setting)")
     K: int
     m: float | None = Field(..., description="null for disjoint-nonprivate")
     epsilon: float = Field(..., description="each teacher's epsilon; the answer's epsilon for disjoint-nonprivate")
@@ -103,7 +105,8 @@ class TableOut(BaseModel):
 class MulticlassTableOut(BaseModel):
     """A certified multi-class table: γ[g] for the gap g between the top two vote counts (g = 0: a tie)."""
 
-    id: str = Field(..., description="hash of the canonical parameters (classes included)")
+    id: str = Field(..., description="hash of the table's content: kind, parameters (classes included), γ")
+    kind: str = Field(..., description="the mechanism: darrm-multiclass")
     K: int
     classes: int
     teachers: Literal["disjoint-nonprivate"]

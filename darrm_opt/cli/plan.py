@@ -107,7 +107,9 @@ def _pate_plan(K, queries, budget_epsilon, budget_delta, prior, solver, fmt, qui
     finally:
         reporter.close()
     if fmt is OutputFormat.json:
-        return json.dumps(result.to_dict(), indent=2)
+        from darrm_opt.mechanisms import document_header
+
+        return json.dumps({**document_header(result.params), **result.to_dict()}, indent=2)
     from darrm_opt.optimize.pate_setting import certified_pair_decimals
 
     p = result.params

@@ -140,7 +140,10 @@ def _errors(params, sol, base) -> dict:
 
 
 def _json_doc(params, sol, base, seconds: float) -> dict:
+    from darrm_opt.mechanisms import document_header
+
     return {
+        **document_header(params),
         **params.canonical(),
         "solver": sol.solver,
         "mode": sol.mode,

@@ -38,8 +38,10 @@ def solve_multiclass_command(
     comparison = _comparison(params, sol) if baselines else None
     if fmt is OutputFormat.json:
         profile = multiclass_profile(params, sol.gamma)  # exact δ(ε′) for every ε′, for exact composition
-        doc = {**sol.to_dict(), "privacy_profile": profile.to_dict(), "comparison": comparison,
-               "seconds": time.perf_counter() - t0}
+        from darrm_opt.mechanisms import document_header
+
+        doc = {**document_header(params), **sol.to_dict(), "privacy_profile": profile.to_dict(),
+               "comparison": comparison, "seconds": time.perf_counter() - t0}
         text = json.dumps(doc, indent=2)
     else:
         text = _table_text(params, sol, comparison, time.perf_counter() - t0)

@@ -76,5 +76,8 @@ def solve_pate_output(K: int, target_epsilon: float | None, delta: float | None,
         from darrm_opt.privacy.pair_profile import pate_profile
 
         profile = pate_profile(params, sol.gamma).to_dict()
-        return json.dumps({**sol.to_dict(), "privacy_profile": profile, "gnmax": _gnmax_dict(params, cal)}, indent=2)
+        from darrm_opt.mechanisms import document_header
+
+        return json.dumps({**document_header(params), **sol.to_dict(), "privacy_profile": profile,
+                           "gnmax": _gnmax_dict(params, cal)}, indent=2)
     return pate_text(params, sol, cal, time.perf_counter() - t0)

@@ -83,6 +83,11 @@ def certify_table(params: Any, gamma: Sequence[float] | np.ndarray, *, teachers:
                                                progress=progress)
 
 
+def document_header(params: Any) -> dict[str, Any]:
+    """The fields that open a table document of ``params``'s kind: ``kind`` and ``schema_version``."""
+    return {"kind": mechanism_for(params).kind, "schema_version": SCHEMA_VERSION}
+
+
 def document_kind(data: Mapping[str, Any]) -> Mechanism:
     """The kind of a table document: its ``kind`` field, or for documents written before it, the kind its
     fields imply (``classes``: multi-class; ``teachers`` disjoint-nonprivate: PATE setting; else DaRRM)."""
