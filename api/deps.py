@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Annotated
 
-from fastapi import Request, Security
+from fastapi import Depends, Request, Security
 
 from darrm_opt.ledger.db import Database
 from darrm_opt.ledger.store import DebitWriter, LedgerStore
@@ -25,6 +26,10 @@ class Services:
 
 def services(request: Request) -> Services:
     return request.app.state.services
+
+
+#: the process's services, as a route dependency
+ServicesDep = Annotated[Services, Depends(services)]
 
 
 #: declares the bearer scheme on keyed routes in OpenAPI (the key itself is checked by the middleware)

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 
-from ..deps import services
+from ..deps import ServicesDep
 from ..schemas import StatusOut
 
 router = APIRouter(tags=["health"])
@@ -23,8 +23,8 @@ async def healthz() -> dict:
     summary="Readiness: the database answers",
     responses={503: {"model": StatusOut, "description": "the database is unreachable"}},
 )
-async def readyz(request: Request):
-    ok = await run_in_threadpool(services(request).db.ping)
+async def readyz(s: ServicesDep):
+    ok = await run_in_threadpool(s.db.ping)
     if ok:
         return {"status": "ready"}
     return JSONResponse(status_code=503, content={"status": "unavailable"})

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Path, Request
+from fastapi import APIRouter, Path
 from fastapi.responses import JSONResponse
 
-from ..deps import keyed, services
+from ..deps import ServicesDep, keyed
 from ..schemas import (
     ID_PATTERN,
     ErrorOut,
@@ -25,11 +25,11 @@ _COMMON: dict[int | str, dict[str, Any]] = {
 
 
 @router.post("/ledgers", response_model=LedgerOut, status_code=201, summary="Open a ledger", responses=_COMMON)
-def post_ledger(body: LedgerRequest, request: Request):
+def post_ledger(body: LedgerRequest, s: ServicesDep):
     cap = None
     if body.teachers == "disjoint-private" and body.teacher_epsilon is not None and body.teacher_delta is not None:
         cap = (body.teacher_epsilon, body.teacher_delta)  # the schema requires both for disjoint-private
-    return services(request).ledgers.create(body.name, body.epsilon_budget, body.delta_budget, cap=cap)
+    return s.ledgers.create(body.name, body.epsilon_budget, body.delta_budget, cap=cap)
 
 
 @router.get(
@@ -38,8 +38,8 @@ def post_ledger(body: LedgerRequest, request: Request):
     summary="A ledger's budget and spend (the composition used and every method's bound)",
     responses={404: {"model": ErrorOut, "description": "unknown ledger_id"}, **_COMMON},
 )
-def get_ledger(request: Request, ledger_id: str = Path(..., pattern=ID_PATTERN)):
-    ledger = services(request).ledgers.get(ledger_id)
+def get_ledger(s: ServicesDep, ledger_id: str = Path(..., pattern=ID_PATTERN)):
+    ledger = s.ledgers.get(ledger_id)
     if ledger is None:
         return JSONResponse(status_code=404, content={"detail": f"ledger_id {ledger_id!r} not found"})
     return ledger

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Path, Query, Request, Response
+from fastapi import APIRouter, Path, Query, Response
 from fastapi.responses import JSONResponse
 
 from darrm_opt.errors import InvalidParameter
 from darrm_opt.mechanisms import kind_for
 from darrm_opt.model.neighbours import check_setting_options
 
-from ..deps import keyed, services
+from ..deps import ServicesDep, keyed
 from ..schemas import (
     ID_PATTERN,
     AnyTableOut,
@@ -59,10 +59,9 @@ def table_params(body: TableRequest) -> tuple[Any, str]:
         **_INVALID,
     },
 )
-def post_table(body: TableRequest, request: Request, response: Response):
+def post_table(body: TableRequest, s: ServicesDep, response: Response):
     """200 with the table when it is cached or solves quickly (``X-Darrm-Cache``: ``hit``, ``miss`` = solved
     by this request, ``shared`` = joined an identical request's solve); otherwise 202 with a job id."""
-    s = services(request)
     params, teachers = table_params(body)
     outcome = s.tables.request(params, body.solver or s.settings.default_solver, teachers)
     if outcome.table is None:
@@ -83,8 +82,8 @@ def post_table(body: TableRequest, request: Request, response: Response):
     responses={404: {"model": ErrorOut, "description": "unknown table_id"}, 409: {"model": ErrorOut},
                **_UNAUTHORIZED, **_INVALID},
 )
-def get_table(request: Request, table_id: str = Path(..., pattern=ID_PATTERN)):
-    table = services(request).tables.get(table_id)
+def get_table(s: ServicesDep, table_id: str = Path(..., pattern=ID_PATTERN)):
+    table = s.tables.get(table_id)
     if table is None:
         return JSONResponse(status_code=404, content={"detail": f"table_id {table_id!r} not found"})
     return table.to_dict()
@@ -97,7 +96,7 @@ def get_table(request: Request, table_id: str = Path(..., pattern=ID_PATTERN)):
     responses={**_UNAUTHORIZED, **_INVALID},
 )
 def list_tables(
-    request: Request,
+    s: ServicesDep,
     K: int | None = Query(None, ge=1, le=1_000_000),
     m: float | None = Query(None, allow_inf_nan=False),
     epsilon: float | None = Query(None, allow_inf_nan=False),
@@ -110,7 +109,7 @@ def list_tables(
 ):
     filters = {"K": K, "m": m, "epsilon": epsilon, "teacher_delta": teacher_delta, "delta": delta,
                "prior": prior, "teachers": teachers}
-    items, total = services(request).tables.list(filters=filters, limit=limit, offset=offset)
+    items, total = s.tables.list(filters=filters, limit=limit, offset=offset)
     return {"items": [t.to_dict() for t in items], "total": total, "limit": limit, "offset": offset}
 
 
@@ -120,8 +119,8 @@ def list_tables(
     summary="Progress of a background solve, then its table",
     responses={404: {"model": ErrorOut, "description": "unknown job_id"}, **_UNAUTHORIZED, **_INVALID},
 )
-def get_job(request: Request, job_id: str = Path(..., pattern=ID_PATTERN)):
-    job = services(request).tables.job(job_id)
+def get_job(s: ServicesDep, job_id: str = Path(..., pattern=ID_PATTERN)):
+    job = s.tables.job(job_id)
     if job is None:
         return JSONResponse(status_code=404, content={"detail": f"job_id {job_id!r} not found"})
     return job

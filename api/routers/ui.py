@@ -19,15 +19,12 @@ from datetime import UTC, datetime
 from pathlib import Path as FilePath
 from typing import Any
 
-from fastapi import APIRouter, Path, Query, Request
+from fastapi import APIRouter, Path, Query
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import FileResponse, JSONResponse
 from pydantic import BaseModel, Field
-from sqlalchemy import func, select
 
-from darrm_opt.ledger.schema import Ledger, SpendRecord
-
-from ..deps import keyed, services
+from ..deps import ServicesDep, keyed
 from ..schemas import ID_PATTERN, ErrorOut, LedgerSpend
 
 STATIC = FilePath(__file__).resolve().parent.parent / "static"
@@ -96,42 +93,21 @@ def _aware(ts: datetime) -> datetime:
 
 @router.get("/ledgers", response_model=LedgerListOut, summary="Every ledger: budgets, spend and what remains",
             responses=_UNAUTHORIZED)
-def list_ledgers(request: Request, limit: int = Query(100, ge=1, le=1000),
+def list_ledgers(svc: ServicesDep, limit: int = Query(100, ge=1, le=1000),
                  offset: int = Query(0, ge=0, le=1_000_000_000)):
-    svc = services(request)
-    with svc.db.read() as conn:
-        total = conn.execute(select(func.count()).select_from(Ledger)).scalar_one()
-        rows = conn.execute(select(Ledger.__table__).order_by(Ledger.created_at, Ledger.id)
-                            .limit(limit).offset(offset)).all()
-    keys = ("id", "name", "epsilon_budget", "delta_budget", "answers", "epsilon_spent", "delta_target",
-            "epsilon_remaining", "composition", "created_at")
-    items = []
-    for r in rows:  # the same view as GET /v1/ledgers/{id}: the stated spend
-        view = svc.ledgers.get(r.id)
-        if view is not None:
-            items.append({**{k: view[k] for k in keys}, "updated_at": _aware(r.updated_at)})
+    items, total = svc.ledgers.list(limit, offset)  # the same view as GET /v1/ledgers/{id}: the stated spend
     return {"items": items, "total": total, "limit": limit, "offset": offset}
 
 
 @router.get("/ledgers/{ledger_id}/spends", response_model=SpendListOut,
             summary="A ledger's spend after each paid request (oldest first)",
             responses={404: {"model": ErrorOut, "description": "unknown ledger_id"}, **_UNAUTHORIZED})
-def ledger_spends(request: Request, ledger_id: str = Path(..., pattern=ID_PATTERN),
+def ledger_spends(svc: ServicesDep, ledger_id: str = Path(..., pattern=ID_PATTERN),
                   limit: int = Query(1000, ge=1, le=10_000)):
-    db = services(request).db
-    with db.read() as conn:
-        ledger = conn.execute(select(Ledger.__table__).where(Ledger.id == ledger_id)).first()
-        if ledger is None:
-            return JSONResponse(status_code=404, content={"detail": f"ledger_id {ledger_id!r} not found"})
-        rows = conn.execute(
-            select(SpendRecord.created_at, SpendRecord.rows, SpendRecord.epsilon_spent, SpendRecord.composition)
-            .where(SpendRecord.ledger_id == ledger_id).order_by(SpendRecord.id.desc()).limit(limit + 1)
-        ).all()
-    truncated = len(rows) > limit
-    items = [{"at": _aware(r.created_at), "rows": r.rows, "epsilon_spent": r.epsilon_spent,
-              "composition": r.composition} for r in reversed(rows[:limit])]
-    return {"ledger_id": ledger_id, "epsilon_budget": ledger.epsilon_budget, "delta_budget": ledger.delta_budget,
-            "created_at": _aware(ledger.created_at), "items": items, "truncated": truncated}
+    history = svc.ledgers.spends(ledger_id, limit)
+    if history is None:
+        return JSONResponse(status_code=404, content={"detail": f"ledger_id {ledger_id!r} not found"})
+    return history
 
 
 def _baselines(params, gamma: tuple[float, ...]) -> dict:
@@ -157,8 +133,7 @@ def _baselines(params, gamma: tuple[float, ...]) -> dict:
 @router.get("/tables/{table_id}/baselines", response_model=BaselinesOut,
             summary="A table's γ next to the closed-form baselines (display only)",
             responses={404: {"model": ErrorOut, "description": "unknown table_id"}, **_UNAUTHORIZED})
-async def table_baselines(request: Request, table_id: str = Path(..., pattern=ID_PATTERN)):
-    s = services(request)
+async def table_baselines(s: ServicesDep, table_id: str = Path(..., pattern=ID_PATTERN)):
     table = s.tables.cached(table_id) or await run_in_threadpool(s.tables.get, table_id)
     if table is None:
         return JSONResponse(status_code=404, content={"detail": f"table_id {table_id!r} not found"})

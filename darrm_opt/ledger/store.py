@@ -34,7 +34,7 @@ from concurrent.futures import Future
 from datetime import UTC
 from typing import Any
 
-from sqlalchemy import insert, select, tuple_, update
+from sqlalchemy import func, insert, select, tuple_, update
 from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 
 from darrm_opt.privacy import accounting
@@ -59,6 +59,10 @@ log = logging.getLogger("darrm.ledger")
 RETRIES = 5
 #: at most this many exact compositions are computed (outside the transaction) for one batch
 EXACT_ROUNDS = 64
+
+
+def _aware(ts: Any) -> Any:
+    return ts if ts.tzinfo is not None else ts.replace(tzinfo=UTC)
 
 
 def ledger_row(row: Any) -> LedgerRow:
@@ -95,7 +99,7 @@ def ledger_view(row: Any, usage: Sequence[Any]) -> dict[str, Any]:
             {"table_id": u.table_id, "epsilon0": u.epsilon0, "delta0": u.delta0, "answers": int(u.answers)}
             for u in usage
         ],
-        "created_at": row.created_at if row.created_at.tzinfo else row.created_at.replace(tzinfo=UTC),
+        "created_at": _aware(row.created_at),
         "teachers": "shared" if cap is None else "disjoint-private",
         "total_cap": None if cap is None else {"epsilon": cap[0], "delta": cap[1]},
     }
@@ -128,6 +132,37 @@ class LedgerStore:
         with self.db.write() as conn:
             ledger_id = insert_ledger(conn, name, epsilon_budget, delta_budget, cap)
         return self.get(ledger_id)  # type: ignore[return-value]
+
+    def list(self, limit: int, offset: int) -> tuple[list[dict[str, Any]], int]:
+        """The views of ``limit`` ledgers from ``offset`` (oldest first, each with ``updated_at``) and the
+        number of ledgers."""
+        with self.db.read() as conn:
+            total = conn.execute(select(func.count()).select_from(Ledger)).scalar_one()
+            rows = conn.execute(select(Ledger.__table__).order_by(Ledger.created_at, Ledger.id)
+                                .limit(limit).offset(offset)).all()
+            usage: dict[str, list[Any]] = {r.id: [] for r in rows}
+            if rows:
+                for u in conn.execute(select(LedgerUsage.__table__).where(LedgerUsage.ledger_id.in_(list(usage)))
+                                      .order_by(LedgerUsage.table_id)):
+                    usage[u.ledger_id].append(u)
+        return [{**ledger_view(r, usage[r.id]), "updated_at": _aware(r.updated_at)} for r in rows], int(total)
+
+    def spends(self, ledger_id: str, limit: int) -> dict[str, Any] | None:
+        """The ledger's statement after each of its last ``limit`` paid requests (oldest first); None for an
+        unknown ledger."""
+        with self.db.read() as conn:
+            ledger = conn.execute(select(Ledger.__table__).where(Ledger.id == ledger_id)).first()
+            if ledger is None:
+                return None
+            rows = conn.execute(
+                select(SpendRecord.created_at, SpendRecord.rows, SpendRecord.epsilon_spent, SpendRecord.composition)
+                .where(SpendRecord.ledger_id == ledger_id).order_by(SpendRecord.id.desc()).limit(limit + 1)
+            ).all()
+        items = [{"at": _aware(r.created_at), "rows": r.rows, "epsilon_spent": r.epsilon_spent,
+                  "composition": r.composition} for r in reversed(rows[:limit])]
+        return {"ledger_id": ledger_id, "epsilon_budget": ledger.epsilon_budget,
+                "delta_budget": ledger.delta_budget, "created_at": _aware(ledger.created_at), "items": items,
+                "truncated": len(rows) > limit}
 
     def get(self, ledger_id: str) -> dict[str, Any] | None:
         with self.db.read() as conn:
