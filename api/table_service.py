@@ -22,42 +22,31 @@ from __future__ import annotations
 import collections
 import json
 import logging
-import os
-import socket
 import threading
 import time
-import uuid
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 import numpy as np
-from sqlalchemy import func, insert, select, update
-from sqlalchemy.exc import IntegrityError
 
 import solvers
 from darrm_opt.errors import DarrmError, InvalidParameter
 from darrm_opt.ledger.db import Database
-from darrm_opt.ledger.schema import GammaTable, SolveJob, utcnow
 from darrm_opt.ledger.tables import TableNotServable, table_columns
 from darrm_opt.mechanisms import Mechanism, mechanism, mechanism_for, params_key, table_from_row
 from darrm_opt.mechanisms.samplers import RandomBytes, system_random
 from darrm_opt.privacy.profile import PrivacyProfile
 from darrm_opt.privacy.table import CertifiedTable
 
+from .repositories import JobCoordinator, TableRepository, aware
 from .settings import Settings
 
 log = logging.getLogger("darrm.api.table_service")
 
-#: identifies this process as the owner of the solve jobs it claims
-OWNER = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 CACHE_SIZE = 256
 PROGRESS_EVERY_S = 1.0
-def _aware(ts: datetime) -> datetime:
-    return ts if ts.tzinfo is not None else ts.replace(tzinfo=UTC)
-
-
 @dataclass(frozen=True)
 class ServedTable:
     """A stored certified table as the service serves it: the table, how it was solved, its sampler."""
@@ -130,7 +119,7 @@ class ServedTable:
             "privacy_profile": self.profile.to_dict() if self.profile is not None else None,
             "expected_error": self.expected_error,
             "solve_seconds": self.solve_seconds,
-            "created_at": _aware(self.created_at).isoformat(),
+            "created_at": aware(self.created_at).isoformat(),
         }
 
 
@@ -176,6 +165,8 @@ class TableService:
         self._progress: dict[str, dict] = {}
         self._solver_errors: dict[str, str | None] = {}
         self._executor = ThreadPoolExecutor(settings.solve_workers, thread_name_prefix="darrm-solve")
+        self.rows = TableRepository(db)
+        self.jobs = JobCoordinator(db, settings.job_stale_s)
 
     def close(self) -> None:
         self._executor.shutdown(wait=False, cancel_futures=True)
@@ -187,7 +178,7 @@ class TableService:
             table=table,
             solver=row.solver,
             solve_seconds=row.solve_seconds,
-            created_at=_aware(row.created_at),
+            created_at=aware(row.created_at),
             aggregator=mechanism(table.kind).sampler(table, self.random_bytes),
         )
 
@@ -209,8 +200,7 @@ class TableService:
             if hit is not None:
                 self._cache.move_to_end(table_id)
                 return hit
-        with self.db.read() as conn:
-            row = conn.execute(select(GammaTable.__table__).where(GammaTable.id == table_id)).first()
+        row = self.rows.by_id(table_id)
         if row is None:
             return None
         table = self._served(row)
@@ -223,8 +213,7 @@ class TableService:
             table_id = self._solved.get(key)
         if table_id is not None:
             return self.get(table_id)
-        with self.db.read() as conn:
-            row = conn.execute(select(GammaTable.__table__).where(GammaTable.params_key == key)).first()
+        row = self.rows.by_params_key(key)
         if row is None:
             return None
         table = self._served(row)
@@ -242,13 +231,7 @@ class TableService:
         return table.profile if table is not None else None
 
     def list(self, *, filters: dict[str, Any], limit: int, offset: int) -> tuple[list[ServedTable], int]:
-        conds = [getattr(GammaTable, name) == value for name, value in filters.items() if value is not None]
-        with self.db.read() as conn:
-            total = conn.execute(select(func.count()).select_from(GammaTable).where(*conds)).scalar_one()
-            rows = conn.execute(
-                select(GammaTable.__table__).where(*conds).order_by(GammaTable.created_at, GammaTable.id)
-                .limit(limit).offset(offset)
-            ).all()
+        rows, total = self.rows.page(filters, limit, offset)
         out = []
         for row in rows:
             try:
@@ -297,7 +280,7 @@ class TableService:
                     table = self.solved(key)
                     if table is not None:
                         return Outcome("shared", key, table)
-                    job = self._job_row(key)
+                    job = self.jobs.row(key)
                     if job is not None and job.status == "failed":
                         break
                     time.sleep(pause)
@@ -323,7 +306,7 @@ class TableService:
             running = self._flights.get(key)
             if running is not None:
                 return running, "shared"
-            claim = self._claim(key, {**params.canonical(), "teachers": teachers}, solver)
+            claim = self.jobs.claim(key, {**params.canonical(), "teachers": teachers}, solver)
             if claim == "foreign":
                 return None, "foreign"
             if claim == "done":
@@ -341,50 +324,9 @@ class TableService:
         with self._lock:
             self._flights.pop(key, None)
 
-    def _claim(self, key: str, canonical: dict, solver: str) -> str:
-        """Claim the solve of ``key`` for this process: 'claimed', 'foreign' (live elsewhere) or 'done'."""
-        now = utcnow()
-        values = {
-            "params": json.dumps(canonical),
-            "solver": solver,
-            "status": "queued",
-            "stage": "queued",
-            "progress": "{}",
-            "error": None,
-            "owner": OWNER,
-            "updated_at": now,
-        }
-        for _attempt in range(3):
-            try:
-                with self.db.write() as conn:
-                    row = conn.execute(
-                        select(SolveJob.__table__).where(SolveJob.id == key).with_for_update()
-                    ).first()
-                    if row is None:
-                        conn.execute(insert(SolveJob).values(id=key, created_at=now, **values))
-                        return "claimed"
-                    if row.status == "done":
-                        return "done"
-                    fresh = (now - _aware(row.updated_at)).total_seconds() < self.settings.job_stale_s
-                    if row.status in ("queued", "running") and row.owner != OWNER and fresh:
-                        return "foreign"
-                    conn.execute(update(SolveJob).where(SolveJob.id == key).values(**values))
-                    return "claimed"
-            except IntegrityError:  # another process inserted the row first: look again
-                continue
-        return "foreign"
-
-    def _set_job(self, key: str, **values: Any) -> None:
-        values["updated_at"] = utcnow()
-        try:
-            with self.db.write() as conn:
-                conn.execute(update(SolveJob).where(SolveJob.id == key).values(**values))
-        except Exception:  # noqa: BLE001 - progress reports are best effort; the solve goes on
-            log.warning("could not record progress of job %s", key, exc_info=True)
-
     def _solve(self, key: str, params: Any, solver: str, teachers: str) -> ServedTable:
         self._progress[key] = {"stage": "starting"}
-        self._set_job(key, status="running", stage="starting")
+        self.jobs.report(key, status="running", stage="starting")
         last = [time.monotonic()]
 
         def progress(stage: str, **info: Any) -> None:
@@ -393,17 +335,17 @@ class TableService:
             now = time.monotonic()
             if now - last[0] >= PROGRESS_EVERY_S:
                 last[0] = now
-                self._set_job(key, stage=stage[:32], progress=json.dumps(state))
+                self.jobs.report(key, stage=stage[:32], progress=json.dumps(state))
 
         try:
             solved = mechanism_for(params).solve(params, solver=solver, teachers=teachers, progress=progress)
             self.store(solved.table, solver=solved.solver, solve_seconds=solved.seconds, params_key=key)
         except DarrmError as exc:
-            self._set_job(key, status="failed", stage="failed", error=str(exc))
+            self.jobs.report(key, status="failed", stage="failed", error=str(exc))
             raise
         except Exception as exc:
             log.exception("solve of table %s failed", key)
-            self._set_job(key, status="failed", stage="failed", error=f"internal error: {type(exc).__name__}")
+            self.jobs.report(key, status="failed", stage="failed", error=f"internal error: {type(exc).__name__}")
             raise
         finally:
             self._progress.pop(key, None)
@@ -413,47 +355,24 @@ class TableService:
         return served
 
     def store(self, table: CertifiedTable, *, solver: str, solve_seconds: float, params_key: str | None) -> None:
-        """Insert a certified table's row (unless a row with its content is stored) and, with ``params_key``,
-        make it the service's solve of those parameters and mark that job done. A parameter set solved
-        already keeps its table (the new one is stored without the key)."""
+        """Store a certified table (unless a row with its content is stored) and, with ``params_key``, make
+        it the service's solve of those parameters and mark that job done. A parameter set solved already
+        keeps its table (the new one is stored without the key)."""
         columns = table_columns(table, solver=solver, solve_seconds=solve_seconds, params_key=params_key)
-        with self.db.write() as conn:
-            if params_key is not None and conn.execute(
-                    select(GammaTable.id).where(GammaTable.params_key == params_key)).first() is not None:
-                columns["params_key"] = None
-            exists = conn.execute(select(GammaTable.id, GammaTable.params_key)
-                                  .where(GammaTable.id == table.id)).first()
-            if exists is None:
-                conn.execute(insert(GammaTable).values(**columns, created_at=utcnow()))
-            elif exists.params_key is None and columns["params_key"] is not None:
-                conn.execute(update(GammaTable).where(GammaTable.id == table.id)
-                             .values(params_key=columns["params_key"]))
-            if params_key is not None:
-                conn.execute(
-                    update(SolveJob).where(SolveJob.id == params_key)
-                    .values(status="done", stage="done", progress="{}", error=None, updated_at=utcnow())
-                )
+        self.rows.insert(columns, done_job=params_key)
 
     # --- jobs ------------------------------------------------------------------------------------------
-    def _job_row(self, key: str) -> Any:
-        with self.db.read() as conn:
-            return conn.execute(select(SolveJob.__table__).where(SolveJob.id == key)).first()
-
     def job(self, job_id: str) -> dict[str, Any] | None:
-        row = self._job_row(job_id)
+        """A solve job as clients see it (``job_id`` is the parameters' key), with its table once done."""
         table = self.solved(job_id)
-        if row is None and table is None:
-            return None
         progress: dict[str, Any]
         if table is not None:
             status, stage, progress, error = "done", "done", {}, None
         else:
-            status, stage, error = row.status, row.stage, row.error
-            progress = self._progress.get(job_id) or json.loads(row.progress or "{}")
-            if status in ("queued", "running"):
-                age = (utcnow() - _aware(row.updated_at)).total_seconds()
-                if age >= self.settings.job_stale_s and row.owner != OWNER:
-                    status, error = "stale", "the process solving this table stopped reporting; POST again"
+            state = self.jobs.state(job_id, self._progress.get(job_id))
+            if state is None:
+                return None
+            status, stage, progress, error = state
         return {
             "job_id": job_id,
             "status": status,

@@ -45,7 +45,7 @@ def job_rows(url: str, job_id: str) -> list[dict]:
 
 
 def owner_pid(owner: str) -> int:
-    """``api.table_service.OWNER`` is ``host:pid:nonce``."""
+    """``api.repositories.OWNER`` is ``host:pid:nonce``."""
     return int(owner.split(":")[-2])
 
 
