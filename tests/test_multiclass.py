@@ -40,7 +40,7 @@ from darrm_opt.model.multiclass import (
     type_hockey_sticks,
 )
 from darrm_opt.optimize.multiclass import scale_into_bound, solve_multiclass
-from darrm_opt.privacy.pate import gnmax_output_probabilities, prob_answered
+from darrm_opt.privacy.gnmax import gnmax_output_probabilities, prob_answered
 
 SMALL = [(K, C) for K in range(1, 8) for C in range(2, 5)]
 

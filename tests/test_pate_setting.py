@@ -24,7 +24,7 @@ from darrm_opt.model.neighbours import PateParams, pate_delta, setting_note
 from darrm_opt.model.objective import expected_error, objective_weights
 from darrm_opt.model.params import Params
 from darrm_opt.optimize.pate_setting import certified_pair_decimals, solve_pate
-from darrm_opt.privacy import pate
+from darrm_opt.privacy import gnmax
 from darrm_opt.release.table_file import Unavailable, baseline_tables
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -84,24 +84,24 @@ def test_k3_solve_cli_prints_gamma_opt_and_reasons():
 @pytest.mark.parametrize("method, ref", [("rdp", 21.46), ("rdp-improved", 14.63), ("analytic-gaussian", 12.90),
                                          ("exact-one-bit", 7.68)])
 def test_gnmax_sigma_references(method, ref):
-    cal = pate.calibrate_gnmax(0.2676, 3e-4, method, K=11)
+    cal = gnmax.calibrate_gnmax(0.2676, 3e-4, method, K=11)
     assert round(cal.sigma, 2) == ref and cal.method == method
 
 
 def test_order_grid_reaches_500():
-    assert pate.DEFAULT_ORDERS.max() >= 500
-    assert pate.calibrate_gnmax_sigma(0.1, 1e-5).order == 232.0  # m = 1 of the compare default, beyond 200
+    assert gnmax.DEFAULT_ORDERS.max() >= 500
+    assert gnmax.calibrate_gnmax_sigma(0.1, 1e-5).order == 232.0  # m = 1 of the compare default, beyond 200
 
 
 def test_improved_and_analytic_meet_the_target():
     from dp_accounting import get_epsilon_gaussian
 
-    imp = pate.calibrate_gnmax_rdp_improved(0.2676, 3e-4)
-    lam = pate.DEFAULT_ORDERS
+    imp = gnmax.calibrate_gnmax_rdp_improved(0.2676, 3e-4)
+    lam = gnmax.DEFAULT_ORDERS
     eps = lam / imp.sigma**2 + np.log1p(-1 / lam) - (math.log(3e-4) + np.log(lam)) / (lam - 1)
     assert eps.min() <= 0.2676 < (lam / (imp.sigma * 0.9999) ** 2 + np.log1p(-1 / lam)
                                    - (math.log(3e-4) + np.log(lam)) / (lam - 1)).min()
-    ana = pate.calibrate_gnmax_analytic(0.2676, 3e-4)
+    ana = gnmax.calibrate_gnmax_analytic(0.2676, 3e-4)
     assert get_epsilon_gaussian(ana.sigma / math.sqrt(2), 3e-4) <= 0.2676
 
 
@@ -120,11 +120,11 @@ def _bit_ok(K, sigma, eps, delta):
 
 @pytest.mark.parametrize("K, eps, delta", [(11, 0.2676, 3e-4), (5, 1.0, 1e-5), (21, 0.5, 0.0)])
 def test_exact_one_bit_is_tight(K, eps, delta):
-    cal = pate.calibrate_gnmax_one_bit(eps, delta, K)
+    cal = gnmax.calibrate_gnmax_one_bit(eps, delta, K)
     assert _bit_ok(K, cal.sigma, eps, delta)
     assert not _bit_ok(K, cal.sigma * (1 - 1e-6), eps, delta)
     # the bit GNMax releases is DaRRM with γ = erf(|2l − K|/(2σ)); its exact δ matches
-    assert pate_delta(pate.gnmax_gamma(K, cal.sigma), eps) <= delta + 1e-15
+    assert pate_delta(gnmax.gnmax_gamma(K, cal.sigma), eps) <= delta + 1e-15
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -175,8 +175,8 @@ def test_pate_lp_against_brute_force_and_gnmax(K, eps, delta):
     assert not all(_brute_force_ok(params, np.minimum(1, g + 1e-4 * (np.arange(K + 1) == l)))
                    for l in range(K + 1) if g[l] < 1 - 1e-4)
     # GNMax with two classes is one feasible γ: the optimum is at least as good
-    cal = pate.calibrate_gnmax_one_bit(eps, delta, K)
-    gn = pate.gnmax_gamma(K, cal.sigma)
+    cal = gnmax.calibrate_gnmax_one_bit(eps, delta, K)
+    gn = gnmax.gnmax_gamma(K, cal.sigma)
     assert _brute_force_ok(params, gn)
     assert sol.expected_error <= expected_error(gn, params.prior) + 1e-9
 
@@ -253,9 +253,9 @@ def test_one_bit_sigma_below_analytic_gaussian_and_meets_it_for_large_k():
     """The released bit is a post-processing of the Gaussian histogram, so its σ is never above the analytic
     Gaussian's; with many thresholds (large K) the worst pair sits where a Neyman–Pearson threshold test
     of the two Gaussians does, and the two calibrations meet."""
-    ana = pate.calibrate_gnmax_analytic(0.2676, 3e-4).sigma
-    small = pate.calibrate_gnmax_one_bit(0.2676, 3e-4, 11).sigma
-    large = pate.calibrate_gnmax_one_bit(0.2676, 3e-4, 101).sigma
+    ana = gnmax.calibrate_gnmax_analytic(0.2676, 3e-4).sigma
+    small = gnmax.calibrate_gnmax_one_bit(0.2676, 3e-4, 11).sigma
+    large = gnmax.calibrate_gnmax_one_bit(0.2676, 3e-4, 101).sigma
     assert small < large <= ana
     assert large == pytest.approx(ana, rel=1e-3)
 

@@ -17,7 +17,7 @@ def pate_document(K: int, target_epsilon: float | None, delta: float | None, pri
     from darrm_opt.model.neighbours import PateParams
     from darrm_opt.model.params import Prior
     from darrm_opt.optimize.pate_setting import solve_pate
-    from darrm_opt.privacy.pate import calibrate_gnmax_one_bit
+    from darrm_opt.privacy.gnmax import calibrate_gnmax_one_bit
 
     if target_epsilon is None:
         raise InvalidParameter("target-epsilon", "--teachers disjoint-nonprivate needs the per-answer ε")
@@ -30,7 +30,7 @@ def pate_document(K: int, target_epsilon: float | None, delta: float | None, pri
 
 def _gnmax_dict(params, cal) -> dict:
     from darrm_opt.model.objective import expected_error
-    from darrm_opt.privacy.pate import gnmax_gamma
+    from darrm_opt.privacy.gnmax import gnmax_gamma
 
     g = gnmax_gamma(params.K, cal.sigma)
     return {"sigma": cal.sigma, "calibration": cal.method, "gamma": list(map(float, g)),

@@ -28,7 +28,7 @@ DaRRM_γ outputs the majority with probability γ(l) + (1 − γ(l))/2, so GNMax
     γ_GNMax(l) = 2 Φ(|2l − K| / (√2 σ)) − 1 = erf(|2l − K| / (2σ)),
 
 symmetric, and its error (Def. 2.4) is ``error_from_pmf(γ_GNMax, α)`` exactly. σ is calibrated so that one
-GNMax answer is (mε, δ)-DP, by each method of :data:`darrm_opt.privacy.pate.GNMAX_METHODS`: the paper's
+GNMax answer is (mε, δ)-DP, by each method of :data:`darrm_opt.privacy.gnmax.GNMAX_METHODS`: the paper's
 RDP recipe (``rdp``, App. D.2.1: σ = 21.46 at (0.2676, 3·10⁻⁴)), the improved RDP conversion (14.63), the
 analytic Gaussian (12.90) and the exact privacy of the one bit GNMax releases for K non-private teachers on
 disjoint shards (``exact-one-bit``, 7.68 at K = 11). ``errors.gnmax`` is GNMax at the exact calibration;
@@ -147,15 +147,15 @@ def gamma_gnmax(K: int, sigma: float) -> np.ndarray:
     """γ_GNMax(l) = 2Φ(|2l − K|/(√2σ)) − 1 = erf(|2l − K|/(2σ)), l = 0..K (see the module docstring)."""
     if not (isinstance(sigma, (int, float)) and math.isfinite(sigma) and sigma > 0):
         raise InvalidParameter("sigma", "must be > 0", sigma)
-    from darrm_opt.privacy.pate import gnmax_gamma
+    from darrm_opt.privacy.gnmax import gnmax_gamma
 
     return gnmax_gamma(K, float(sigma))
 
 
 def gnmax_sigma(epsilon: float, delta: float, method: str = "rdp", K: int | None = None):
-    """The calibration of one GNMax answer to (ε, δ) by ``method`` (:data:`~darrm_opt.privacy.pate.GNMAX_METHODS`),
+    """The calibration of one GNMax answer to (ε, δ) by ``method`` (:data:`~darrm_opt.privacy.gnmax.GNMAX_METHODS`),
     or None where none exists (δ = 0 for the Gaussian methods, ε below every order's reach)."""
-    from darrm_opt.privacy.pate import calibrate_gnmax
+    from darrm_opt.privacy.gnmax import calibrate_gnmax
 
     if delta <= 0 and method != "exact-one-bit":
         return None
@@ -209,7 +209,7 @@ class ComparisonRow:
 
 def _gnmax_columns(params: Params, K: int) -> tuple[dict, dict]:
     """GNMax's σ by every calibration method at (mε, δ), and the γ of the reported and the paper's σ."""
-    from darrm_opt.privacy.pate import GNMAX_METHODS
+    from darrm_opt.privacy.gnmax import GNMAX_METHODS
 
     eps, dlt = params.m * params.epsilon, float(params.delta)  # type: ignore[arg-type]
     cals = {meth: gnmax_sigma(eps, dlt, meth, K) for meth in GNMAX_METHODS}

@@ -39,7 +39,7 @@ import numpy as np
 from darrm_opt.errors import InvalidParameter
 from darrm_opt.mechanisms.samplers import BinarySampler
 from darrm_opt.model.neighbours import SETTING_NOTES
-from darrm_opt.privacy.pate import gnmax_aggregate
+from darrm_opt.privacy.gnmax import gnmax_aggregate
 
 #: The paper's MNIST setting: each teacher (0.0892, 1e-4)-DP, m = 3 ⇒ (0.2676, 3e-4) per query.
 PAPER_EPSILON = 0.0892
@@ -237,7 +237,7 @@ def _mechanisms(c: DemoConfig, params, votes: dict, solver: str) -> tuple[dict, 
     from darrm_opt.model.neighbours import PateParams
     from darrm_opt.optimize.optimizer import solve
     from darrm_opt.optimize.pate_setting import solve_pate
-    from darrm_opt.privacy.pate import calibrate_gnmax
+    from darrm_opt.privacy.gnmax import calibrate_gnmax
 
     eps, dlt = params.m * params.epsilon, float(params.delta)
     info: dict[str, Any] = {"gamma_opt": np.asarray(solve(params, solver=solver).gamma),

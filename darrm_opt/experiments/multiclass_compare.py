@@ -8,7 +8,7 @@ of that Gaussian mechanism (Balle & Wang 2018, Thm. 8),
 
 is a valid (ε, δ) for GNMax; σ is calibrated exactly on it (bisection, then a 50-digit check that the
 returned σ meets δ, nudged upwards otherwise). It is never larger than the RDP calibration of PATE's
-Prop. 8 + Thm. 5 (:func:`darrm_opt.privacy.pate.calibrate_gnmax_sigma`), reported alongside.
+Prop. 8 + Thm. 5 (:func:`darrm_opt.privacy.gnmax.calibrate_gnmax_sigma`), reported alongside.
 
 GNMax's expected accuracy under a product-form prior (Pr[h] ∝ Y(h_y) Π_{c≠y} R(h_c)) is
 
@@ -78,7 +78,7 @@ def rdp_sigma(epsilon: float, delta: float) -> float | None:
     """PATE's RDP calibration (Prop. 8 + Thm. 5), or None where it has none."""
     if delta <= 0:
         return None
-    from darrm_opt.privacy.pate import calibrate_gnmax_sigma
+    from darrm_opt.privacy.gnmax import calibrate_gnmax_sigma
 
     try:
         return calibrate_gnmax_sigma(epsilon, delta, 1).sigma

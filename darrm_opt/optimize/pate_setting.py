@@ -14,7 +14,7 @@ table is scaled by (bound − τ/2)/max cost (every row is linear in γ). The re
 table.
 
 GNMax with two classes is itself such a γ (γ_GNMax(l) = erf(|2l − K|/(2σ))), so at the same (ε, δ) the
-optimum's error is at most that of GNMax calibrated exactly (:func:`darrm_opt.privacy.pate.calibrate_gnmax_one_bit`).
+optimum's error is at most that of GNMax calibrated exactly (:func:`darrm_opt.privacy.gnmax.calibrate_gnmax_one_bit`).
 """
 
 from __future__ import annotations
