@@ -33,7 +33,7 @@ from darrm_opt.planning.plan import Plan, PlanRequest, plan
 from darrm_opt.privacy import accounting
 from darrm_opt.privacy.pld import exact_epsilon
 
-from .table_service import TableNotServable, TableService, _jsonable
+from .table_service import TableNotServable, TableService, jsonable
 
 PATE = "disjoint-nonprivate"
 
@@ -81,7 +81,7 @@ class PlanService:
 
     def request(self, req: PlanRequest | PatePlanRequest, solver: str) -> tuple[str, str, dict[str, Any] | None]:
         """(plan id, cache status 'hit' | 'miss' | 'shared' | 'pending', the planned table or None)."""
-        self.tables._check_solver(solver)
+        self.tables.check_solver(solver)
         key = plan_key(req)
         settings = self.tables.settings
         inline = self._inline(req)
@@ -105,7 +105,7 @@ class PlanService:
 
     def _run(self, key: str, req: PlanRequest | PatePlanRequest, solver: str, state: PlanState) -> dict[str, Any]:
         def progress(stage: str, **info: Any) -> None:
-            state.progress = {"stage": stage, **_jsonable(info)}
+            state.progress = {"stage": stage, **jsonable(info)}
 
         try:
             if isinstance(req, PatePlanRequest):

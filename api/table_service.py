@@ -140,7 +140,7 @@ def _profile_on_read(m: Mechanism, params: Any, gamma: tuple[float, ...]) -> Pri
     return m.profile(params, np.asarray(gamma, dtype=np.float64))
 
 
-def _jsonable(info: dict) -> dict:
+def jsonable(info: dict) -> dict:
     out: dict[str, Any] = {}
     for k, v in info.items():
         if isinstance(v, (bool, int, str)) or v is None:
@@ -261,7 +261,7 @@ class TableService:
     def request(self, params: Any, solver: str, teachers: str = "shared") -> Outcome:
         """A certified table for ``params`` in the setting ``teachers``: cached, solved now, or a pending job
         (see the module doc)."""
-        self._check_solver(solver)
+        self.check_solver(solver)
         key = params_key(params, teachers)
         cached = self.solved(key)
         if cached is not None:
@@ -287,7 +287,7 @@ class TableService:
                     pause = min(pause * 2, 0.5)
         return Outcome("pending", key)
 
-    def _check_solver(self, solver: str) -> None:
+    def check_solver(self, solver: str) -> None:
         """422 naming ``solver`` unless it is a backend available here (availability checked once)."""
         if solver not in solvers.BACKENDS:
             raise InvalidParameter("solver", f"must be one of {', '.join(solvers.BACKENDS)}", solver)
@@ -330,7 +330,7 @@ class TableService:
         last = [time.monotonic()]
 
         def progress(stage: str, **info: Any) -> None:
-            state = {"stage": stage, **_jsonable(info)}
+            state = {"stage": stage, **jsonable(info)}
             self._progress[key] = state
             now = time.monotonic()
             if now - last[0] >= PROGRESS_EVERY_S:

@@ -31,7 +31,7 @@ import numpy as np
 from darrm_opt.certify.kernels import HAVE_NUMBA, block_scan, column_offsets
 from darrm_opt.certify.slope_kernels import block_front, drop_margin, margin_front, staircase
 from darrm_opt.certify.structured import StructuredSweepProblem, _Block, _Tables
-from darrm_opt.certify.sweep import SweepProblem, WorkItem, _balance, default_workers, single_threaded_blas
+from darrm_opt.certify.sweep import SweepProblem, WorkItem, balance_items, default_workers, single_threaded_blas
 from darrm_opt.model.corners import compositions
 
 
@@ -80,7 +80,7 @@ def sweep_slopes(problem: SweepProblem, xs, workers: int | None = None, two_side
         raise ValueError("the slope front needs a structured problem and slopes x >= 1")
     items = problem.plan()
     workers = workers or default_workers()
-    groups = _balance(problem, items, max(1, min(len(items), workers * 4)))
+    groups = balance_items(problem, items, max(1, min(len(items), workers * 4)))
     run: Callable[..., SlopeResult] = _run_structured if isinstance(problem, StructuredSweepProblem) else _run_matrix
     out = SlopeResult(xs)
     with single_threaded_blas(), ThreadPoolExecutor(workers) as pool:
@@ -273,7 +273,7 @@ def slope_front(problem: StructuredSweepProblem, workers: int | None = None, two
     S = drop_margin(M)
     items = problem.plan()
     workers = workers or default_workers()
-    groups = _balance(problem, items, max(1, min(len(items), workers * 4)))
+    groups = balance_items(problem, items, max(1, min(len(items), workers * 4)))
     signs = (1.0, -1.0) if two_sided else (1.0,)
     with single_threaded_blas(), ThreadPoolExecutor(workers) as pool:
         parts = list(pool.map(lambda g: _front_group(problem, g, S, signs), groups))

@@ -334,7 +334,7 @@ def sweep_many(problems: list[SweepProblem], kws: list[dict], *, workers: int | 
     total = p0.n_multisets
     workers = workers or default_workers()
     n_groups = max(1, min(len(items), max(workers * 8, total // GROUP_MULTISETS))) if total > 200_000 else 1
-    groups = _balance(p0, items, n_groups)
+    groups = balance_items(p0, items, n_groups)
     out = [SweepResult(violators=np.zeros((0, p0.C), dtype=np.int16), near=np.zeros((0, p0.C), dtype=np.int16))
            for _ in problems]
     with single_threaded_blas(), ThreadPoolExecutor(workers) as pool:
@@ -380,7 +380,7 @@ def sweep(
     # groups of about equal work, several per worker and at most ~2·10⁸ multisets each, so progress is
     # smooth and an interrupt takes effect within a second or two
     n_groups = max(1, min(len(items), max(workers * 8, total // GROUP_MULTISETS))) if total > 200_000 else 1
-    groups = _balance(problem, items, n_groups)
+    groups = balance_items(problem, items, n_groups)
     if executor is not None:
         parts = executor(problem, groups, kwargs)
     elif workers == 1 or len(groups) == 1:
@@ -416,7 +416,7 @@ def _pooled(problem: SweepProblem, groups, kwargs, workers: int):
             pool.shutdown(wait=True, cancel_futures=True)
 
 
-def _balance(problem: SweepProblem, items: list[WorkItem], n_groups: int) -> list[list[WorkItem]]:
+def balance_items(problem: SweepProblem, items: list[WorkItem], n_groups: int) -> list[list[WorkItem]]:
     work = [problem.item_work(it) for it in items]
     target = sum(work) / n_groups
     groups, cur, acc = [], [], 0.0

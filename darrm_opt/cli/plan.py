@@ -57,7 +57,7 @@ def plan(
         finally:
             reporter.close()
         if fmt is OutputFormat.json:
-            text = json.dumps(_json_doc(result, baselines, teachers), indent=2)
+            text = json.dumps(solve_document(result, baselines, teachers), indent=2)
         else:
             text = _table_text(result) + _cap_line(result, teachers)
         write_output(text, out)
@@ -139,16 +139,16 @@ class _PlanProgress(ProgressReporter):
                           highlight=False)
 
 
-def _json_doc(result, baselines: bool, teachers=Teachers.shared) -> dict:
+def solve_document(result, baselines: bool, teachers=Teachers.shared) -> dict:
     """The document ``solve --format json`` writes for the chosen (m, δ) (baselines, certificates, errors,
     privacy profile, setting), plus ``plan``."""
-    from darrm_opt.cli.solve import _json_doc as solve_doc
-    from darrm_opt.cli.solve import _setting_doc
+    from darrm_opt.cli.solve import setting_document
+    from darrm_opt.cli.solve import solve_document as solve_doc
     from darrm_opt.release.table_file import baseline_tables
 
     base = baseline_tables(result.params) if baselines else {}
     doc = solve_doc(result.params, result.solution, base, result.seconds)
-    return {**doc, "privacy_profile": result.profile.to_dict(), **_setting_doc(result.params, base, teachers),
+    return {**doc, "privacy_profile": result.profile.to_dict(), **setting_document(result.params, base, teachers),
             "plan": result.plan_dict()}
 
 

@@ -92,8 +92,8 @@ def _output(params, sol, base, fmt: OutputFormat, t0: float, executor, reporter,
         reporter.phase("computing the privacy profile")
         known = (sol.certificate, sol.sweep) if sol.sweep is not None else None  # the optimiser's last sweep
         profile = privacy_profile(params, sol.gamma, executor=executor, progress=reporter, certified=known)
-        doc = _json_doc(params, sol, base, time.perf_counter() - t0)
-        doc = {**doc, "privacy_profile": profile.to_dict(), **_setting_doc(params, base, teachers)}
+        doc = solve_document(params, sol, base, time.perf_counter() - t0)
+        doc = {**doc, "privacy_profile": profile.to_dict(), **setting_document(params, base, teachers)}
         return json.dumps(doc, indent=2)
     reporter.phase("certifying the printed columns")
     text = _table_text(params, sol, base, time.perf_counter() - t0, executor, reporter)
@@ -115,7 +115,7 @@ def _pate_output(K, given: dict, delta, prior, solver, fmt, out, teachers) -> bo
     return True
 
 
-def _setting_doc(params, base, teachers) -> dict:
+def setting_document(params, base, teachers) -> dict:
     from darrm_opt.model.neighbours import setting_note
 
     return {"setting": setting_note(teachers.value, params.epsilon, params.teacher_delta).to_dict(),
@@ -123,7 +123,7 @@ def _setting_doc(params, base, teachers) -> dict:
 
 
 def _setting_lines(params, base, teachers) -> str:
-    doc = _setting_doc(params, base, teachers)
+    doc = setting_document(params, base, teachers)
     lines = [f"— {dict(BASELINES)[k]} unavailable: {why}" for k, why in doc["baseline_unavailable"].items()]
     if teachers is not Teachers.shared:
         lines.append(f"teachers: {teachers.value}: {doc['setting']['note']}")
@@ -139,7 +139,7 @@ def _errors(params, sol, base) -> dict:
     return errors
 
 
-def _json_doc(params, sol, base, seconds: float) -> dict:
+def solve_document(params, sol, base, seconds: float) -> dict:
     from darrm_opt.mechanisms import document_header
 
     return {

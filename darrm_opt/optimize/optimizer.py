@@ -171,7 +171,7 @@ def _row_limit(backend) -> int | None:
     return None if limit is None else int(limit * 0.9)
 
 
-def _backend(solver):
+def lp_backend(solver):
     """The backend for a name, or ``solver`` itself if it already is one (a module or object with ``name``,
     ``solve`` and ``session``, as :mod:`solvers` defines them)."""
     if not isinstance(solver, str):
@@ -186,7 +186,7 @@ def _backend(solver):
         raise SolverUnavailable(f"{exc}{hint}") from None
 
 
-def _solve_lp(backend, lp, mode: str):
+def solve_lp(backend, lp, mode: str):
     """Solve an :class:`LP` (or call a session's ``solve``), turning backend refusals into our errors."""
     try:
         res = lp() if callable(lp) else backend.solve(lp, feasibility_tol=1e-9)
@@ -249,7 +249,7 @@ class _Run:
             self.progress(stage, **info)
 
     def lp(self, lp) -> np.ndarray:
-        res = _solve_lp(self.backend, lp, self.mode)
+        res = solve_lp(self.backend, lp, self.mode)
         self.lp_seconds += res.seconds
         g = np.clip(res.x, 0.0, 1.0)
         self.lp_value = float(self.w @ g) if res.dual_bound is None else max(float(self.w @ g), -res.dual_bound)
@@ -523,7 +523,7 @@ def solve(
 ) -> Solution:
     """Compute the certified optimal γ for ``params``.
 
-    ``solver`` is a backend name (or a backend object, see :func:`_backend`). ``progress(stage, **info)``
+    ``solver`` is a backend name (or a backend object, see :func:`lp_backend`). ``progress(stage, **info)``
     receives events ("lp", "sweep", "certify") for display. ``executor`` distributes sweeps (see
     :func:`darrm_opt.certify.sweep.sweep`). The keyword arguments of :class:`LazyOptions` tune lazy mode:
     ``seed_multisets`` (count vectors, e.g. the active set of a nearby problem) warm-start it, and
@@ -534,7 +534,7 @@ def solve(
     if mode not in MODES:
         raise InvalidParameter("mode", f"must be one of {', '.join(MODES)}", mode)
     t0 = time.perf_counter()
-    run = _Run(params, _backend(solver), mode, progress, executor, workers, sweep_method, wide)
+    run = _Run(params, lp_backend(solver), mode, progress, executor, workers, sweep_method, wide)
     cert: Certificate | None = None
     if mode == "full":
         g, active = _solve_full(run)

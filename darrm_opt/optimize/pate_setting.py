@@ -30,7 +30,7 @@ from darrm_opt.certify.pairs import PairCertificate, certify_pairs
 from darrm_opt.errors import CertificationFailed
 from darrm_opt.model.neighbours import SETTING_NOTES, PateParams, pair_rows
 from darrm_opt.model.objective import expected_error, objective_weights
-from darrm_opt.optimize.optimizer import TIGHTEN_REL, _backend, _solve_lp, mirror
+from darrm_opt.optimize.optimizer import TIGHTEN_REL, lp_backend, mirror, solve_lp
 from solvers import LP
 
 
@@ -75,8 +75,8 @@ def pate_lp(params: PateParams) -> LP:
 def solve_pate(params: PateParams, *, solver: str = solvers.DEFAULT_BACKEND) -> PateSolution:
     """The certified optimal γ for the PATE setting (module docstring)."""
     t0 = time.perf_counter()
-    backend = _backend(solver)
-    res = _solve_lp(backend, pate_lp(params), "full")
+    backend = lp_backend(solver)
+    res = solve_lp(backend, pate_lp(params), "full")
     g = mirror(np.clip(np.asarray(res.x, dtype=np.float64), 0.0, 1.0), params.K)
     cert = certify_pairs(params, g)
     target = params.bound - 0.5 * TIGHTEN_REL * max(params.bound, 1.0)
