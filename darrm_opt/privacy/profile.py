@@ -62,7 +62,7 @@ HULL_TOL = 1e-12
 #: bounds, so stopping early only leaves unconfirmed edges slightly loose: at K = 41, m = 3 the ε of 100
 #: answers differs by 3e-11 between 2 rounds and full confirmation (5 rounds), by 6e-5 with 1 round.
 MAX_ROUNDS = 2
-#: rounds enough to confirm every edge (verification of a stored profile)
+#: rounds enough to confirm every edge (the envelope is then the true hull plus MARGIN)
 FULL_ROUNDS = 32
 #: the steepest slope is raised until ½·η·x would exceed this (the sweeps' float error grows like x).
 MAX_SLOPE_ERROR = 1e-10
