@@ -104,8 +104,8 @@ def upper_hull(points):
 
 
 def tradeoff(hull, b):
-    """T(b): the hull at b, exact."""
-    b = Fraction(b)
+    """T(b): the hull at b (exact for rational hulls, in the working precision for mpmath ones)."""
+    b = Fraction(b) if isinstance(hull[0][0], Fraction) else mpmath.mpf(b)
     for (b1, a1), (b2, a2) in zip(hull, hull[1:]):
         if b1 <= b <= b2:
             return a1 + (a2 - a1) * (b - b1) / (b2 - b1)

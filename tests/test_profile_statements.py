@@ -88,6 +88,26 @@ def test_shared_statement_just_below_the_truth_is_refused(shared5, tmp_path):
     assert "optimistic" in r.stderr and "ε′ = 0.0" in r.stderr and "Traceback" not in r.stderr
 
 
+def test_shared_vertex_below_the_truth_is_refused(shared5, tmp_path):
+    """K = 5, m = 3: a vertex inserted on the widest edge of the stored envelope 1e-13 below the true tradeoff
+    curve (50-digit hull of every multiset's points) is refused, exit 1 (as a statement that cannot be proven:
+    the sufficient condition at the envelope's slope fails, and the true curve there is not computed). The old
+    check looked at the recomputed vertices only and accepted it."""
+    path, doc = shared5
+    params = Params(5, 3, doc["epsilon"], doc["teacher_delta"], delta=doc["delta"])
+    verts = doc["privacy_profile"]["vertices"]
+    with mpmath.workdps(50):
+        hull = upper_hull(shared_points(params, doc["gamma"]))
+        i = max(range(len(verts) - 1), key=lambda j: verts[j + 1][0] - verts[j][0])
+        b = (verts[i][0] + verts[i + 1][0]) / 2
+        t = tradeoff(hull, b)
+        a = float(t - mpmath.mpf(1e-13))
+        assert mpmath.mpf(a) < t
+    prof = {**doc["privacy_profile"], "vertices": verts[: i + 1] + [[b, a]] + verts[i + 1:]}
+    r = verify(write(tmp_path, doc, prof))
+    assert r.returncode == 1 and "cannot be proven" in r.stderr and f"vertex ({b!r}" in r.stderr, (r.stdout, r.stderr)
+
+
 @pytest.mark.parametrize("kind", ["pate", "multiclass"])
 def test_pair_family_vertex_just_below_the_truth_is_refused(kind, tmp_path_factory, tmp_path):
     """K = 5 (PATE setting; multi-class with C = 3): a vertex inserted on the stored envelope 5e-17 below the true
