@@ -72,8 +72,8 @@ def shared5(tmp_path_factory):
 
 def test_shared_statement_just_below_the_truth_is_refused(shared5, tmp_path):
     """K = 5, m = 3: the stored statement (ε′ = 0, δ) lowered by 1e-13 is 2.7e-14 below the true total
-    variation (50-digit brute force over all 792 multisets); verify proves it false (exit 1). The tolerance of
-    the old comparison (MARGIN against a recomputation carrying the sweep's float error bound) accepted it."""
+    variation (50-digit brute force over all 792 multisets); verify proves it false (exit 1). A comparison with a
+    recomputed profile less MARGIN (the recomputation carrying the sweep's float error bound) accepts it."""
     path, doc = shared5
     assert verify(path).returncode == 0
     params = Params(5, 3, doc["epsilon"], doc["teacher_delta"], delta=doc["delta"])
@@ -91,8 +91,8 @@ def test_shared_statement_just_below_the_truth_is_refused(shared5, tmp_path):
 def test_shared_vertex_below_the_truth_is_refused(shared5, tmp_path):
     """K = 5, m = 3: a vertex inserted on the widest edge of the stored envelope 1e-13 below the true tradeoff
     curve (50-digit hull of every multiset's points) is refused, exit 1 (as a statement that cannot be proven:
-    the sufficient condition at the envelope's slope fails, and the true curve there is not computed). The old
-    check looked at the recomputed vertices only and accepted it."""
+    the sufficient condition at the envelope's slope fails, and the true curve there is not computed). A check at
+    the recomputed profile's vertices only accepts it."""
     path, doc = shared5
     params = Params(5, 3, doc["epsilon"], doc["teacher_delta"], delta=doc["delta"])
     verts = doc["privacy_profile"]["vertices"]
@@ -111,8 +111,8 @@ def test_shared_vertex_below_the_truth_is_refused(shared5, tmp_path):
 @pytest.mark.parametrize("kind", ["pate", "multiclass"])
 def test_pair_family_vertex_just_below_the_truth_is_refused(kind, tmp_path_factory, tmp_path):
     """K = 5 (PATE setting; multi-class with C = 3): a vertex inserted on the stored envelope 5e-17 below the true
-    tradeoff curve T (exact rationals) is refused (exit 1); the old check looked at the recomputed vertices only
-    and accepted it. A stored vertex lowered 5e-17 below T is refused too; the untouched file passes."""
+    tradeoff curve T (exact rationals) is refused (exit 1); a check at the recomputed profile's vertices only
+    accepts it. A stored vertex lowered 5e-17 below T is refused too; the untouched file passes."""
     if kind == "pate":
         path, doc = solved(tmp_path_factory, "pate5", "--K", "5", "--teachers", "disjoint-nonprivate",
                            "--target-epsilon", "0.5", "--delta", "1e-5")

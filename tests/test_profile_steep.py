@@ -23,7 +23,7 @@ from darrm_opt.privacy.profile import MARGIN, infinite_loss_mass, privacy_profil
 
 #: γ_opt of K = 5, m = 3, ε = 0.1, Δ = 1e-5 (``darrm-opt solve --K 5 --m 3``, HiGHS)
 K5 = (Params(5, 3, 0.1, 1e-5), [1.0, 1.0, 0.9999999714219419, 0.9999999714219419, 1.0, 1.0])
-#: γ_opt of K = 3, m = 2, ε = 0.5, Δ = 0.1 (a large Δ: old infinite mass 0.19 against a true 0.028)
+#: γ_opt of K = 3, m = 2, ε = 0.5, Δ = 0.1 (a large Δ: infinite mass 0.19 without the steep stage, 0.028 true)
 K3 = (Params(3, 2, 0.5, 0.1), None)
 #: γ_opt of K = 7, m = 3, ε = 0.1, Δ = 1e-5 (no steep edge: the profile is unchanged)
 K7 = (Params(7, 3, 0.1, 1e-5), None)
@@ -51,7 +51,7 @@ def brute_delta(points, eps: float) -> mpmath.mpf:
 
 def test_k5_m3_infinite_mass_is_the_true_one():
     """K = 5, m = 3: brute force puts the infinite-loss mass at 6.0056e-10 (four teachers at (Δ, 0) and one at
-    (1 − Δ, 1): two Δ-events under D; the float sweeps' capped slope left 2.99e-5); the profile is within
+    (1 − Δ, 1): two Δ-events under D; the grid's steepest slope alone gives 2.99e-5); the profile is within
     MARGIN of it (relative 1.7e-4), and the library's closed form (infinite_loss_mass) is exact."""
     params, gamma = _gamma(K5)
     pts = shared_points(params, gamma)
@@ -64,7 +64,7 @@ def test_k5_m3_infinite_mass_is_the_true_one():
     assert a0 <= prof.infinite_mass <= a0 * (1 + 1e-3)
     assert prof.infinite_mass <= a0 + MARGIN + 1e-17  # the direct convolution's own bound: ~6e-19 here
     old = privacy_profile(params, gamma, steep=False)
-    assert old.infinite_mass > 2.9e-5  # the capped slope's value
+    assert old.infinite_mass > 2.9e-5  # without the steep stage: the value at the grid's steepest slope
 
 
 STEEP_EPS = [0.0, 0.1, 0.3, 0.6, 1.0, 2.0, 4.0, 6.0, 7.0, 7.5, 7.55, 7.6, 7.65, 7.7, 7.8, 7.85, 7.9, 8.0, 9.0, 12.0,
@@ -93,9 +93,9 @@ def test_profile_is_above_the_truth_tight_and_never_looser(case):
 
 
 def test_composition_of_100_answers_tightens():
-    """K = 5, m = 3: 100 answers at δ = 1e-5 had no finite ε (100 × the old infinite mass 2.99e-5 > 1e-5); with
-    the true 6.0e-10 they spend ε ≈ 14.78. At δ_total = 1 − (1 − δ)^100 (1 − 1e-4) the exact ε drops from 8.87 to
-    7.64."""
+    """K = 5, m = 3: without the steep stage 100 answers at δ = 1e-5 have no finite ε (100 × the infinite mass
+    2.99e-5 > 1e-5); with the true 6.0e-10 they spend ε ≈ 14.78. At δ_total = 1 − (1 − δ)^100 (1 − 1e-4) the exact
+    ε is 7.64 against 8.87 without it."""
     params, gamma = _gamma(K5)
     new = privacy_profile(params, gamma)
     old = privacy_profile(params, gamma, steep=False)
