@@ -90,8 +90,11 @@ def test_budget_just_below_feasibility_is_refused():
 
 
 def test_delta_below_what_the_answers_must_spend_is_refused():
+    """δ_B below what Q answers spend on the infinite-loss atom at any ε. The m = 1 table (γ_Sub shrunk below 1
+    by the LP's tightening) has no output of probability 0 under a neighbour, so its true infinite-loss mass is
+    0 and its certified profile's is MARGIN (1e-13): 20 answers need δ ≥ 2e-12."""
     with pytest.raises(BudgetInfeasible, match="below what 20 answers must spend") as info:
-        plan(5, 0.2, 1e-4, 20, 100.0, 1e-6)
+        plan(5, 0.2, 1e-4, 20, 100.0, 1e-12)
     assert info.value.smallest_epsilon is None
     assert isinstance(info.value, InvalidParameter) and info.value.parameter == "budget"
 

@@ -131,25 +131,33 @@ def _add_teachers(v: list, p, n: int) -> list:
     return v
 
 
+def output_intervals(params: Params, gamma: np.ndarray, counts) -> list:
+    """Intervals that provably contain (Pr[out = o | p], Pr[out = o | p′]) for o = 1 and o = 0, with
+    Pr[out = 1 | p] = Σ_l (1 + h_l)/2 · α_l(n) (Lemma 3.4), α the pmf of L under the multiset's p's (direct
+    convolution), in outward-rounded interval arithmetic at the precision of the enclosing :func:`_iv_dps`. A term of
+    weight 0 is left out, so an output that is structurally impossible has probability exactly [0, 0]."""
+    h = signed_h(gamma)
+    a, b = [iv.mpf(1)], [iv.mpf(1)]
+    for n, (p, q) in zip(counts, _corners_iv(params)):
+        a, b = _add_teachers(a, p, int(n)), _add_teachers(b, q, int(n))
+    out = []
+    for sign in (1, -1):
+        keep = [l for l, x in enumerate(h) if 1 + sign * float(x) != 0]  # weight 0: no term at all
+        w = {l: (1 + sign * iv.mpf(float(h[l]))) / 2 for l in keep}
+        pa = sum((w[l] * a[l] for l in keep), iv.mpf(0))
+        pb = sum((w[l] * b[l] for l in keep), iv.mpf(0))
+        out.append((pa, pb))
+    return out
+
+
 def excess_intervals(params: Params, gamma: np.ndarray, counts, dps: int) -> tuple:
     """Intervals that provably contain (x₁, x₀), x_o = Pr[out = o | p] − e^{mε} Pr[out = o | p′] − δ
-    (Lemma 3.4 in the form f = 2x₁ + bound), with Pr[out = 1 | p] = Σ_l (1 + h_l)/2 · α_l(n), α the pmf of L under the
-    multiset's p's (direct convolution), in ``dps``-digit outward-rounded interval arithmetic."""
-    h = signed_h(gamma)
+    (Lemma 3.4 in the form f = 2x₁ + bound), from :func:`output_intervals` at ``dps`` digits."""
     with _iv_dps(dps):
-        a, b = [iv.mpf(1)], [iv.mpf(1)]
-        for n, (p, q) in zip(counts, _corners_iv(params)):
-            a, b = _add_teachers(a, p, int(n)), _add_teachers(b, q, int(n))
         E = _exp_iv(iv.mpf(params.m) * iv.mpf(params.epsilon))
         delta = iv.mpf(params.delta)
-        out = []
-        for sign in (1, -1):
-            keep = [l for l, x in enumerate(h) if 1 + sign * float(x) != 0]  # weight 0: no term at all
-            w = {l: (1 + sign * iv.mpf(float(h[l]))) / 2 for l in keep}
-            pa = sum((w[l] * a[l] for l in keep), iv.mpf(0))
-            pb = sum((w[l] * b[l] for l in keep), iv.mpf(0))
-            out.append(pa - E * pb - delta)
-        return out[0], out[1]
+        (a1, b1), (a0, b0) = output_intervals(params, gamma, counts)
+        return a1 - E * b1 - delta, a0 - E * b0 - delta
 
 
 def _ends(x) -> tuple[mpmath.mpf, mpmath.mpf]:

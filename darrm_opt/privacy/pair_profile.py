@@ -45,6 +45,7 @@ from darrm_opt.privacy.profile import PrivacyProfile, _upper_hull, envelope_vert
 if TYPE_CHECKING:  # pragma: no cover
     from darrm_opt.model.multiclass import MulticlassParams
     from darrm_opt.model.neighbours import PateParams
+    from darrm_opt.privacy.statements import ProfileCheck
 
 UNIT_ROUNDOFF = 2.0**-53
 
@@ -52,12 +53,14 @@ UNIT_ROUNDOFF = 2.0**-53
 @dataclass(frozen=True)
 class PairFamily:
     """Every ordered neighbouring pair type's grouped output laws (arrays of shape (pairs, groups)) and its
-    divergence in exact arithmetic: ``exact(i, X)`` = Σ_j n_ij max(0, P_ij − X Q_ij) for a rational X."""
+    divergence in exact arithmetic: ``exact(i, X)`` = Σ_j n_ij max(0, P_ij − X Q_ij) for a rational X;
+    ``laws(i)``: the exact (P_ij)_j and (Q_ij)_j of pair i."""
 
     n: np.ndarray
     P: np.ndarray
     Q: np.ndarray
     exact: Callable[[int, Fraction], Fraction]
+    laws: Callable[[int], tuple[list[Fraction], list[Fraction]]] | None = None
 
     def divergences(self, x: float) -> np.ndarray:
         """Σ_j n_ij max(0, P_ij − x Q_ij) for every pair i, in float64."""
@@ -113,21 +116,16 @@ def divergence_at(family: PairFamily, X: Fraction) -> Fraction:
     return max(family.exact(int(i), X) for i in near)
 
 
-#: statements at ε′ above this are checked at this ε′ (δ is non-increasing, so that is pessimistic)
-MAX_STATEMENT_EPS = 700.0
-
-
 def statements_hold(family: PairFamily, support) -> bool:
-    """Whether every statement (ε_j, δ_j) of ``support`` is true: δ_j ≥ D(X) exactly, X ≤ e^{ε_j} rational
-    (X = 1 at ε_j = 0, else the 256-bit lower bound of e^{min(ε_j, 700)}: D is non-increasing in X, so this
-    over-estimates δ(ε_j)). No tolerance: a statement below the exact profile by any amount is false."""
-    from darrm_opt.certify.multiclass import exp_lower
+    """Whether every statement (ε_j, δ_j) of ``support`` is proven true: D(e^{ε_j}) ≤ δ_j, with e^{ε_j} between
+    rational bounds and D exact (darrm_opt.privacy.statements). No tolerance: a statement below the exact profile
+    by any amount is false, and a malformed one (ε_j < 0 or NaN) is not true."""
+    from darrm_opt.privacy.statements import Statement, _decide_family
 
     for e, d in support:
-        if not (math.isfinite(d) and e >= 0 and not math.isnan(e)):
+        if not (e >= 0 and math.isfinite(d) and d >= 0):
             return False
-        X = Fraction(1) if e == 0 else exp_lower(min(e, MAX_STATEMENT_EPS))
-        if divergence_at(family, X) > Fraction(d):
+        if _decide_family(family, Statement("", Fraction(d), eps=float(e)))[0] != "pass":
             return False
     return True
 
@@ -185,7 +183,15 @@ def multiclass_family(K: int, C: int, gamma: np.ndarray) -> PairFamily:
         n[i] = cnt
         P[i] = (1.0 - gamma[a.g]) / C + gamma[a.g] * inT / a.t
         Q[i] = (1.0 - gamma[a.g2]) / C + gamma[a.g2] * inT2 / a.t2
-    return PairFamily(n, P, Q, lambda i, X: exact_hockey_stick(ordered[i], gamma, C, X))
+
+    def laws(i: int) -> tuple[list[Fraction], list[Fraction]]:
+        a = ordered[i]
+        _, inT, inT2 = a.groups(C)
+        g1, g2 = Fraction(float(gamma[a.g])), Fraction(float(gamma[a.g2]))
+        return ([(1 - g1) / C + (g1 / a.t if x else 0) for x in inT.tolist()],
+                [(1 - g2) / C + (g2 / a.t2 if x else 0) for x in inT2.tolist()])
+
+    return PairFamily(n, P, Q, lambda i, X: exact_hockey_stick(ordered[i], gamma, C, X), laws)
 
 
 def pate_family(K: int, gamma: np.ndarray) -> PairFamily:
@@ -200,13 +206,17 @@ def pate_family(K: int, gamma: np.ndarray) -> PairFamily:
     P = np.stack([one, 1.0 - one], axis=1).reshape(-1, 2)
     Q = np.stack([two, 1.0 - two], axis=1).reshape(-1, 2)
 
-    def exact(i: int, X: Fraction) -> Fraction:
+    def laws(i: int) -> tuple[list[Fraction], list[Fraction]]:
         l, lp = pairs[i]
         p = Fraction(1, 2) + Fraction(float(h[l])) / 2
         q = Fraction(1, 2) + Fraction(float(h[lp])) / 2
-        return max(Fraction(0), p - X * q) + max(Fraction(0), (1 - p) - X * (1 - q))
+        return [p, 1 - p], [q, 1 - q]
 
-    return PairFamily(np.ones_like(P), P, Q, exact)
+    def exact(i: int, X: Fraction) -> Fraction:
+        (p, p0), (q, q0) = laws(i)
+        return max(Fraction(0), p - X * q) + max(Fraction(0), p0 - X * q0)
+
+    return PairFamily(np.ones_like(P), P, Q, exact, laws)
 
 
 def multiclass_profile(params: MulticlassParams, gamma) -> PrivacyProfile:
@@ -234,28 +244,38 @@ def pate_profile(params: PateParams, gamma) -> PrivacyProfile:
     return family_profile(pate_family(params.K, g), (params.epsilon, params.delta) if cert.certified else None)
 
 
-def multiclass_profile_holds(params: MulticlassParams, gamma, stored: PrivacyProfile) -> bool:
-    """Whether a stored profile of a multi-class table is a valid upper bound (:func:`profile_holds`)."""
+def multiclass_profile_check(params: MulticlassParams, gamma, stored: PrivacyProfile) -> ProfileCheck:
+    """The verdict on a stored profile of a multi-class table: each of its statements proven in exact arithmetic
+    (darrm_opt.privacy.statements.check_family_profile)."""
     from darrm_opt.certify.certificate import validate_gamma
+    from darrm_opt.privacy.statements import check_family_profile
 
     g = validate_gamma(gamma, params.K)
-    return profile_holds(multiclass_profile(params, g), multiclass_family(params.K, params.C, g), stored)
+    return check_family_profile(multiclass_family(params.K, params.C, g), stored)
+
+
+def pate_profile_check(params: PateParams, gamma, stored: PrivacyProfile) -> ProfileCheck:
+    """The verdict on a stored profile of a binary PATE-setting table (as :func:`multiclass_profile_check`)."""
+    from darrm_opt.certify.certificate import validate_gamma
+    from darrm_opt.privacy.statements import check_family_profile
+
+    g = validate_gamma(gamma, params.K)
+    return check_family_profile(pate_family(params.K, g), stored)
+
+
+def multiclass_profile_holds(params: MulticlassParams, gamma, stored: PrivacyProfile) -> bool:
+    """Whether every statement of a stored multi-class profile is proven (:func:`multiclass_profile_check`)."""
+    return multiclass_profile_check(params, gamma, stored).valid
 
 
 def pate_profile_holds(params: PateParams, gamma, stored: PrivacyProfile) -> bool:
-    """Whether a stored profile of a binary PATE-setting table is a valid upper bound (:func:`profile_holds`)."""
-    from darrm_opt.certify.certificate import validate_gamma
-
-    g = validate_gamma(gamma, params.K)
-    return profile_holds(pate_profile(params, g), pate_family(params.K, g), stored)
+    """Whether every statement of a stored PATE-setting profile is proven (:func:`pate_profile_check`)."""
+    return pate_profile_check(params, gamma, stored).valid
 
 
-def profile_holds(fresh: PrivacyProfile, family: PairFamily, stored: PrivacyProfile) -> bool:
-    """Whether ``stored`` is a valid upper bound: its envelope is at least the recomputed exact profile's
-    ``fresh`` (raised by MARGIN) less MARGIN at each of its vertices, and each of its statements (ε_j, δ_j)
-    holds exactly (:func:`statements_hold`)."""
-    from darrm_opt.privacy.profile import MARGIN
+def profile_holds(family: PairFamily, stored: PrivacyProfile) -> bool:
+    """Whether every statement of ``stored`` — its support statements, the edges of its envelope, its vertices
+    — is proven true for ``family`` in exact arithmetic (darrm_opt.privacy.statements)."""
+    from darrm_opt.privacy.statements import check_family_profile
 
-    if not all(stored.envelope(b) >= a - MARGIN for b, a in fresh.vertices):
-        return False
-    return statements_hold(family, stored.support)
+    return check_family_profile(family, stored).valid

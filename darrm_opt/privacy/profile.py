@@ -25,6 +25,17 @@ until each is confirmed as a hull edge (13 vertices at K = 11, m = 3). For K ≥
 all rounds are answered from one pass that keeps every point that can be a maximum at a slope x ≥ 1, with
 the same values and argmax multisets as a sweep at each slope (darrm_opt.certify.slopes.slope_front).
 
+Steep edges. The float error of a swept D̄(x) grows like x (η(x) ∝ 1 + x), so the grid stops at a slope x_cap
+(MAX_SLOPE_ERROR) and the hull's steeper edges, near b = 0, are not resolved by the sweeps' float values: at
+K = 5, m = 3 (ε = 0.1, Δ = 1e-5) the true hull rises from (0, 6.0·10⁻¹⁰) by edges of slopes 2566, 2101 and
+1901, where η(x)/2 ≈ 10⁻¹⁰. Those edges are found from the infinite-loss point (0, a₀) (:func:`infinite_loss_mass`,
+the largest Pr_D[S] with Pr_D′[S] = 0), and every edge of slope x > x_cap is evaluated *tightly*: the sweep at x
+keeps the multisets within 3η(x) of its float maximum (every other one is proven below it), and their points are
+bounded by direct convolution with a relative error bound (darrm_opt.certify.direct), so that
+D̄(x) = max(0, max over those multisets and outputs of an upper bound of a − x b) exceeds D(x) by at most
+θ(a + x b) at the maximiser (θ ≈ 2·10⁻¹⁴ relative; ≈ 6·10⁻¹⁹ at K = 5, x = 2566).
+With the edge from (0, a₀) confirmed this way the infinite-loss mass of the pair is a₀ + MARGIN.
+
 The dominating pair (Zhu, Dong, Wang 2022, Def. 7) is read off A's vertices (b_0 = 0, a_0), …, (1, 1): an atom
 of mass a_0 under P and 0 under Q (infinite loss), and one atom per segment with mass Δa under P and Δb under
 Q. Its hockey-stick divergence is H_x(P‖Q) = max_v (a_v − x b_v) ≥ D(x) for all x ≥ 0, in both orders of the
@@ -62,10 +73,14 @@ HULL_TOL = 1e-12
 #: bounds, so stopping early only leaves unconfirmed edges slightly loose: at K = 41, m = 3 the ε of 100
 #: answers differs by 3e-11 between 2 rounds and full confirmation (5 rounds), by 6e-5 with 1 round.
 MAX_ROUNDS = 2
-#: rounds enough to confirm every edge (verification of a stored profile)
+#: rounds enough to confirm every edge (the envelope is then the true hull plus MARGIN)
 FULL_ROUNDS = 32
 #: the steepest slope is raised until ½·η·x would exceed this (the sweeps' float error grows like x).
 MAX_SLOPE_ERROR = 1e-10
+#: at most this many tight evaluations of steep edges (slopes above the grid's), each one sweep
+STEEP_SWEEPS = 24
+#: a tight evaluation keeping more multisets than this is dropped (its slope keeps only the float lines)
+TIGHT_CAP = 20_000
 
 
 @dataclass(frozen=True)
@@ -213,6 +228,56 @@ class _Oracle:
         return [self._bound(x, res.best[k], res.arg[k], -res.best_neg[k], res.arg_neg[k])
                 for k, x in enumerate(xs)]
 
+    def tight(self, xs: list[float]) -> list[tuple[float, tuple[float, float]] | None]:
+        """(D̄(x), argmax point) for every x, tight at steep slopes (module docstring): the float maxima M̃ of
+        one multi-slope pass, then per x a sweep keeping every multiset whose float cost exceeds M̃ − 3η(x) (a
+        true maximiser has F̃ ≥ F − η ≥ M̃ − 2η; every other multiset has F ≤ F̃ + η ≤ M̃ − 2η, below the true
+        value of M̃'s multiset), bounded by direct convolution. None where more than NEAR_CAP multisets are kept."""
+        from darrm_opt.certify.direct import MAX_SLOPE, event_points
+
+        out: list[tuple[float, tuple[float, float]] | None] = []
+        raw = [x for x in xs if 1.0 <= x <= MAX_SLOPE]
+        maxima = dict(zip(raw, self._maxima(raw), strict=True))
+        for x in xs:
+            if x not in maxima or not math.isfinite(maxima[x]):
+                out.append(None)
+                continue
+            self.calls += 1
+            eta = error_bound(self.params.K, x, self.hmax)
+            res = sweep(make_problem(self.C, self.h, x), near=maxima[x] - 3.0 * eta, near_cap=TIGHT_CAP,
+                        two_sided=self.two_sided, **self.kw)
+            if res.near_overflow or not res.near.size:
+                out.append(None)
+                continue
+            rows = np.unique(np.asarray(res.near, dtype=np.int64), axis=0)
+            ev = event_points(self.params, self.gamma, rows)
+            up = ev.upper(x)
+            i, o = np.unravel_index(int(np.argmax(up)), up.shape)
+            D = max(math.nextafter(float(up[i, o]), math.inf), 0.0)
+            out.append((D, (float(ev.b[i, o]), float(ev.a[i, o]))))
+        return out
+
+    def _maxima(self, xs: list[float]) -> list[float]:
+        """The float maxima of F_x and −F_x over every multiset (the multi-slope pass of :meth:`many`)."""
+        if not xs:
+            return []
+        if self.kw.get("executor") is not None:
+            out = []
+            for x in xs:
+                r = sweep(make_problem(self.C, self.h, x), two_sided=self.two_sided, **self.kw)
+                out.append(max(r.max_cost, -r.min_cost) if self.two_sided else r.max_cost)
+            return out
+        problem = make_problem(self.C, self.h, 1.0)
+        self.calls += 1
+        if front_applies(problem, xs):
+            if self._front is None:
+                self._front = slope_front(problem, self.kw.get("workers"), self.two_sided)
+            res = self._front.evaluate(xs)
+        else:
+            res = sweep_slopes(problem, xs, workers=self.kw.get("workers"), two_sided=self.two_sided)
+        best = np.maximum(res.best, res.best_neg) if self.two_sided else res.best
+        return [float(v) for v in best]
+
     def _bound(self, x, max_cost, worst, min_cost, best) -> tuple[float, tuple[float, float]]:
         F, counts, flip = max_cost, worst, False
         if self.two_sided and -min_cost > F:
@@ -240,15 +305,15 @@ def _certified_slope(params: Params) -> float:
 
 def privacy_profile(params: Params, gamma, *, workers: int | None = None, executor=None,
                     progress=None, rounds: int = MAX_ROUNDS,
-                    certified: tuple[Certificate, SweepResult] | None = None) -> PrivacyProfile:
+                    certified: tuple[Certificate, SweepResult] | None = None, steep: bool = True) -> PrivacyProfile:
     """The certified privacy profile of ``gamma`` for ``params`` (see the module docstring)."""
     return profile_and_certificate(params, gamma, workers=workers, executor=executor, progress=progress,
-                                   rounds=rounds, certified=certified)[0]
+                                   rounds=rounds, certified=certified, steep=steep)[0]
 
 
 def profile_and_certificate(params: Params, gamma, *, workers: int | None = None, executor=None,
                             progress=None, rounds: int = MAX_ROUNDS,
-                            certified: tuple[Certificate, SweepResult] | None = None,
+                            certified: tuple[Certificate, SweepResult] | None = None, steep: bool = True,
                             ) -> tuple[PrivacyProfile, Certificate]:
     """The profile and the certificate of ``gamma``, from one certification sweep plus the hull search.
     ``certified``: that sweep's result if already at hand — a certificate of ``gamma`` for ``params`` and the
@@ -256,8 +321,10 @@ def profile_and_certificate(params: Params, gamma, *, workers: int | None = None
 
     Sweeps: the certificate's own sweep at x = e^{mε} (its interval re-check makes (mε, δ) exact), x = 1,
     the steepest slope, then ``rounds`` rounds confirming hull edges (FULL_ROUNDS: until every edge is
-    confirmed, the envelope is then the true hull plus MARGIN). The profile bounds the privacy of
-    ``gamma`` whether or not the certificate certifies (mε, δ); only then does it contain (mε, δ)."""
+    confirmed, the envelope is then the true hull plus MARGIN), then (``steep``) the edges steeper than the
+    grid evaluated tightly from the infinite-loss point (module docstring). The profile bounds the privacy of
+    ``gamma`` whether or not the certificate certifies (mε, δ); only then does it contain (mε, δ). Each
+    swept line at slope x gives the statement (ε′, D̄(x)) at ε′ ≥ log x (rounded up: D is non-increasing)."""
     t0 = time.perf_counter()
     g = validate_gamma(gamma, params.K)
     oracle = _Oracle(params, g, {"workers": workers, "executor": executor}, progress)
@@ -282,8 +349,10 @@ def profile_and_certificate(params: Params, gamma, *, workers: int | None = None
     first = [1.0, *_grid(params, oracle)]
     lines.update(zip(first, oracle.many(first), strict=True))
     _refine(oracle, lines, progress, rounds)
+    if steep:
+        _steep(oracle, lines, max(first), progress)
     support[0] = (0.0, lines[1.0][0])
-    support += [(math.log(x), D) for x, (D, _) in lines.items() if x > 1.0]
+    support += [(_log_up(x), D) for x, (D, _) in lines.items() if x > 1.0]
     vertices = envelope_vertices([(x, D) for x, (D, _) in lines.items()])
     sup = tuple(sorted(set(support)))
     return PrivacyProfile(sup, vertices, oracle.calls + (certified is None), time.perf_counter() - t0), cert
@@ -337,6 +406,97 @@ def _refine(oracle: _Oracle, lines: dict, progress=None, rounds: int = MAX_ROUND
         lines.update(zip(todo, oracle.many(todo), strict=True))
         if progress is not None:
             progress("profile", sweeps=oracle.calls)
+
+
+def _steep(oracle: _Oracle, lines: dict, x_cap: float, progress=None) -> None:
+    """Evaluate tightly (:meth:`_Oracle.tight`) every edge steeper than ``x_cap`` of the upper hull of the points
+    found so far and the infinite-loss point (0, a₀), until each is confirmed (the tight value rises at most
+    HULL_TOL above the chord) or STEEP_SWEEPS evaluations are spent. A tight line replaces a float one at the
+    same slope when lower; every line is a valid bound either way."""
+    pts = {p for _, p in lines.values()}
+    a0 = float(infinite_loss_mass(oracle.params, oracle.gamma))
+    if not any(b == 0.0 and a >= a0 - HULL_TOL for b, a in pts):
+        pts.add((0.0, a0))
+    tight: dict[float, tuple[float, tuple[float, float]]] = {}
+    tried: set[float] = set()
+    while len(tried) < STEEP_SWEEPS:
+        todo = []
+        hull = _upper_hull(pts)
+        for (b1, a1), (b2, a2) in zip(hull, hull[1:], strict=False):
+            if b2 == b1:
+                continue
+            x = (a2 - a1) / (b2 - b1)
+            if not (math.isfinite(x) and x > x_cap) or x in tried:
+                continue
+            todo.append(x)
+        todo = sorted(set(todo))[: STEEP_SWEEPS - len(tried)]
+        if not todo:
+            break
+        for x, r in zip(todo, oracle.tight(todo), strict=True):
+            tried.add(x)
+            if r is not None:
+                tight[x] = r
+                pts.add(r[1])
+        if progress is not None:
+            progress("profile", sweeps=oracle.calls)
+    for x, (D, p) in tight.items():
+        if x not in lines or D < lines[x][0]:
+            lines[x] = (D, p)
+
+
+def _log_up(x: float) -> float:
+    """ε′ ≥ log x (math.log is within one ulp), 0 at x = 1."""
+    return 0.0 if x == 1.0 else math.nextafter(math.log(x), math.inf)
+
+
+def infinite_loss_mass(params: Params, gamma) -> Fraction:
+    """a₀ = max { Pr_D[S] : Pr_D′[S] = 0 } over admissible teachers and events S, exactly: the P-mass of the
+    infinite-loss atom of the true tradeoff curve (its value at b = 0).
+
+    With output o (Alg. 1), Pr_D′[out = o] = Σ_l w^o_l α′_l = 0, w^o_l = (1 + σ_o s_l γ(l))/2 (Lemma 3.4), needs
+    the law of L′ to live on Z_o = {l : w^o_l = 0} (γ(l) = 1 on the side that outputs the other bit). Pr_D[o] is
+    linear in each teacher's p with the others fixed (Lemma 5.1), and whether L′ stays in Z_o depends only on
+    which teachers have p′ = 0, p′ = 1 or neither; so each teacher can take the extreme p of its corners: p′ = 0:
+    p ∈ {0, Δ}; p′ = 1: p ∈ {1 − Δ, 1}; 0 < p′ < 1: p ∈ {0, 1} (corners (0, Δ), (1, 1 − Δ)), and the last kind
+    is better moved to (0, 0) or (1, 1), which keeps L's law and narrows L′'s. Hence L′ = t ∈ Z_o is fixed
+    (t teachers with p′ = 1, of which u at p = 1 − Δ; K − t with p′ = 0, of which z at p = Δ) and
+
+        a₀ = max over o, t ∈ Z_o, u ≤ t, z ≤ K − t of  Σ_l w^o_l Pr[t − Bin(u, Δ) + Bin(z, Δ) = l],
+
+    0 for Δ = 0. The maximum is searched in float64 (every term non-negative: relative error below 1e-12) and
+    the candidates within a relative 1e-9 of it are evaluated in exact rationals."""
+    from darrm_opt.certify.direct import _binomial_rows
+
+    g = validate_gamma(gamma, params.K)
+    K, d = params.K, params.teacher_delta
+    h = signed_h(g)
+    if d == 0:
+        return Fraction(0)
+    T = _binomial_rows(float(d), float(Fraction(1) - Fraction(d)), K)
+    cands: list[tuple[float, int, int, int, int]] = []  # (float value, σ_o, t, u, z)
+    for sign in (1, -1):
+        w = (1.0 + sign * h) / 2.0
+        Z = np.flatnonzero(w == 0.0)
+        if Z.size == 0:
+            continue
+        for u in range(int(Z.max()) + 1):
+            for z in range(K - u + 1):
+                dist = np.convolve(T[z, : z + 1], T[u, : u + 1][::-1])  # index j: Bin(z) − Bin(u) = j − u
+                vals = np.correlate(w, dist, mode="valid")  # vals[t − u] = Σ_j w[t − u + j] dist[j]
+                ts = Z[(Z >= u) & (Z <= K - z)]
+                cands += [(float(vals[t - u]), sign, int(t), u, z) for t in ts]
+    top = max((c[0] for c in cands), default=0.0)
+    if top == 0.0:
+        return Fraction(0)
+    D = Fraction(d)
+    best = Fraction(0)
+    for _, sign, t, u, z in sorted(c for c in cands if c[0] >= top * (1 - 1e-9))[-16:]:
+        we = [(1 + sign * Fraction(float(x))) / 2 for x in h]
+        bz = [math.comb(z, k) * D**k * (1 - D) ** (z - k) for k in range(z + 1)]
+        bu = [math.comb(u, k) * D**k * (1 - D) ** (u - k) for k in range(u + 1)]
+        best = max(best, sum((bz[i] * bu[k] * we[t - k + i] for i in range(z + 1) for k in range(u + 1)),
+                             Fraction(0)))
+    return best
 
 
 def _upper_hull(points) -> list[tuple[float, float]]:
