@@ -122,6 +122,20 @@ class Mechanism(ABC):
         """The certificate in a document (as ``Verdict.to_dict`` wrote it)."""
 
     @abstractmethod
+    def check_profile(self, params: Any, gamma: np.ndarray, stored: PrivacyProfile, certificate: Verdict,
+                      **options: Any) -> Any:
+        """The verdict on a stored privacy profile (:class:`darrm_opt.privacy.statements.ProfileCheck`): each of
+        its statements proven against the true profile, without tolerance."""
+
+    @abstractmethod
+    def verdict_line(self, params: Any, certificate: Verdict) -> str:
+        """The certificate in one line (and more lines where a kind explains its worst case)."""
+
+    def failure(self, params: Any, gamma: np.ndarray, certificate: Verdict) -> str:
+        """Why a table is refused (rich markup), for stderr."""
+        return f"[bold red]violation:[/] {certificate.reason}"
+
+    @abstractmethod
     def describe(self, params: Any) -> str:
         """The table in words, with its parameters (for views)."""
 

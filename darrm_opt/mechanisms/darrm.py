@@ -72,6 +72,24 @@ class Darrm(Mechanism):
 
         return float(expected_error(np.asarray(gamma, dtype=np.float64), params.prior))
 
+    def check_profile(self, params: Params, gamma: np.ndarray, stored, certificate, **options: Any):  # noqa: ANN001, ANN201
+        from darrm_opt.privacy.statements import check_shared_profile
+
+        return check_shared_profile(params, gamma, stored, certificate, executor=options.get("executor"))
+
+    def verdict_line(self, params: Params, certificate) -> str:  # noqa: ANN001
+        from darrm_opt.certify.words import certificate_line
+
+        return certificate_line(certificate)
+
+    def failure(self, params: Params, gamma: np.ndarray, certificate) -> str:  # noqa: ANN001
+        from darrm_opt.certify.ties import tight_note
+
+        note = tight_note(params, gamma, certificate)
+        return (f"[bold red]not certified:[/] {note}" if note else
+                f"[bold red]violation:[/] multiset {certificate.worst_multiset} of corners {certificate.corners} "
+                f"has privacy cost {certificate.max_privacy_cost:.12g} > bound {certificate.bound:.12g}")
+
     def describe(self, params: Params) -> str:
         return f"the table K = {params.K}, m = {params.m:g}, ε = {params.epsilon:g}, δ = {params.delta:.3g}"
 

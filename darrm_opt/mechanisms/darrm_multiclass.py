@@ -37,6 +37,23 @@ class DarrmMulticlass(Mechanism):
     def limit(self, params: MulticlassParams) -> float:
         return params.delta
 
+    def check_profile(self, params: MulticlassParams, gamma: np.ndarray, stored, certificate,  # noqa: ANN001
+                      **options: Any):  # noqa: ANN201
+        from darrm_opt.privacy.pair_profile import multiclass_profile_check
+
+        return multiclass_profile_check(params, gamma, stored)
+
+    def verdict_line(self, params: MulticlassParams, certificate) -> str:  # noqa: ANN001
+        head = (f"multi-class table, K={params.K}, C={params.C}, per-answer (ε, δ) = ({params.epsilon:g}, "
+                f"{params.delta:g})")
+        return (f"CERTIFIED: {head}; max divergence {certificate.max_hockey_stick:.12g} <= δ over "
+                f"{certificate.types_checked} ordered histogram types ({certificate.exact_checked} re-checked "
+                "exactly)" if certificate.certified else f"NOT CERTIFIED: {head}: {certificate.reason}")
+
+    def failure(self, params: MulticlassParams, gamma: np.ndarray, certificate) -> str:  # noqa: ANN001
+        return (f"[bold red]violation:[/] {certificate.reason} (max divergence {certificate.max_hockey_stick:.12g} "
+                f"> δ = {params.delta:.12g})")
+
     def describe(self, params: MulticlassParams) -> str:
         return (f"the multi-class table K = {params.K}, C = {params.C} (disjoint-nonprivate), per answer "
                 f"ε = {params.epsilon:g}, δ = {params.delta:.3g}")

@@ -40,6 +40,18 @@ class DarrmPate(Mechanism):
     def limit(self, params: PateParams) -> float:
         return params.bound
 
+    def check_profile(self, params: PateParams, gamma: np.ndarray, stored, certificate, **options: Any):  # noqa: ANN001, ANN201
+        from darrm_opt.privacy.pair_profile import pate_profile_check
+
+        return pate_profile_check(params, gamma, stored)
+
+    def verdict_line(self, params: PateParams, certificate) -> str:  # noqa: ANN001
+        verdict = "CERTIFIED" if certificate.certified else "NOT CERTIFIED"
+        return (f"certificate: {verdict}: max privacy cost {certificate.max_privacy_cost:.12g} vs bound "
+                f"{certificate.bound:.12g} over all {certificate.pairs_checked} (l, l ± 1, output) rows of the PATE "
+                f"setting ({certificate.high_precision_checked} re-checked in interval arithmetic, 40 to 320 "
+                "digits)")
+
     def describe(self, params: PateParams) -> str:
         return (f"the PATE-setting table K = {params.K} (disjoint-nonprivate), per answer ε = {params.epsilon:g}, "
                 f"δ = {params.delta:.3g}")
