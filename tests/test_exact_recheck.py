@@ -302,7 +302,7 @@ def test_empty_recheck():
     assert r.certified and r.checked == 0 and r.max_cost == -math.inf and r.worst == ()
 
 
-def _ends(x):
+def interval_ends(x):
     lo, hi = x._mpi_
     return mpmath.mp.make_mpf(lo), mpmath.mp.make_mpf(hi)  # exact, not rounded to 53 bits
 
@@ -324,7 +324,7 @@ def test_excess_intervals_enclose_the_brute_force_excess(params):
             want = ((ref - bound) / 2, (-ref - bound) / 2)
         for dps, width in ((40, 1e-35), (80, 1e-55)):
             for x, w in zip(excess_intervals(params, gamma, n, dps), want):
-                lo, hi = _ends(x)
+                lo, hi = interval_ends(x)
                 with mpmath.workdps(REF_DPS):
                     assert lo - mpmath.mpf(10) ** -57 <= w <= hi + mpmath.mpf(10) ** -57, (n, dps)
                     assert hi - lo < width
@@ -377,7 +377,7 @@ def test_a_non_structural_tie_is_an_exact_tie_whatever_epsilon(eps):
         q1 = ref_prob_one(3, g, [mpmath.mpf(q) for _, q in teachers])
         assert abs(p1 - mpmath.exp(2 * mpmath.mpf(eps)) * q1) < mpmath.mpf(10) ** -390
     for dps in DIGITS_LADDER:
-        lo, hi = _ends(excess_intervals(params, g, n, dps)[0])
+        lo, hi = interval_ends(excess_intervals(params, g, n, dps)[0])
         assert lo <= 0 <= hi and hi - lo < mpmath.mpf(10) ** (4 - dps)
     assert excess_polynomial(params, g, n, 1) == []
     assert decide(params, g, n, False) == Decision("tie", mpmath.mpf(0), mpmath.mpf(0), 320)
@@ -396,7 +396,7 @@ def test_ties_on_the_output_zero_side_are_proven_on_that_side(eps):
     zero_side_ties = 0
     for n in all_multisets(3, 4):
         assert decide(params, g, n, True).verdict in ("pass", "tie"), n
-        x1, x0 = (_ends(x) for x in excess_intervals(params, g, n, 320))
+        x1, x0 = (interval_ends(x) for x in excess_intervals(params, g, n, 320))
         if x1[1] < 0 <= x0[1] and x0[0] <= 0:
             zero_side_ties += 1
             assert excess_polynomial(params, g, n, -1) == [] and excess_polynomial(params, g, n, 1) != []
@@ -451,7 +451,7 @@ def test_structural_ties_are_degenerate_intervals_at_forty_digits():
     """Outcomes of probability exactly 0 stay [0, 0]: the tie is decided at the first rung."""
     params = Params(5, 5, epsilon=0.1, teacher_delta=0.0, delta=0.0)
     x1, x0 = excess_intervals(params, np.ones(6), (5, 0, 0, 0), MP_DIGITS)
-    assert _ends(x1) == (0, 0)
-    assert _ends(x0)[1] < -0.6  # −(e^{0.5} − 1)
+    assert interval_ends(x1) == (0, 0)
+    assert interval_ends(x0)[1] < -0.6  # −(e^{0.5} − 1)
     d = decide(params, np.ones(6), (5, 0, 0, 0), True)
     assert d.verdict == "pass" and d.digits == 40 and d.hi == 0

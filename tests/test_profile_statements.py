@@ -221,7 +221,7 @@ def test_direct_bounds_enclose_interval_arithmetic(K, td, eps, seed, x):
     from mpmath import iv
 
     from darrm_opt.certify.direct import event_points
-    from darrm_opt.certify.exact import _ends, _iv_dps, output_intervals
+    from darrm_opt.certify.exact import interval_dps, interval_ends, output_intervals
 
     rng = np.random.default_rng(seed)
     params = Params(K, 1, eps, td, delta=max(td, 1e-3))
@@ -231,9 +231,9 @@ def test_direct_bounds_enclose_interval_arithmetic(K, td, eps, seed, x):
     counts = rng.multinomial(K, np.ones(C) / C)[None, :]
     ev = event_points(params, gamma, counts)
     up, lo = ev.upper(x), ev.lower(x)
-    with _iv_dps(400):  # 1 − Δ exact for Δ down to 2^-1074
+    with interval_dps(400):  # 1 − Δ exact for Δ down to 2^-1074
         for o, (a, b) in enumerate(output_intervals(params, gamma, counts[0])):
-            vlo, vhi = _ends(a - iv.mpf(x) * b)
+            vlo, vhi = interval_ends(a - iv.mpf(x) * b)
             assert mpmath.mpf(up[0, o]) >= vhi and mpmath.mpf(lo[0, o]) <= vlo, (o, up[0, o], vhi, lo[0, o], vlo)
 
 

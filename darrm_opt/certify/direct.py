@@ -78,7 +78,7 @@ def corner_pq(params: Params) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.nd
     return np.array(p), np.array(q), np.array(pp), np.array(qp)
 
 
-def _binomial_rows(p: float, q: float, K: int) -> np.ndarray:
+def binomial_rows(p: float, q: float, K: int) -> np.ndarray:
     """T[n, k] = Bin(n, p)(k) for n, k = 0..K by T[n, k] = q T[n−1, k] + p T[n−1, k−1]."""
     T = np.zeros((K + 1, K + 1))
     T[0, 0] = 1.0
@@ -103,7 +103,7 @@ def _pmfs(p: np.ndarray, q: np.ndarray, counts: np.ndarray, K: int) -> np.ndarra
             src = cols[None, :] - n[:, None]
             alpha = np.where(src >= 0, alpha[rows, np.maximum(src, 0)], 0.0)
             continue
-        B = _binomial_rows(float(p[c]), float(q[c]), K)[n]  # (M, K + 1), row m supported on 0..n_m
+        B = binomial_rows(float(p[c]), float(q[c]), K)[n]  # (M, K + 1), row m supported on 0..n_m
         out = np.zeros_like(alpha)
         for j in range(int(n.max()) + 1):
             out[:, j:] += alpha[:, : K + 1 - j] * B[:, j: j + 1]

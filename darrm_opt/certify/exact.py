@@ -85,7 +85,7 @@ def recheck(params: Params, gamma: np.ndarray, multisets, two_sided: bool) -> Re
 
 
 @contextmanager
-def _iv_dps(dps: int) -> Iterator[None]:
+def interval_dps(dps: int) -> Iterator[None]:
     """``mpmath.iv`` at ``dps`` decimal digits for the block (its precision is a global of that context)."""
     saved = iv.prec
     iv.dps = dps
@@ -95,9 +95,9 @@ def _iv_dps(dps: int) -> Iterator[None]:
         iv.prec = saved
 
 
-def _exp_iv(x):
+def exp_interval(x):
     """An interval that contains e^x for every x in the interval ``x``: mpmath.iv's exp, widened by the
-    relative 2^{−(prec−8)} (module docstring); call inside :func:`_iv_dps`."""
+    relative 2^{−(prec−8)} (module docstring); call inside :func:`interval_dps`."""
     t = mpmath.mpf(2) ** (8 - iv.prec)
     return iv.exp(x) * iv.mpf([1 - t, 1 + t])
 
@@ -106,7 +106,7 @@ def _corners_iv(params: Params) -> list:
     """The vertices (corners.py) as intervals from the exact binary ε and Δ; the exact 0 and 1 stay Python
     ints, so that :func:`_add_teachers` handles them by an exact shift."""
     d = params.teacher_delta
-    e = _exp_iv(iv.mpf(params.epsilon))
+    e = exp_interval(iv.mpf(params.epsilon))
     if d == 0:
         pairs = [(0, 0), (e / (e + 1), 1 / (e + 1)), (1, 1), (1 / (e + 1), e / (e + 1))]
     else:
@@ -134,8 +134,9 @@ def _add_teachers(v: list, p, n: int) -> list:
 def output_intervals(params: Params, gamma: np.ndarray, counts) -> list:
     """Intervals that provably contain (Pr[out = o | p], Pr[out = o | p′]) for o = 1 and o = 0, with
     Pr[out = 1 | p] = Σ_l (1 + h_l)/2 · α_l(n) (Lemma 3.4), α the pmf of L under the multiset's p's (direct
-    convolution), in outward-rounded interval arithmetic at the precision of the enclosing :func:`_iv_dps`. A term of
-    weight 0 is left out, so an output that is structurally impossible has probability exactly [0, 0]."""
+    convolution), in outward-rounded interval arithmetic at the precision of the enclosing
+    :func:`interval_dps`. A term of weight 0 is left out, so an output that is structurally impossible has
+    probability exactly [0, 0]."""
     h = signed_h(gamma)
     a, b = [iv.mpf(1)], [iv.mpf(1)]
     for n, (p, q) in zip(counts, _corners_iv(params)):
@@ -153,14 +154,14 @@ def output_intervals(params: Params, gamma: np.ndarray, counts) -> list:
 def excess_intervals(params: Params, gamma: np.ndarray, counts, dps: int) -> tuple:
     """Intervals that provably contain (x₁, x₀), x_o = Pr[out = o | p] − e^{mε} Pr[out = o | p′] − δ
     (Lemma 3.4 in the form f = 2x₁ + bound), from :func:`output_intervals` at ``dps`` digits."""
-    with _iv_dps(dps):
-        E = _exp_iv(iv.mpf(params.m) * iv.mpf(params.epsilon))
+    with interval_dps(dps):
+        E = exp_interval(iv.mpf(params.m) * iv.mpf(params.epsilon))
         delta = iv.mpf(params.delta)
         (a1, b1), (a0, b0) = output_intervals(params, gamma, counts)
         return a1 - E * b1 - delta, a0 - E * b0 - delta
 
 
-def _ends(x) -> tuple[mpmath.mpf, mpmath.mpf]:
+def interval_ends(x) -> tuple[mpmath.mpf, mpmath.mpf]:
     """The two ends of an ``mpmath.iv`` interval as mpf's, exact (not rounded to mpmath.mp's precision)."""
     lo, hi = x._mpi_
     return mpmath.mp.make_mpf(lo), mpmath.mp.make_mpf(hi)
@@ -186,7 +187,7 @@ def decide(params: Params, gamma: np.ndarray, counts, two_sided: bool) -> Decisi
     identically zero (certify/ties.py), else "undecided"."""
     for dps in DIGITS_LADDER:
         x1, x0 = excess_intervals(params, gamma, counts, dps)
-        ends = [_ends(x) for x in ((x1, x0) if two_sided else (x1,))]
+        ends = [interval_ends(x) for x in ((x1, x0) if two_sided else (x1,))]
         lo = max(e[0] for e in ends)
         hi = max(e[1] for e in ends)
         if hi <= 0:

@@ -21,7 +21,7 @@ import mpmath
 from mpmath import iv
 
 from darrm_opt.certify.certificate import Certificate
-from darrm_opt.certify.exact import MP_DIGITS, _ends, _exp_iv, _iv_dps, exact_bound_mp
+from darrm_opt.certify.exact import MP_DIGITS, exact_bound_mp, exp_interval, interval_dps, interval_ends
 from darrm_opt.model.baselines import const_opt_value
 from darrm_opt.model.params import Params
 
@@ -58,10 +58,10 @@ def constant_certified(params: Params, unit: Certificate, c: float) -> bool:
         return True
     if ones_upper_bound(unit) is None:
         return False
-    with _iv_dps(MP_DIGITS):
+    with interval_dps(MP_DIGITS):
         cost = iv.mpf(c) * (iv.mpf(unit.max_privacy_cost) + iv.mpf(unit.error_bound))
-        bound = _exp_iv(iv.mpf(params.m) * iv.mpf(params.epsilon)) - 1 + 2 * iv.mpf(params.delta)
-        return bool(_ends(cost)[1] <= _ends(bound)[0])
+        bound = exp_interval(iv.mpf(params.m) * iv.mpf(params.epsilon)) - 1 + 2 * iv.mpf(params.delta)
+        return bool(interval_ends(cost)[1] <= interval_ends(bound)[0])
 
 
 def constant_certificate(params: Params, unit: Certificate, c: float) -> Certificate:

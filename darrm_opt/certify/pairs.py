@@ -24,7 +24,7 @@ import mpmath
 import numpy as np
 from mpmath import iv
 
-from darrm_opt.certify.exact import DIGITS_LADDER, MP_DIGITS, _ends, _exp_iv, _iv_dps
+from darrm_opt.certify.exact import DIGITS_LADDER, MP_DIGITS, exp_interval, interval_dps, interval_ends
 from darrm_opt.errors import InvalidParameter
 from darrm_opt.model.neighbours import PateParams, pair_rows, signs
 
@@ -87,8 +87,8 @@ def row_excess_interval(params: PateParams, gamma: np.ndarray, label: tuple[int,
     l, lp, out = label
     s = signs(params.K)
     sign = 1.0 if out == 1 else -1.0
-    with _iv_dps(dps):
-        E = _exp_iv(iv.mpf(params.epsilon))
+    with interval_dps(dps):
+        E = exp_interval(iv.mpf(params.epsilon))
         P = [(1 + sign * iv.mpf(float(s[i] * gamma[i]))) / 2 for i in (l, lp)]
         return P[0] - E * P[1] - iv.mpf(params.delta)
 
@@ -97,7 +97,7 @@ def decide_row(params: PateParams, gamma: np.ndarray, label: tuple[int, int, int
     """("pass" | "fail" | "undecided", midpoint of the excess enclosure) for one row, climbing
     :data:`darrm_opt.certify.exact.DIGITS_LADDER` while the enclosure straddles 0."""
     for dps in DIGITS_LADDER:
-        lo, hi = _ends(row_excess_interval(params, gamma, label, dps))
+        lo, hi = interval_ends(row_excess_interval(params, gamma, label, dps))
         if hi <= 0 or lo > 0:
             break
     verdict = "pass" if hi <= 0 else "fail" if lo > 0 else "undecided"

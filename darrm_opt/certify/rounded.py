@@ -34,7 +34,7 @@ import numpy as np
 from mpmath import iv
 
 from darrm_opt.certify.certificate import NEAR_TIGHT, Certificate, is_symmetric, validate_gamma
-from darrm_opt.certify.exact import MP_DIGITS, _ends, _exp_iv, _iv_dps, recheck
+from darrm_opt.certify.exact import MP_DIGITS, exp_interval, interval_dps, interval_ends, recheck
 from darrm_opt.certify.monotone import monotone_applies
 from darrm_opt.certify.sweep import SweepProblem, SweepResult, error_bound, signed_h
 from darrm_opt.model.corners import corners
@@ -85,10 +85,10 @@ def certify_rounded(params: Params, gamma, shown, cert: Certificate, res: SweepR
     if D is None or not (is_symmetric(g) and is_symmetric(gp)):
         return None
     E, B = math.exp(params.m * params.epsilon), params.bound
-    with _iv_dps(MP_DIGITS):
-        e_me = _exp_iv(iv.mpf(params.m) * iv.mpf(params.epsilon))
-        U = _ends(iv.mpf(res.wide_level) + iv.mpf(cert.error_bound) + iv.mpf(D) * (e_me + 1))[1]
-        if not U <= _ends(e_me - 1 + 2 * iv.mpf(params.delta))[0]:
+    with interval_dps(MP_DIGITS):
+        e_me = exp_interval(iv.mpf(params.m) * iv.mpf(params.epsilon))
+        U = interval_ends(iv.mpf(res.wide_level) + iv.mpf(cert.error_bound) + iv.mpf(D) * (e_me + 1))[1]
+        if not U <= interval_ends(e_me - 1 + 2 * iv.mpf(params.delta))[0]:
             return None
         u_out = math.nextafter(float(mpmath.mpf(U)), math.inf)  # rounded up: the kept maximum must reach U
     W = np.asarray(res.wide)

@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from darrm_opt.privacy.profile import PrivacyProfile, _upper_hull, envelope_vertices
+from darrm_opt.privacy.profile import PrivacyProfile, envelope_vertices, upper_hull
 
 if TYPE_CHECKING:  # pragma: no cover
     from darrm_opt.model.multiclass import MulticlassParams
@@ -120,12 +120,12 @@ def statements_hold(family: PairFamily, support) -> bool:
     """Whether every statement (ε_j, δ_j) of ``support`` is proven true: D(e^{ε_j}) ≤ δ_j, with e^{ε_j} between
     rational bounds and D exact (darrm_opt.privacy.statements). No tolerance: a statement below the exact profile
     by any amount is false, and a malformed one (ε_j < 0 or NaN) is not true."""
-    from darrm_opt.privacy.statements import Statement, _decide_family
+    from darrm_opt.privacy.statements import Statement, decide_family
 
     for e, d in support:
         if not (e >= 0 and math.isfinite(d) and d >= 0):
             return False
-        if _decide_family(family, Statement("", Fraction(d), eps=float(e)))[0] != "pass":
+        if decide_family(family, Statement("", Fraction(d), eps=float(e)))[0] != "pass":
             return False
     return True
 
@@ -133,7 +133,7 @@ def statements_hold(family: PairFamily, support) -> bool:
 def hull_slopes(family: PairFamily) -> list[float]:
     """The slopes x ≥ 1 of the upper hull of the event points (and x = 1)."""
     pts = {(0.0, 0.0), (1.0, 1.0), *map(tuple, family.points().tolist())}
-    hull = _upper_hull(pts)
+    hull = upper_hull(pts)
     out = {1.0}
     for (b1, a1), (b2, a2) in zip(hull, hull[1:], strict=False):
         if b2 > b1:

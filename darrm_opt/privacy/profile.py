@@ -151,7 +151,7 @@ class PrivacyProfile:
             support = tuple((float(e), float(d)) for e, d in data["support"])
         except (TypeError, ValueError):
             raise InvalidParameter("privacy_profile", "vertices and support must be lists of number pairs") from None
-        _check_vertices(vertices)
+        check_vertices(vertices)
         prof = cls(support, vertices, int(data.get("sweeps", 0)), float(data.get("seconds", 0.0)))
         if "atoms" in data:
             got = [tuple(map(float, a)) for a in data["atoms"]]
@@ -164,7 +164,7 @@ class PrivacyProfile:
         return prof
 
 
-def _check_vertices(vertices: tuple[tuple[float, float], ...]) -> None:
+def check_vertices(vertices: tuple[tuple[float, float], ...]) -> None:
     ok = len(vertices) >= 2 and vertices[0][0] == 0.0 and vertices[-1] == (1.0, 1.0)
     ok = ok and all(math.isfinite(b) and math.isfinite(a) and 0 <= b <= 1 and 0 <= a <= 1 for b, a in vertices)
     ok = ok and all(vertices[i][0] > vertices[i - 1][0] and vertices[i][1] >= vertices[i - 1][1]
@@ -388,7 +388,7 @@ def _refine(oracle: _Oracle, lines: dict, progress=None, rounds: int = MAX_ROUND
     and the next round checks its new edges."""
     for _ in range(rounds):
         todo = []
-        hull = _upper_hull({p for _, p in lines.values()})
+        hull = upper_hull({p for _, p in lines.values()})
         for (b1, a1), (b2, a2) in zip(hull, hull[1:], strict=False):
             if b2 == b1:  # a vertical edge has no finite slope to sweep; skipping it only leaves a line out,
                 continue  # and every swept line is itself a valid bound
@@ -421,7 +421,7 @@ def _steep(oracle: _Oracle, lines: dict, x_cap: float, progress=None) -> None:
     tried: set[float] = set()
     while len(tried) < STEEP_SWEEPS:
         todo = []
-        hull = _upper_hull(pts)
+        hull = upper_hull(pts)
         for (b1, a1), (b2, a2) in zip(hull, hull[1:], strict=False):
             if b2 == b1:
                 continue
@@ -465,14 +465,14 @@ def infinite_loss_mass(params: Params, gamma) -> Fraction:
 
     0 for Δ = 0. The maximum is searched in float64 (every term non-negative: relative error below 1e-12) and
     the candidates within a relative 1e-9 of it are evaluated in exact rationals."""
-    from darrm_opt.certify.direct import _binomial_rows
+    from darrm_opt.certify.direct import binomial_rows
 
     g = validate_gamma(gamma, params.K)
     K, d = params.K, params.teacher_delta
     h = signed_h(g)
     if d == 0:
         return Fraction(0)
-    T = _binomial_rows(float(d), float(Fraction(1) - Fraction(d)), K)
+    T = binomial_rows(float(d), float(Fraction(1) - Fraction(d)), K)
     cands: list[tuple[float, int, int, int, int]] = []  # (float value, σ_o, t, u, z)
     for sign in (1, -1):
         w = (1.0 + sign * h) / 2.0
@@ -499,7 +499,7 @@ def infinite_loss_mass(params: Params, gamma) -> Fraction:
     return best
 
 
-def _upper_hull(points) -> list[tuple[float, float]]:
+def upper_hull(points) -> list[tuple[float, float]]:
     """The upper concave hull of points (b, a), by increasing b."""
     hull: list[tuple[float, float]] = []
     for p in sorted(points):

@@ -168,9 +168,9 @@ def _pt(b: Fraction, a: Fraction) -> str:
 def profile_statements(profile: PrivacyProfile) -> tuple[list[Statement], str | None]:
     """The statements of ``profile`` (module docstring), and the first malformed support statement, if any (a
     negative or NaN ε′, or a δ that is not a finite number ≥ 0: it would bound δ(ε′) wrongly or not at all)."""
-    from darrm_opt.privacy.profile import _check_vertices
+    from darrm_opt.privacy.profile import check_vertices
 
-    _check_vertices(profile.vertices)
+    check_vertices(profile.vertices)
     out: list[Statement] = []
     for e, d in profile.support:
         what = f"statement (ε′ = {e!r}, δ = {d!r})"
@@ -277,7 +277,7 @@ def family_tradeoff(family: PairFamily) -> Callable[[Fraction], Fraction]:
     return T
 
 
-def _decide_family(family: PairFamily, st: Statement, tradeoff=None) -> tuple[str, str]:
+def decide_family(family: PairFamily, st: Statement, tradeoff=None) -> tuple[str, str]:
     if st.vertex is not None and tradeoff is not None:
         b, a = st.vertex
         t = tradeoff(b)
@@ -311,7 +311,7 @@ def check_family_profile(family: PairFamily, profile: PrivacyProfile) -> Profile
     if bad is not None:
         return bad
     tradeoff = family_tradeoff(family) if family.laws is not None and any(s.vertex for s in statements) else None
-    return _run(statements, lambda _i, st: _decide_family(family, st, tradeoff))
+    return _run(statements, lambda _i, st: decide_family(family, st, tradeoff))
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -420,23 +420,23 @@ class _SharedDecider:
 
     def by_intervals(self, st: Statement, counts, o: int) -> tuple[str, str]:
         """Pr_D[o] − X Pr_D′[o] − c of one multiset in interval arithmetic, climbing DIGITS_LADDER."""
-        from darrm_opt.certify.exact import DIGITS_LADDER, _ends, _exp_iv, _iv_dps, output_intervals
+        from darrm_opt.certify.exact import DIGITS_LADDER, exp_interval, interval_dps, interval_ends, output_intervals
 
         lo = hi = mpmath.mpf(0)
         for dps in DIGITS_LADDER:
-            with _iv_dps(dps):
+            with interval_dps(dps):
                 a, b = output_intervals(self.params, self.gamma, counts)[o]
                 c = iv.mpf(st.c.numerator) / iv.mpf(st.c.denominator)
                 if st.x is not None:
                     X = iv.mpf(st.x.numerator) / iv.mpf(st.x.denominator)
-                    lo, hi = _ends(a - X * b - c)
+                    lo, hi = interval_ends(a - X * b - c)
                 else:
                     assert st.eps is not None
-                    _, hi = _ends(a - _exp_iv(iv.mpf(min(st.eps, MAX_STATEMENT_EPS))) * b - c)
+                    _, hi = interval_ends(a - exp_interval(iv.mpf(min(st.eps, MAX_STATEMENT_EPS))) * b - c)
                     if st.eps <= MAX_REFUTE_EPS:
-                        lo, _ = _ends(a - _exp_iv(iv.mpf(st.eps)) * b - c)
+                        lo, _ = interval_ends(a - exp_interval(iv.mpf(st.eps)) * b - c)
                     else:  # X unbounded: refuted only by an output impossible under D′
-                        lo = _ends(a - c)[0] if _ends(b) == (0, 0) else mpmath.mpf("-inf")
+                        lo = interval_ends(a - c)[0] if interval_ends(b) == (0, 0) else mpmath.mpf("-inf")
             if hi <= 0:
                 return "pass", ""
             if lo > 0:
