@@ -24,6 +24,7 @@ from darrm_opt.certify.exact import recheck
 from darrm_opt.certify.monotone import lift, monotone_applies, reduced_problem, upper_corner_ids
 from darrm_opt.certify.problems import make_problem
 from darrm_opt.certify.sweep import SweepResult, error_bound, signed_h, sweep, sweep_many
+from darrm_opt.certify.verdict import VerdictFields
 from darrm_opt.errors import InvalidParameter
 from darrm_opt.model.corners import corners
 from darrm_opt.model.params import Params
@@ -38,8 +39,11 @@ WIDE_CAP = 2_000_000
 
 
 @dataclass(frozen=True)
-class Certificate:
+class Certificate(VerdictFields):
     """The outcome of a full certification sweep."""
+
+    verdict_fields = ("bound", "max_privacy_cost", "multisets_checked", "worst_multiset")
+    what = "corner multisets"
 
     certified: bool
     max_privacy_cost: float
@@ -55,27 +59,6 @@ class Certificate:
     #: only for a symmetric γ with non-decreasing signed values, where it finds the same maximum
     #: (darrm_opt.certify.monotone); the worst multiset is still written over all corners.
     corners_swept: list[int] | None = None
-
-    # the common interface of every kind's certificate (darrm_opt.certify.verdict.Verdict)
-    @property
-    def limit(self) -> float:
-        return self.bound
-
-    @property
-    def worst(self) -> float:
-        return self.max_privacy_cost
-
-    @property
-    def checked(self) -> int:
-        return self.multisets_checked
-
-    @property
-    def worst_case(self) -> list[int]:
-        return list(self.worst_multiset)
-
-    @property
-    def what(self) -> str:
-        return "corner multisets"
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -21,6 +21,7 @@ import mpmath
 import numpy as np
 
 from darrm_opt.certify.certificate import validate_gamma
+from darrm_opt.certify.verdict import VerdictFields
 from darrm_opt.model.multiclass import MulticlassParams, PairType, pair_types, type_hockey_sticks
 
 #: Below this distance from δ a type is always re-checked exactly.
@@ -28,8 +29,11 @@ NEAR_TIGHT = 1e-12
 
 
 @dataclass(frozen=True)
-class MulticlassCertificate:
+class MulticlassCertificate(VerdictFields):
     """The outcome of checking every neighbouring histogram type of a multi-class table."""
+
+    verdict_fields = ("delta", "max_hockey_stick", "types_checked", "worst_type")
+    what = "neighbouring histogram types"
 
     certified: bool
     max_hockey_stick: float
@@ -40,27 +44,6 @@ class MulticlassCertificate:
     exact_checked: int
     seconds: float
     reason: str = ""
-
-    # the common interface of every kind's certificate (darrm_opt.certify.verdict.Verdict)
-    @property
-    def limit(self) -> float:
-        return self.delta
-
-    @property
-    def worst(self) -> float:
-        return self.max_hockey_stick
-
-    @property
-    def checked(self) -> int:
-        return self.types_checked
-
-    @property
-    def worst_case(self) -> list[int]:
-        return list(self.worst_type)
-
-    @property
-    def what(self) -> str:
-        return "neighbouring histogram types"
 
     def to_dict(self) -> dict:
         return asdict(self)

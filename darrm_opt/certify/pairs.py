@@ -25,6 +25,7 @@ import numpy as np
 from mpmath import iv
 
 from darrm_opt.certify.exact import DIGITS_LADDER, MP_DIGITS, exp_interval, interval_dps, interval_ends
+from darrm_opt.certify.verdict import VerdictFields
 from darrm_opt.errors import InvalidParameter
 from darrm_opt.model.neighbours import PateParams, pair_rows, signs
 
@@ -34,8 +35,11 @@ UNIT_ROUNDOFF = 2.0**-53
 
 
 @dataclass(frozen=True)
-class PairCertificate:
+class PairCertificate(VerdictFields):
     """The outcome of checking every neighbouring pair (l, l′) and output."""
+
+    verdict_fields = ("bound", "max_privacy_cost", "pairs_checked", "worst_pair")
+    what = "(l, l ± 1, output) rows"
 
     certified: bool
     max_privacy_cost: float
@@ -46,27 +50,6 @@ class PairCertificate:
     high_precision_checked: int
     seconds: float
     reason: str = ""
-
-    # the common interface of every kind's certificate (darrm_opt.certify.verdict.Verdict)
-    @property
-    def limit(self) -> float:
-        return self.bound
-
-    @property
-    def worst(self) -> float:
-        return self.max_privacy_cost
-
-    @property
-    def checked(self) -> int:
-        return self.pairs_checked
-
-    @property
-    def worst_case(self) -> list[int]:
-        return list(self.worst_pair)
-
-    @property
-    def what(self) -> str:
-        return "(l, l ± 1, output) rows"
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -9,7 +9,7 @@ checked (``checked``, of the kind ``what``) and the worst one (``worst_case``). 
 
 from __future__ import annotations
 
-from typing import Protocol, runtime_checkable
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
 
 @runtime_checkable
@@ -36,3 +36,30 @@ class Verdict(Protocol):
     def what(self) -> str: ...
 
     def to_dict(self) -> dict: ...
+
+
+class VerdictFields:
+    """The :class:`Verdict` properties of a certificate dataclass, read from its own fields: a subclass names
+    them in ``verdict_fields`` as (limit, worst, checked, worst case) and says what it checked in ``what``."""
+
+    verdict_fields: ClassVar[tuple[str, str, str, str]]
+    what: ClassVar[str]
+
+    def _field(self, i: int) -> Any:
+        return getattr(self, self.verdict_fields[i])
+
+    @property
+    def limit(self) -> float:
+        return float(self._field(0))
+
+    @property
+    def worst(self) -> float:
+        return float(self._field(1))
+
+    @property
+    def checked(self) -> int:
+        return int(self._field(2))
+
+    @property
+    def worst_case(self) -> list[int]:
+        return list(self._field(3))

@@ -113,6 +113,15 @@ class Mechanism(ABC):
               progress: Progress | None = None) -> Solved:
         """The optimal certified table for ``params`` (CertificationFailed rather than an uncertified one)."""
 
+    def solved(self, params: Any, solution: Any, teachers: str | None,
+               profile: PrivacyProfile | None = None) -> Solved:
+        """The :class:`Solved` of a kind's certified solution (``gamma``, ``certificate``, ``solver``,
+        ``seconds``), with its profile (computed here when not given)."""
+        gamma = np.asarray(solution.gamma, dtype=np.float64)
+        prof = self.profile(params, gamma) if profile is None else profile
+        return Solved(self.table(params, gamma, solution.certificate, teachers, prof), solution.solver,
+                      solution.seconds, solution)
+
     @abstractmethod
     def expected_error(self, params: Any, gamma: np.ndarray) -> float:
         """Pr[answer ≠ the votes' majority (plurality)] under the parameters' prior (the LP's objective)."""

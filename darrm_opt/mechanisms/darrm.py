@@ -65,7 +65,7 @@ class Darrm(Mechanism):
         sol = solve(params, solver=solver, mode="lazy", progress=progress)
         known = (sol.certificate, sol.sweep) if sol.sweep is not None else None
         prof = privacy_profile(params, sol.gamma, progress=progress, certified=known)  # no second sweep
-        return Solved(self.table(params, sol.gamma, sol.certificate, teachers, prof), sol.solver, sol.seconds, sol)
+        return self.solved(params, sol, teachers, prof)
 
     def expected_error(self, params: Params, gamma: np.ndarray) -> float:
         from darrm_opt.model.objective import expected_error

@@ -72,10 +72,7 @@ class DarrmMulticlass(Mechanism):
               progress=None) -> Solved:  # noqa: ANN001
         from darrm_opt.optimize.multiclass import solve_multiclass
 
-        sol = solve_multiclass(params, solver=solver)  # CertificationFailed rather than an uncertified table
-        gamma = np.asarray(sol.gamma, dtype=np.float64)
-        table = self.table(params, gamma, sol.certificate, teachers, self.profile(params, gamma))
-        return Solved(table, sol.solver, sol.seconds, sol)
+        return self.solved(params, solve_multiclass(params, solver=solver), teachers)  # CertificationFailed if not
 
     def expected_error(self, params: MulticlassParams, gamma: np.ndarray) -> float:
         from darrm_opt.model.multiclass import expected_error

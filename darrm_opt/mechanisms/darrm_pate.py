@@ -69,10 +69,7 @@ class DarrmPate(Mechanism):
     def solve(self, params: PateParams, *, solver: str, teachers: str | None = None, progress=None) -> Solved:  # noqa: ANN001
         from darrm_opt.optimize.pate_setting import solve_pate
 
-        sol = solve_pate(params, solver=solver)  # CertificationFailed rather than an uncertified table
-        gamma = np.asarray(sol.gamma, dtype=np.float64)
-        table = self.table(params, gamma, sol.certificate, teachers, self.profile(params, gamma))
-        return Solved(table, sol.solver, sol.seconds, sol)
+        return self.solved(params, solve_pate(params, solver=solver), teachers)  # CertificationFailed if not
 
     def expected_error(self, params: PateParams, gamma: np.ndarray) -> float:
         from darrm_opt.model.objective import expected_error
