@@ -364,14 +364,18 @@ class TableService:
     # --- jobs ------------------------------------------------------------------------------------------
     def job(self, job_id: str) -> dict[str, Any] | None:
         """A solve job as clients see it (``job_id`` is the parameters' key), with its table once done."""
+        # the job row first, then the table: a solve stores its table and marks its job done in one
+        # transaction, so a job read as unfinished is reported with its table if that has landed since
+        state = self.jobs.state(job_id, self._progress.get(job_id))
         table = self.solved(job_id)
         progress: dict[str, Any]
         if table is not None:
             status, stage, progress, error = "done", "done", {}, None
+        elif state is None or state[0] == "done":  # unknown, or done by a table that is not servable here
+            return None if state is None else {"job_id": job_id, "status": "failed", "stage": "failed",
+                                               "progress": {}, "error": "the stored table failed its re-check",
+                                               "table_id": None, "table": None}
         else:
-            state = self.jobs.state(job_id, self._progress.get(job_id))
-            if state is None:
-                return None
             status, stage, progress, error = state
         return {
             "job_id": job_id,
