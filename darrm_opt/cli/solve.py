@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Optional
 
@@ -41,47 +42,93 @@ def solve(
                                           help="number of classes C (multi-class; --teachers disjoint-nonprivate)"),
 ) -> None:
     """Compute the certified optimal γ and compare it with the baselines."""
-    if classes is not None:
-        from darrm_opt.cli.solve_multiclass import solve_multiclass_command
-        from darrm_opt.model.neighbours import check_setting_options, cli_spelling
+    from darrm_opt.mechanisms import kind_for
+    from darrm_opt.model.neighbours import check_setting_options, cli_spelling
 
-        with handle_errors():
-            given = {"m": m, "epsilon": epsilon, "teacher_delta": teacher_delta, "target_epsilon": target_epsilon}
-            if teachers is None or teachers is Teachers.disjoint_nonprivate:  # the multi-class setting
-                check_setting_options("disjoint-nonprivate", [k for k, v in given.items() if v is not None],
-                                      cli_spelling, target_needed=False)
-            return solve_multiclass_command(K=K, classes=classes, teachers=teachers and teachers.value,
-                                            target_epsilon=target_epsilon, delta=delta, prior=prior,
-                                            solver=solver, fmt=fmt, out=out, baselines=baselines)
+    with handle_errors():
+        kind = kind_for(teachers and teachers.value, classes)  # the registry: which kind these flags ask for
+        given = {"m": m, "epsilon": epsilon, "teacher_delta": teacher_delta, "target_epsilon": target_epsilon}
+        setting = kind.setting(teachers and teachers.value)
+        check_setting_options(setting, [k for k, v in given.items() if v is not None], cli_spelling,
+                              m_needed=not kind.labels, target_needed=not kind.labels)
+        view = SOLVE_VIEWS.get(kind.kind, _generic_view)
+        view(kind, K=K, m=m, epsilon=epsilon, teacher_delta=teacher_delta, delta=delta, prior=prior, solver=solver,
+             mode=mode, fmt=fmt, out=out, quiet=quiet, baselines=baselines, dask_scheduler=dask_scheduler,
+             teachers=setting, target_epsilon=target_epsilon, classes=classes)
+
+
+def _darrm_view(kind, *, K, m, epsilon, teacher_delta, delta, prior, solver, mode, fmt, out, quiet,  # noqa: ANN001
+                baselines, dask_scheduler, teachers, **_: object) -> None:
+    """γ_opt of DaRRM next to the certified baselines (table view: every printed column certified)."""
     from darrm_opt.certify.rounded import wide_margin
     from darrm_opt.model.params import Params
     from darrm_opt.optimize.optimizer import solve as solve_gamma
     from darrm_opt.release.table_file import baseline_tables
 
-    teachers = teachers or Teachers.shared
+    t0 = time.perf_counter()
+    params = Params(K=K, m=m, epsilon=0.1 if epsilon is None else epsilon,
+                    teacher_delta=1e-5 if teacher_delta is None else teacher_delta, delta=delta, prior=prior)
+    executor = dask_executor(dask_scheduler)
+    reporter = ProgressReporter(quiet)
+    try:
+        wide = wide_margin(params, DECIMALS) if fmt is OutputFormat.table else None
+        reporter.phase("finding γ_opt", sweeps="sweeping")  # the sweep lines of logs as before: "sweeping: ..."
+        sol = solve_gamma(params, solver=solver, mode=mode.value, progress=reporter, executor=executor, wide=wide)
+        base: dict = {}
+        if baselines:
+            reporter.phase("certifying the baselines")
+            base = baseline_tables(params, executor=executor, progress=reporter.certify_progress, wide=wide,
+                                   decimals=DECIMALS if fmt is OutputFormat.table else None)
+        text = _output(params, sol, base, fmt, t0, executor, reporter, Teachers(teachers))
+    finally:
+        reporter.close()
+    write_output(text, out)
 
-    with handle_errors():
-        given = {"m": m, "epsilon": epsilon, "teacher_delta": teacher_delta, "target_epsilon": target_epsilon}
-        if _pate_output(K, given, delta, prior, solver, fmt, out, teachers) or m is None:
-            return  # answered in the PATE setting (m is None only there: _pate_output requires it elsewhere)
-        t0 = time.perf_counter()
-        params = Params(K=K, m=m, epsilon=0.1 if epsilon is None else epsilon,
-                        teacher_delta=1e-5 if teacher_delta is None else teacher_delta, delta=delta, prior=prior)
-        executor = dask_executor(dask_scheduler)
-        reporter = ProgressReporter(quiet)
-        try:
-            wide = wide_margin(params, DECIMALS) if fmt is OutputFormat.table else None
-            reporter.phase("finding γ_opt", sweeps="sweeping")  # the sweep lines of logs as before: "sweeping: ..."
-            sol = solve_gamma(params, solver=solver, mode=mode.value, progress=reporter, executor=executor, wide=wide)
-            base: dict = {}
-            if baselines:
-                reporter.phase("certifying the baselines")
-                base = baseline_tables(params, executor=executor, progress=reporter.certify_progress, wide=wide,
-                                       decimals=DECIMALS if fmt is OutputFormat.table else None)
-            text = _output(params, sol, base, fmt, t0, executor, reporter, teachers)
-        finally:
-            reporter.close()
-        write_output(text, out)
+
+def _pate_view(kind, *, K, delta, prior, solver, fmt, out, target_epsilon, **_: object) -> None:  # noqa: ANN001
+    """γ_opt in the PATE setting next to GNMax calibrated exactly at the same (ε, δ)."""
+    from darrm_opt.cli.solve_pate import solve_pate_output
+
+    write_output(solve_pate_output(K, target_epsilon, delta, prior, solver, fmt is OutputFormat.json), out)
+
+
+def _multiclass_view(kind, *, K, classes, teachers, target_epsilon, delta, prior, solver, fmt, out,  # noqa: ANN001
+                     baselines, **_: object) -> None:
+    """Multi-class γ_opt next to GNMax and Confident-GNMax at the same (ε, δ)."""
+    from darrm_opt.cli.solve_multiclass import solve_multiclass_command
+
+    solve_multiclass_command(K=K, classes=classes, teachers=teachers, target_epsilon=target_epsilon, delta=delta,
+                             prior=prior, solver=solver, fmt=fmt, out=out, baselines=baselines)
+
+
+def _generic_view(kind, *, K, m, epsilon, teacher_delta, delta, prior, solver, fmt, out, quiet,  # noqa: ANN001
+                  teachers, target_epsilon, classes, **_: object) -> None:
+    """Any kind without a view of its own: its certified table, as a document or its verdict and values."""
+    from darrm_opt.mechanisms import document_header
+
+    fields = {"K": K, "m": m, "epsilon": epsilon, "teacher_delta": teacher_delta, "delta": delta, "prior": prior,
+              "teachers": teachers, "target_epsilon": target_epsilon, "classes": classes}
+    params = kind.params_from({k: v for k, v in fields.items() if v is not None})
+    reporter = ProgressReporter(quiet)
+    try:
+        solved = kind.solve(params, solver=solver, teachers=teachers, progress=reporter)
+    finally:
+        reporter.close()
+    table = solved.table
+    if fmt is OutputFormat.json:
+        doc = {**document_header(params), **params.canonical(), "teachers": table.teachers, "id": table.id,
+               "gamma": list(table.gamma), "certificate": table.certificate_dict(),
+               "privacy_profile": None if table.profile is None else table.profile.to_dict(),
+               "expected_error": table.expected_error}
+        return write_output(json.dumps(doc, indent=2), out)
+    lines = [f"{kind.summary}: {kind.describe(params)}", kind.verdict_line(params, table.certificate),
+             "γ = " + ", ".join(f"{g:.6f}" for g in table.gamma), f"expected error {table.expected_error:.4f}"]
+    write_output("\n".join(lines) + "\n", out)
+
+
+#: the views of ``solve`` by kind; a kind without one gets the generic view
+SOLVE_VIEWS: dict[str, Callable[..., None]] = {"darrm": _darrm_view, "darrm-pate": _pate_view,
+                                               "darrm-multiclass": _multiclass_view}
 
 
 def _output(params, sol, base, fmt: OutputFormat, t0: float, executor, reporter, teachers) -> str:
@@ -98,21 +145,6 @@ def _output(params, sol, base, fmt: OutputFormat, t0: float, executor, reporter,
     reporter.phase("certifying the printed columns")
     text = _table_text(params, sol, base, time.perf_counter() - t0, executor, reporter)
     return text + _setting_lines(params, base, teachers)
-
-
-def _pate_output(K, given: dict, delta, prior, solver, fmt, out, teachers) -> bool:
-    """Handle ``--teachers disjoint-nonprivate``; the options one setting does not take are refused by the
-    one rule (:func:`darrm_opt.model.neighbours.check_setting_options`)."""
-    from darrm_opt.model.neighbours import check_setting_options, cli_spelling
-
-    check_setting_options(teachers.value, [k for k, v in given.items() if v is not None], cli_spelling,
-                          m_needed=True)
-    if teachers is not Teachers.disjoint_nonprivate:
-        return False
-    from darrm_opt.cli.solve_pate import solve_pate_output
-
-    write_output(solve_pate_output(K, given["target_epsilon"], delta, prior, solver, fmt is OutputFormat.json), out)
-    return True
 
 
 def setting_document(params, base, teachers) -> dict:
