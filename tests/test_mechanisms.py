@@ -177,3 +177,23 @@ def test_no_front_end_or_layer_tests_a_parameter_type_outside_the_registry():
             if lines:
                 found[str(path.relative_to(ROOT))] = lines
     assert found == {}
+
+
+def test_a_kind_without_a_view_of_its_own_is_solved_by_the_generic_view(monkeypatch):
+    """``solve`` finds its view by kind name; a kind with none (as a newly registered one) still solves,
+    certifies and prints its table."""
+    from typer.testing import CliRunner
+
+    from darrm_opt.cli import app
+    from darrm_opt.cli import solve as solve_cli
+
+    monkeypatch.delitem(solve_cli.SOLVE_VIEWS, "darrm-pate")
+    args = ["solve", "--K", "5", "--teachers", "disjoint-nonprivate", "--target-epsilon", "0.5", "--delta", "1e-5"]
+    r = CliRunner().invoke(app, [*args, "--format", "json", "-q"])
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    assert doc["kind"] == "darrm-pate" and doc["certificate"]["certified"] is True
+    table = table_from_document(doc, profile=False)
+    assert table.id == doc["id"] and table.expected_error == pytest.approx(doc["expected_error"], abs=0)
+    r = CliRunner().invoke(app, [*args, "-q"])
+    assert r.exit_code == 0 and "certificate: CERTIFIED" in r.stdout and "γ = " in r.stdout
