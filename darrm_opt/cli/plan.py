@@ -57,7 +57,7 @@ def plan(
         finally:
             reporter.close()
         if fmt is OutputFormat.json:
-            text = json.dumps(solve_document(result, baselines, teachers), indent=2)
+            text = json.dumps(plan_document(result, baselines, teachers), indent=2)
         else:
             text = _table_text(result) + _cap_line(result, teachers)
         write_output(text, out)
@@ -139,7 +139,7 @@ class _PlanProgress(ProgressReporter):
                           highlight=False)
 
 
-def solve_document(result, baselines: bool, teachers=Teachers.shared) -> dict:
+def plan_document(result, baselines: bool, teachers=Teachers.shared) -> dict:
     """The document ``solve --format json`` writes for the chosen (m, δ) (baselines, certificates, errors,
     privacy profile, setting), plus ``plan``."""
     from darrm_opt.cli.solve import setting_document
