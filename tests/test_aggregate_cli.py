@@ -52,6 +52,7 @@ def ledger_row(db: Path, name: str) -> tuple[int, float, float]:
                             (name,)).fetchone()
 
 
+@pytest.mark.slow  # CLI subprocesses
 def test_answers_one_per_row_and_deterministic_where_gamma_is_one(table, tmp_path, monkeypatch):
     gamma = json.loads(table.read_text())["gamma"]
     rng = np.random.default_rng(5)
@@ -72,6 +73,7 @@ def test_answers_one_per_row_and_deterministic_where_gamma_is_one(table, tmp_pat
     assert not (tmp_path / "darrm.db").exists()  # no ledger asked for, none created
 
 
+@pytest.mark.slow  # CLI subprocesses
 def test_ledger_debits_durably_and_refuses_a_batch_that_does_not_fit(table, tmp_path):
     votes = write_votes(tmp_path / "v.csv", [[1, 1, 1, 0, 0], [0, 0, 0, 0, 1], [1, 1, 1, 1, 1]])
     db = tmp_path / "ledger.db"
@@ -108,6 +110,7 @@ def test_delta_is_named_when_it_binds(table, tmp_path):
     assert ledger_row(tmp_path / "l.db", "tight") == (0, 0.0, 0.0)
 
 
+@pytest.mark.slow  # two CLI processes race
 def test_two_processes_cannot_both_spend_the_last_budget(table, tmp_path):
     """Budget for one batch of 3 only: of two concurrent processes exactly one is paid."""
     votes = write_votes(tmp_path / "v.csv", [[1, 1, 1, 0, 0]] * 3)
@@ -219,6 +222,7 @@ def test_python_api(table, tmp_path):
         darrm_opt.no_such_name  # noqa: B018
 
 
+@pytest.mark.slow  # CLI subprocesses
 def test_offline_ledger_composes_exactly_like_the_service(table, tmp_path):
     """A budget above the exact composition of n answers (the table's certified profile) but below both the
     tightest generic bound for n and the exact one for n + 1: the offline ledger pays all n, as the service

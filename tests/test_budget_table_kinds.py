@@ -19,6 +19,9 @@ from darrm_opt.privacy import accounting, pld
 from darrm_opt.privacy.pair_profile import multiclass_profile, pate_profile
 from darrm_opt.release.table_file import load_any_table
 
+# slow tier: subprocess CLI runs, each solving or composing a K = 7..11 table
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[1]
 DELTA_TOTAL = 1e-4
 QUERIES = (1, 5, 20)

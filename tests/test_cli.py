@@ -112,6 +112,7 @@ def test_bad_table_files(tmp_path):
     assert r.exit_code == 2 and "[0, 1]" in r.output
 
 
+@pytest.mark.slow  # the console script as a subprocess
 def test_console_script_subprocess(tmp_path):
     """The installed entry point, as a user runs it."""
     exe = [sys.executable, "-m", "darrm_opt", "solve", "--K", "5", "--m", "2", "--format", "json", "-q"]

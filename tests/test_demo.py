@@ -4,6 +4,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 from typer.testing import CliRunner
 
 from darrm_opt.cli import app
@@ -41,6 +42,7 @@ def test_demo_cli(tmp_path):
     assert res.exit_code != 0
 
 
+@pytest.mark.slow  # the example script as a subprocess
 def test_example_script_small():
     root = Path(__file__).resolve().parents[1]
     out = subprocess.run([sys.executable, str(root / "examples" / "teachers_demo.py"), "--small"],

@@ -12,6 +12,9 @@ from pathlib import Path
 
 import pytest
 
+# slow tier: every test is a fresh interpreter with the extras hidden
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[1]
 EXTRA_MODULES = ("fastapi", "uvicorn", "sqlalchemy", "alembic", "pydantic_settings", "gurobipy", "pulp", "matplotlib",
                  "sklearn", "distributed", "dask")

@@ -10,6 +10,9 @@ import threading
 
 import pytest
 
+# slow tier: real processes (a K = 51 solve interrupted by SIGINT, progress bars on pipes)
+pytestmark = pytest.mark.slow
+
 
 def _cli(*args):
     return [sys.executable, "-m", "darrm_opt", *args]

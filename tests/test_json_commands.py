@@ -20,6 +20,9 @@ import pytest
 
 from darrm_opt.cli import COMMANDS
 
+# slow tier: every command runs as a subprocess (a fresh interpreter each)
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[1]
 
 

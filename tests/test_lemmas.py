@@ -24,7 +24,7 @@ def test_lemma_3_2_m1_gives_gamma_sub(K, teacher_delta):
     assert sol.expected_error == pytest.approx(expected_error(expected, params.prior), abs=1e-7)
 
 
-@pytest.mark.parametrize("K", [11, 21])
+@pytest.mark.parametrize("K", [11, pytest.param(21, marks=pytest.mark.slow)])  # K = 21: 12 tight tables, seconds
 def test_theorem_4_1_dsub_certifies_for_all_m(K):
     # For m ≥ (K+1)/2, γ_DSub ≡ 1 and the bound e^{mε} − 1 grows with m, so m = (K+1)/2 is the hardest of
     # those; m = K is kept as a check of the same branch.

@@ -61,6 +61,7 @@ def test_reduced_maximum_equals_the_exhaustive_maximum(K, m, td, kind):
     assert abs(float(exact_cost_mp(params, g, worst)) - red.max_cost) <= eta
 
 
+@pytest.mark.slow  # every multiset by direct convolution
 @settings(max_examples=12, deadline=None)
 @given(K=st.sampled_from([3, 5, 7, 9]), m=st.floats(1, 3), td=st.sampled_from([0.0, 1e-5, 1e-2, 0.1]),
        seed=st.integers(0, 2**32 - 1))

@@ -48,6 +48,7 @@ def test_gnmax_sigma_is_the_exact_gaussian_composition(q, eps, delta):
     assert s_rdp > sigma and rdp_epsilon(s_rdp, q, delta) <= eps < rdp_epsilon(0.999 * s_rdp, q, delta)
 
 
+@pytest.mark.slow  # the cmp fixture: calibrations by bisection
 def test_darrm_calibration_fits_and_is_at_the_boundary(cmp):
     d = cmp.darrm
     prior = MulticlassPrior()
@@ -69,6 +70,7 @@ def test_shaped_table_profile_follows_the_gaussian():
     assert prof.delta(1.0) <= gaussian_delta(1.0, sigma) + 1e-3  # between grid slopes: close, not enforced
 
 
+@pytest.mark.slow  # the cmp fixture: calibrations by bisection
 def test_shaped_calibration_fits_and_is_at_the_boundary(cmp):
     sh = cmp.darrm_shaped
     prior = MulticlassPrior()
@@ -85,6 +87,7 @@ def test_single_answer_is_the_per_answer_comparison():
     assert one.darrm["accuracy"] > one.gnmax["accuracy"] and one.confident_gnmax is None
 
 
+@pytest.mark.slow  # the cmp fixture and one more comparison
 def test_more_answers_cost_accuracy(cmp):
     one = compare_over_answers(K, C, 1, EPS, DELTA)
     for name in ("darrm", "darrm_shaped", "gnmax", "confident_gnmax"):
@@ -94,6 +97,7 @@ def test_more_answers_cost_accuracy(cmp):
     assert cmp.gnmax["accuracy"] == pytest.approx(want, abs=1e-12)
 
 
+@pytest.mark.slow  # two compare runs, each calibrating DaRRM and GNMax
 def test_cli_json_and_table(tmp_path):
     out = tmp_path / "cmp.json"
     r = CliRunner().invoke(app, ["compare", "--K", "8", "--classes", "3", "--queries", "3", "--total-epsilon", "1",

@@ -313,6 +313,7 @@ def test_aggregate_bad_label_rows_exit_2_naming_row_and_rule(table_file, tmp_pat
     assert re.search(rule, r.output.replace("\n", " ")), r.output
 
 
+@pytest.mark.slow  # 20 000 rows over 1000 classes, traced twice
 def test_many_classes_answer_in_bounded_memory_with_the_same_answers(monkeypatch):
     """K = 1 vote over C = 1000 classes, 20 000 rows (a 120 kB body): the (rows, C) histograms and their
     temporaries are formed in chunks (peak traced memory under 24 MB; whole, they took ~0.6 GB: a 100 000-row

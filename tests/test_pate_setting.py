@@ -62,6 +62,7 @@ def test_const_uses_composed_delta_and_certifies():
     assert not base["dsub"] and base["const"] and base["const_opt"]
 
 
+@pytest.mark.slow  # CLI subprocesses
 def test_k3_solve_cli_prints_gamma_opt_and_reasons():
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     res = subprocess.run([sys.executable, "-m", "darrm_opt", "solve", "--K", "3", "--m", "1.5", "--epsilon", "0.01",
@@ -203,6 +204,7 @@ def _cli(*args):
                           timeout=120)
 
 
+@pytest.mark.slow  # CLI subprocesses
 def test_solve_disjoint_nonprivate_cli():
     res = _cli("solve", "--K", "11", "--teachers", "disjoint-nonprivate", "--target-epsilon", "0.2676",
                "--delta", "3e-4", "--format", "json")

@@ -48,6 +48,7 @@ def _check_plan(p, queries: int, budget_epsilon: float, budget_delta: float) -> 
     assert spent == p.spent_epsilon <= budget_epsilon
 
 
+@pytest.mark.slow  # a plan over K = 11 tables
 def test_mnist_budget_buys_a_far_better_table(mnist_plan):
     """The paper's MNIST setting: Q = 100 answers within (15.044, 0.030), which the paper spends on m = 3."""
     p = mnist_plan
@@ -60,6 +61,7 @@ def test_mnist_budget_buys_a_far_better_table(mnist_plan):
     assert any(not c.fits for c in p.candidates)  # the search met the budget's edge
 
 
+@pytest.mark.slow  # a grid of 15 solves
 def test_small_plan_fits_and_beats_a_grid_search(small_plan):
     K, eps, tdelta, Q, be, bd = SMALL
     p = small_plan
@@ -76,6 +78,7 @@ def test_small_plan_fits_and_beats_a_grid_search(small_plan):
     assert p.expected_error <= best
 
 
+@pytest.mark.slow  # three plans
 def test_budget_just_below_feasibility_is_refused():
     K, eps, tdelta, Q, _, bd = SMALL
     with pytest.raises(BudgetInfeasible) as info:

@@ -37,6 +37,7 @@ def test_demo_plot(tmp_path):
     assert p.read_bytes()[:8] == PNG and _size(p) == (4 * DPI, 5 * DPI)
 
 
+@pytest.mark.slow  # four K = 11 solves and a figure
 def test_plot_cli(tmp_path):
     out = tmp_path / "fig.png"
     res = CliRunner().invoke(app, ["plot", "--K", "11", "--m", "1,3,5,7", "--out", str(out)])

@@ -65,6 +65,7 @@ def dask_client():
     cluster.close()
 
 
+@pytest.mark.slow  # a Dask cluster
 @pytest.mark.parametrize("K,method,total", [(21, "matrix", 1_184_040), (31, "structured", 12_620_256)])
 def test_dask_sweep_gives_the_local_certificate(dask_client, K, method, total):
     from darrm_opt.certify.distributed import DaskSweepExecutor
@@ -83,6 +84,7 @@ def test_dask_sweep_gives_the_local_certificate(dask_client, K, method, total):
     assert not bad.certified and bad.worst_multiset == certify(params, np.ones(K + 1), method=method).worst_multiset
 
 
+@pytest.mark.slow  # a Dask cluster
 def test_dask_solve_and_grid_match_local(dask_client):
     from darrm_opt.certify.distributed import DaskSweepExecutor
 
@@ -155,6 +157,7 @@ def _cert(c: dict) -> dict:
     return {k: v for k, v in c.items() if k != "seconds"}
 
 
+@pytest.mark.slow  # Dask scheduler and workers as processes
 def test_cli_solve_on_a_dask_scheduler_gives_the_local_certificate(dask_cli_cluster):
     """`darrm-opt solve --dask-scheduler tcp://…` as a subprocess (no default client anywhere): the sweep
     of K = 21 (1,184,040 multisets, several task groups) runs on the two workers."""
@@ -169,6 +172,7 @@ def test_cli_solve_on_a_dask_scheduler_gives_the_local_certificate(dask_cli_clus
             assert _cert(remote["baseline_certificates"][k]) == _cert(local["baseline_certificates"][k])
 
 
+@pytest.mark.slow  # Dask scheduler and workers as processes
 def test_cli_grid_on_a_dask_scheduler_matches_local(dask_cli_cluster):
     """`darrm-opt grid --dask-scheduler …`: one task per table on the workers; each table certified with the
     local run's certificate (the local run warm-starts, so equal optima are compared by value)."""
@@ -185,6 +189,7 @@ def test_cli_grid_on_a_dask_scheduler_matches_local(dask_cli_cluster):
         assert r["expected_error"] == pytest.approx(l["expected_error"], abs=1e-12)
 
 
+@pytest.mark.slow  # waits out the Dask client's connect timeout (about 10 s)
 def test_cli_dask_scheduler_unreachable_is_a_clear_error():
     from typer.testing import CliRunner
 
@@ -229,6 +234,7 @@ def test_lp_sessions_track_added_and_removed_rows(backend_name):
     assert got.objective == pytest.approx(ref.objective, abs=1e-8)
 
 
+@pytest.mark.slow  # 4.6 M multisets certified
 def test_pure_k301_m3_solves_despite_hard_lp_numerics():
     """Regression: at K = 301 (pure DP) the LP rows span 1e-25..1e-1 and HiGHS's dual simplex at tolerance
     1e-9 ends without a verdict; the backend retries (primal simplex, IPM, unscaled) and the result certifies."""
@@ -384,6 +390,7 @@ def test_pool_rows_kept_between_rounds_are_bitwise_fresh_rows(monkeypatch):
     assert pool._used == np.unique(c).size
 
 
+@pytest.mark.slow  # 25 examples up to K = 41
 @settings(max_examples=25, deadline=None)
 @given(K=st.integers(1, 41).filter(lambda k: k % 2), eps=st.sampled_from([0.01, 0.1, 1.0]),
        td=st.sampled_from([0.0, 1e-3]), m=st.sampled_from([1.0, 3.0, 7.5]), seed=st.integers(0, 2**32 - 1))
@@ -447,6 +454,7 @@ def _spread_out_plain(counts, limit, spread):
     return np.array(picked)
 
 
+@pytest.mark.slow  # 200 examples against a Python loop
 @settings(max_examples=200, deadline=None)
 @given(n=st.integers(0, 3000), limit=st.integers(1, 40), spread=st.integers(0, 25), seed=st.integers(0, 2**32 - 1))
 def test_spread_out_is_the_row_by_row_greedy_rule(n, limit, spread, seed):

@@ -44,6 +44,7 @@ CASES = [
 ]
 
 
+@pytest.mark.slow  # a CLI subprocess per backend
 @pytest.mark.parametrize("case", CASES, ids=lambda c: " ".join(c))
 def test_backends_agree_on_the_optimum(case):
     errors = {}
@@ -89,6 +90,7 @@ PAIR_CASES = [
 ]
 
 
+@pytest.mark.slow  # a CLI subprocess per backend
 @pytest.mark.parametrize("case", PAIR_CASES, ids=lambda c: " ".join(c))
 def test_cbc_solves_the_pate_and_multiclass_settings(case):
     """The PATE-setting and multi-class LPs (they have singleton rows) are solved by CBC to HiGHS's optimum

@@ -26,6 +26,7 @@ def plain_costs(params, gamma):
     return allc, costs
 
 
+@pytest.mark.slow  # against the plain reference
 @settings(max_examples=25, deadline=None)
 @given(
     K=st.sampled_from([1, 3, 5, 7, 9]),
@@ -134,6 +135,7 @@ def test_reflection_halved_sweep_equals_plain_reference_for_symmetric_gamma(K, t
     assert full.max_cost == pytest.approx(res.max_cost, abs=1e-15)
 
 
+@pytest.mark.slow  # against the matrix sweep and the plain reference
 @settings(max_examples=20, deadline=None)
 @given(
     K=st.sampled_from([1, 3, 5, 7, 11]),

@@ -19,6 +19,9 @@ import pytest
 
 from darrm_opt.model.baselines import gamma_dsub
 
+# slow tier: every test runs `darrm-opt verify` in a fresh interpreter (one to three each)
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[1]
 PURE = {"epsilon": 0.1, "teacher_delta": 0.0, "delta": 0.0}
 

@@ -1,4 +1,8 @@
-"""Fixtures for the service tests (servers, clients, a fresh PostgreSQL database); see svc_helpers."""
+"""Fixtures for the service tests (servers, clients, a fresh PostgreSQL database); see svc_helpers.
+
+``client`` is the application in this process (the functional tests need HTTP semantics, not a process: they
+run in the fast tier); ``sqlite_server`` is a real uvicorn process with the same settings, for the tests of
+what only a process shows (those are marked ``slow``)."""
 
 from __future__ import annotations
 
@@ -8,26 +12,34 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
-from svc_helpers import PG_URL, Server
+from svc_helpers import PG_URL, Server, in_process_client
+
+#: the shared service's limits: K <= 5 with Δ > 0 and K <= 15 pure are solved inline, larger tables are jobs
+SHARED = {"inline_max_multisets": 1000, "max_multisets": 200_000, "max_rows": 30_000}
 
 
 @pytest.fixture(scope="session")
 def sqlite_server(tmp_path_factory) -> Iterator[Server]:
-    """The shared server: SQLite file, small inline-solve limit (K = 7 with Δ > 0 goes to a job)."""
+    """The shared server: a real process, SQLite file, the SHARED limits (K = 7 with Δ > 0 goes to a job)."""
     d = tmp_path_factory.mktemp("sqlite-server")
-    server = Server(d, f"sqlite:///{d / 'darrm.db'}", env={
-        "DARRM_INLINE_MAX_MULTISETS": "1000",  # K <= 5 with Δ > 0, K <= 15 pure: inline
-        "DARRM_MAX_MULTISETS": "200000",
-        "DARRM_MAX_ROWS": "30000",
-    }).start()
+    server = Server(d, f"sqlite:///{d / 'darrm.db'}",
+                    env={f"DARRM_{name.upper()}": str(value) for name, value in SHARED.items()}).start()
     yield server
     server.stop()
 
 
-@pytest.fixture
-def client(sqlite_server) -> Iterator[httpx.Client]:
-    with sqlite_server.client() as c:
+@pytest.fixture(scope="session")
+def app_client(tmp_path_factory) -> Iterator[httpx.Client]:
+    """The shared service in this process: its own SQLite file, the SHARED limits, the first key on every
+    request; its lifespan (migrations, debit writer, solve pool) spans the session."""
+    d = tmp_path_factory.mktemp("in-process")
+    with in_process_client(f"sqlite:///{d / 'darrm.db'}", **SHARED) as c:
         yield c
+
+
+@pytest.fixture
+def client(app_client) -> httpx.Client:
+    return app_client
 
 
 @contextlib.contextmanager

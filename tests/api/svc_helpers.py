@@ -3,6 +3,9 @@
 Every server is ``python -m uvicorn api.main:create_app --factory`` in a subprocess with its settings in
 ``DARRM_*`` variables, a temporary SQLite file (or a fresh PostgreSQL database created for the test run and
 dropped afterwards) and its log in the temporary directory. Loops that wait are bounded in time.
+
+:func:`in_process_client` runs the same application in the test's own process (FastAPI's ``TestClient``: the
+same routes, middleware and lifespan, no uvicorn and no socket), for tests that need HTTP semantics only.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -103,6 +107,34 @@ class Server:
 
     def client(self, **kw) -> httpx.Client:
         return httpx.Client(base_url=self.url, headers=AUTH, timeout=kw.pop("timeout", 60.0), **kw)
+
+
+@contextlib.contextmanager
+def in_process_client(database_url: str, *, keyed: bool = True, **settings) -> Iterator[httpx.Client]:
+    """A client of ``create_app`` in this process, with a Server's keys and only the settings given here
+    (nothing from this process's ``DARRM_*`` variables, as a Server drops them); the lifespan runs on entry
+    (migrations, the debit writer, the solve pool) and drains on exit. ``keyed``: every request carries the
+    first key (as ``Server.client()``'s do); without it, only the headers each request names."""
+    from fastapi.testclient import TestClient
+
+    from api.main import create_app
+    from api.settings import Settings
+
+    class Given(Settings):
+        @classmethod
+        def settings_customise_sources(cls, settings_cls, init_settings, **other_sources):
+            return (init_settings,)
+
+    app = create_app(Given(database_url=database_url, api_keys=[KEY, "second-key"], **settings))
+    with TestClient(app, headers=AUTH if keyed else None) as c:
+        yield c
+
+
+def without_key(c: httpx.Client, method: str, url: str, **kw) -> httpx.Response:
+    """A request from ``c`` with no Authorization header, whatever ``c`` sends by default."""
+    request = c.build_request(method, url, **kw)
+    request.headers.pop("Authorization", None)
+    return c.send(request)
 
 
 def make_table(c: httpx.Client, timeout: float = 120.0, **params) -> dict:

@@ -1,4 +1,4 @@
-"""DaRRM answers: their distribution through the server, and the aggregator's exact coins in process."""
+"""DaRRM answers: their distribution through the service, and the aggregator's exact coins."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from darrm_opt.mechanisms.samplers import BinarySampler, _exact_bernoulli
 N_ANSWERS = 20_000
 
 
+@pytest.mark.slow  # 60 000 answers through the service
 def test_answer_distribution_matches_gamma(client):
     """For fixed votes, 20 000 answers from the server match γ(L) + (1 − γ(L))/2 within 4 standard errors."""
     table = make_table(client, K=11, m=3)
@@ -66,6 +67,7 @@ def test_small_batches_answer_in_python_with_the_same_distribution():
     assert agg(np.array([[1, 1, 1, 0, 0]] * 3, dtype=np.uint8)).dtype == np.uint8
 
 
+@pytest.mark.slow  # 150 requests, each a durable debit
 def test_server_answers_small_batches_with_the_right_distribution(client):
     table = make_table(client, K=5, m=2)
     ledger = make_ledger(client, epsilon_budget=1e9, delta_budget=0.9)

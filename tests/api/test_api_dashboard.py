@@ -1,5 +1,6 @@
-"""The dashboard at /ui and the endpoints it reads, against a live server; the page itself in headless
-Chromium (Debian's ``chromium``; the browser test is skipped, saying why, when it is not installed)."""
+"""The dashboard at /ui and the endpoints it reads (the application in process); the page itself in headless
+Chromium against a live server (Debian's ``chromium``; the browser test is skipped, saying why, when it is not
+installed)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from pathlib import Path
 import httpx
 import numpy as np
 import pytest
-from svc_helpers import KEY, Server, make_ledger, make_table
+from svc_helpers import KEY, Server, in_process_client, make_ledger, make_table, without_key
 
 from darrm_opt.model.baselines import gamma_sub
 
@@ -21,70 +22,84 @@ BROWSER = next((b for b in ("chromium", "chromium-browser", "google-chrome") if 
 VOTES = [[1, 1, 1, 0, 0], [0, 0, 0, 0, 1], [1, 1, 1, 1, 1], [1, 0, 1, 0, 1]]
 
 
+def populate(c: httpx.Client) -> dict:
+    """Two tables (K = 5: approximate and pure DP), one ledger paid three times and one unused."""
+    approx = make_table(c, K=5, m=2)
+    pure = make_table(c, K=5, m=2, teacher_delta=0, delta=0)
+    ledger = make_ledger(c, 3.0, 1e-3, name="labelling-job")
+    make_ledger(c, 1.0, 0.0, name="unused")
+    for votes in (VOTES[:2], VOTES, VOTES[:1]):
+        r = c.post("/v1/aggregate", json={"table_id": approx["id"], "ledger_id": ledger["id"], "votes": votes})
+        assert r.status_code == 200, r.text
+    return {"approx": approx, "pure": pure, "ledger": ledger}
+
+
+@pytest.fixture(scope="module")
+def app(tmp_path_factory) -> Iterator[dict]:
+    """The service in process on a fresh SQLite file, populated."""
+    d = tmp_path_factory.mktemp("dashboard-app")
+    with in_process_client(f"sqlite:///{d / 'darrm.db'}") as c:
+        yield {"client": c, **populate(c)}
+
+
 @pytest.fixture(scope="module")
 def live(tmp_path_factory) -> Iterator[dict]:
-    """A fresh server with two tables (K = 5: approximate and pure DP) and one ledger paid three times."""
+    """A fresh server process, populated, for the browser."""
     d = tmp_path_factory.mktemp("dashboard")
     server = Server(d, f"sqlite:///{d / 'darrm.db'}", name="dashboard").start()
     try:
         with server.client() as c:
-            approx = make_table(c, K=5, m=2)
-            pure = make_table(c, K=5, m=2, teacher_delta=0, delta=0)
-            ledger = make_ledger(c, 3.0, 1e-3, name="labelling-job")
-            make_ledger(c, 1.0, 0.0, name="unused")
-            for votes in (VOTES[:2], VOTES, VOTES[:1]):
-                r = c.post("/v1/aggregate", json={"table_id": approx["id"], "ledger_id": ledger["id"], "votes": votes})
-                assert r.status_code == 200, r.text
-        yield {"server": server, "dir": d, "approx": approx, "pure": pure, "ledger": ledger}
+            data = populate(c)
+        yield {"server": server, "dir": d, **data}
     finally:
         server.stop()
 
 
-def test_ledger_list_and_spend_history(live):
-    with live["server"].client() as c:
-        listed = c.get("/v1/ledgers").json()
-        assert listed["total"] == 2 and [x["name"] for x in listed["items"]] == ["labelling-job", "unused"]
-        job = listed["items"][0]
-        full = c.get(f"/v1/ledgers/{job['id']}").json()
-        assert job["answers"] == 7 and job["epsilon_spent"] == full["epsilon_spent"]
-        assert job["epsilon_remaining"] == pytest.approx(3.0 - full["epsilon_spent"], abs=0)
-        assert job["delta_target"] == full["delta_target"] == 1e-3 and "delta_remaining" not in job
-        spends = c.get(f"/v1/ledgers/{job['id']}/spends").json()
-        assert [s["rows"] for s in spends["items"]] == [2, 4, 1] and not spends["truncated"]
-        eps = [s["epsilon_spent"] for s in spends["items"]]
-        # the history holds the ledger's statement after each debit: never decreasing, the last one its view
-        assert eps == sorted(eps) and eps[-1] == full["epsilon_spent"] and full["composition"] == "exact"
-        last_two = c.get(f"/v1/ledgers/{job['id']}/spends", params={"limit": 2}).json()
-        assert [s["rows"] for s in last_two["items"]] == [4, 1] and last_two["truncated"]
-        assert c.get("/v1/ledgers/" + "0" * 32 + "/spends").status_code == 404
-    assert httpx.get(live["server"].url + "/v1/ledgers").status_code == 401
+def test_ledger_list_and_spend_history(app):
+    c = app["client"]
+    listed = c.get("/v1/ledgers").json()
+    assert listed["total"] == 2 and [x["name"] for x in listed["items"]] == ["labelling-job", "unused"]
+    job = listed["items"][0]
+    full = c.get(f"/v1/ledgers/{job['id']}").json()
+    assert job["answers"] == 7 and job["epsilon_spent"] == full["epsilon_spent"]
+    assert job["epsilon_remaining"] == pytest.approx(3.0 - full["epsilon_spent"], abs=0)
+    assert job["delta_target"] == full["delta_target"] == 1e-3 and "delta_remaining" not in job
+    spends = c.get(f"/v1/ledgers/{job['id']}/spends").json()
+    assert [s["rows"] for s in spends["items"]] == [2, 4, 1] and not spends["truncated"]
+    eps = [s["epsilon_spent"] for s in spends["items"]]
+    # the history holds the ledger's statement after each debit: never decreasing, the last one its view
+    assert eps == sorted(eps) and eps[-1] == full["epsilon_spent"] and full["composition"] == "exact"
+    last_two = c.get(f"/v1/ledgers/{job['id']}/spends", params={"limit": 2}).json()
+    assert [s["rows"] for s in last_two["items"]] == [4, 1] and last_two["truncated"]
+    assert c.get("/v1/ledgers/" + "0" * 32 + "/spends").status_code == 404
+    assert without_key(c, "GET", "/v1/ledgers").status_code == 401
 
 
-def test_baselines_are_the_closed_forms(live):
-    with live["server"].client() as c:
-        b = c.get(f"/v1/tables/{live['approx']['id']}/baselines").json()
-        assert b["gamma"]["opt"] == live["approx"]["gamma"] and b["gamma"]["dsub"] is None
-        np.testing.assert_allclose(b["gamma"]["sub"], gamma_sub(5, 2), rtol=0, atol=0)
-        assert b["expected_error"]["opt"] == pytest.approx(live["approx"]["expected_error"], rel=1e-12)
-        assert b["expected_error"]["opt"] <= b["expected_error"]["sub"] <= b["expected_error"]["const"]
-        pure = c.get(f"/v1/tables/{live['pure']['id']}/baselines").json()
-        assert len(pure["gamma"]["dsub"]) == 6
-        assert c.get("/v1/tables/" + "0" * 32 + "/baselines").status_code == 404
+def test_baselines_are_the_closed_forms(app):
+    c = app["client"]
+    b = c.get(f"/v1/tables/{app['approx']['id']}/baselines").json()
+    assert b["gamma"]["opt"] == app["approx"]["gamma"] and b["gamma"]["dsub"] is None
+    np.testing.assert_allclose(b["gamma"]["sub"], gamma_sub(5, 2), rtol=0, atol=0)
+    assert b["expected_error"]["opt"] == pytest.approx(app["approx"]["expected_error"], rel=1e-12)
+    assert b["expected_error"]["opt"] <= b["expected_error"]["sub"] <= b["expected_error"]["const"]
+    pure = c.get(f"/v1/tables/{app['pure']['id']}/baselines").json()
+    assert len(pure["gamma"]["dsub"]) == 6
+    assert c.get("/v1/tables/" + "0" * 32 + "/baselines").status_code == 404
 
 
-def test_page_and_assets_are_local_and_need_no_key(live):
-    base = live["server"].url
-    page = httpx.get(base + "/ui")
+def test_page_and_assets_are_local_and_need_no_key(app):
+    c = app["client"]
+    page = without_key(c, "GET", "/ui")
     assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
     csp = page.headers["content-security-policy"]
     assert "script-src 'self'" in csp and "connect-src 'self'" in csp
     assert not re.search(r"(src|href)=\"(https?:)?//", page.text)  # nothing from another origin
     for asset, kind in (("app.js", "text/javascript"), ("app.css", "text/css")):
-        r = httpx.get(f"{base}/ui/{asset}")
+        r = without_key(c, "GET", f"/ui/{asset}")
         assert r.status_code == 200 and r.headers["content-type"].startswith(kind)
         assert "http://" not in r.text.replace("http://www.w3.org/2000/svg", "")
-    assert httpx.get(base + "/ui/../api/db.py").status_code == 404
-    assert httpx.get(base + "/ui/secret.py").status_code == 404
+    assert without_key(c, "GET", "/ui/../api/db.py").status_code == 404
+    assert without_key(c, "GET", "/ui/secret.py").status_code == 404
 
 
 class _Dom(HTMLParser):
@@ -116,6 +131,7 @@ def render(url: str, out: Path, screenshot: Path | None = None) -> _Dom:
     return dom
 
 
+@pytest.mark.slow  # a headless browser
 @pytest.mark.skipif(BROWSER is None, reason="no chromium here (apt-get install chromium; .ci/run tries to)")
 def test_dashboard_renders_in_chromium(live, tmp_path):
     base = live["server"].url
@@ -136,6 +152,7 @@ def test_dashboard_renders_in_chromium(live, tmp_path):
     assert shot.exists() and shot.stat().st_size > 10_000
 
 
+@pytest.mark.slow  # a headless browser
 @pytest.mark.skipif(BROWSER is None, reason="no chromium here (apt-get install chromium; .ci/run tries to)")
 def test_dashboard_with_a_wrong_key_shows_nothing(live, tmp_path):
     dom = render(f"{live['server'].url}/ui#key=not-a-key", tmp_path)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 
+import pytest
 from svc_helpers import make_ledger, make_table
 from typer.testing import CliRunner
 
@@ -16,6 +17,7 @@ from darrm_opt.privacy import accounting, pld
 from darrm_opt.privacy.profile import PrivacyProfile, privacy_profile
 
 
+@pytest.mark.slow  # a K = 11 table, 100 answers composed exactly
 def test_ledger_spends_by_exact_composition_like_the_cli(client, tmp_path):
     table = make_table(client, K=11, m=3, epsilon=0.1, teacher_delta=1e-5)
     params = Params(11, 3, 0.1, 1e-5)

@@ -1,4 +1,5 @@
-"""Schemathesis against /openapi.json (no 5xx, no schema violation) and the key on every keyed endpoint."""
+"""Schemathesis against /openapi.json of a real server (no 5xx, no schema violation) and, in process, the key
+on every keyed endpoint."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from schemathesis.specs.openapi.checks import (
     response_schema_conformance,
     status_code_conformance,
 )
-from svc_helpers import AUTH, KEY, Server
+from svc_helpers import AUTH, KEY, Server, in_process_client
 
 from api.main import create_app
 from api.settings import Settings
@@ -50,10 +51,12 @@ SPEC = create_app(Settings(database_url="sqlite:///unused.db", api_keys=[])).ope
 OPERATIONS = [result.ok() for result in schemathesis.openapi.from_dict(SPEC).get_all_operations()]
 
 
+@pytest.mark.slow  # the fuzz server, a process of its own
 def test_the_served_schema_is_the_one_fuzzed(fuzz_server):
     assert httpx.get(fuzz_server.url + "/openapi.json").json() == SPEC
 
 
+@pytest.mark.slow  # 30 fuzzed requests per operation
 @pytest.mark.parametrize("mode", [GenerationMode.POSITIVE, GenerationMode.NEGATIVE], ids=["positive", "negative"])
 @pytest.mark.parametrize("operation", OPERATIONS, ids=lambda op: op.label)
 def test_fuzz_finds_no_5xx_and_no_schema_violation(fuzz_server, operation, mode):
@@ -71,8 +74,8 @@ def test_fuzz_finds_no_5xx_and_no_schema_violation(fuzz_server, operation, mode)
 
 
 # --- keys -----------------------------------------------------------------------------------------------
-def keyed_operations(base: str) -> list[tuple[str, str]]:
-    spec = httpx.get(base + "/openapi.json").json()
+def keyed_operations(c: httpx.Client) -> list[tuple[str, str]]:
+    spec = c.get("/openapi.json").json()
     ops = []
     for path, item in spec["paths"].items():
         for method, op in item.items():
@@ -91,11 +94,12 @@ BAD_HEADERS = [
 ]
 
 
-def test_every_keyed_endpoint_refuses_a_missing_or_wrong_key(sqlite_server):
-    ops = keyed_operations(sqlite_server.url)
-    assert {p for _m, p in ops} >= {"/v1/tables", "/v1/ledgers", "/v1/aggregate", "/v1/tables/" + "0" * 32,
-                                    "/v1/ledgers/" + "0" * 32, "/v1/jobs/" + "0" * 32}
-    with httpx.Client(base_url=sqlite_server.url, timeout=30) as c:
+def test_every_keyed_endpoint_refuses_a_missing_or_wrong_key(tmp_path):
+    """The key check is the application's (an ASGI middleware): tested in process, with no default key."""
+    with in_process_client(f"sqlite:///{tmp_path / 'auth.db'}", keyed=False) as c:
+        ops = keyed_operations(c)
+        assert {p for _m, p in ops} >= {"/v1/tables", "/v1/ledgers", "/v1/aggregate", "/v1/tables/" + "0" * 32,
+                                        "/v1/ledgers/" + "0" * 32, "/v1/jobs/" + "0" * 32}
         for method, path in ops:
             for headers in BAD_HEADERS:
                 # a malformed body and unknown ids: without a key the answer is 401 and nothing else

@@ -1,5 +1,10 @@
-"""Issue 11, items 1–6, through a real server on loopback: hostile bodies, size limits, idempotency keys
-reused for other votes, loose types, secrets in the access log, air-gapped docs.
+"""Issue 11, items 1–6: hostile bodies, size limits, idempotency keys reused for other votes, loose types,
+secrets in the access log, air-gapped docs.
+
+What a process shows goes through a real server on loopback (marked slow): the size limits enforced before a
+body is read (Content-Length, chunked, 100-continue, clients that send everything first), uvicorn's access
+log. What is the application's answer to a request (422s naming the field, nothing spent, replays, the docs'
+assets) goes to the same application in process, with the same limits.
 
 Functional outcomes only (status codes, the field named, budget spent, answers released); the timings
 and memory of the abuse are shown by ``benchmarks/abuse_load.py``.
@@ -7,6 +12,7 @@ and memory of the abuse are shown by ``benchmarks/abuse_load.py``.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import socket
@@ -17,7 +23,7 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
-from svc_helpers import AUTH, Server, make_ledger, make_table
+from svc_helpers import AUTH, Server, in_process_client, make_ledger, make_table, without_key
 
 BODY_LIMIT = 2 * 1024 * 1024
 REQUEST_LIMIT = 16 * 1024
@@ -40,6 +46,26 @@ def server(tmp_path_factory) -> Iterator[Server]:
     s.stop()
 
 
+class InProcess:
+    """The application in this process, with a Server's ``client()``."""
+
+    def __init__(self, c: httpx.Client) -> None:
+        self.c = c
+
+    @contextlib.contextmanager
+    def client(self) -> Iterator[httpx.Client]:
+        yield self.c
+
+
+@pytest.fixture(scope="module")
+def app(tmp_path_factory) -> Iterator[InProcess]:
+    """The same limits as ``server``, the application in process."""
+    d = tmp_path_factory.mktemp("hardened-app")
+    with in_process_client(f"sqlite:///{d / 'darrm.db'}", max_body_bytes=BODY_LIMIT,
+                           max_request_bytes=REQUEST_LIMIT, max_rows=MAX_ROWS, inline_max_multisets=1000) as c:
+        yield InProcess(c)
+
+
 @pytest.fixture(scope="module")
 def setup(server) -> dict:
     with server.client() as c:
@@ -47,13 +73,20 @@ def setup(server) -> dict:
     return {"table": table}
 
 
-def _ledger(server: Server, eps: float = 50.0, delta: float = 1e-3) -> dict:
-    with server.client() as c:
+@pytest.fixture(scope="module")
+def app_setup(app) -> dict:
+    with app.client() as c:
+        table = make_table(c, K=5, m=2)
+    return {"table": table}
+
+
+def _ledger(service: Server | InProcess, eps: float = 50.0, delta: float = 1e-3) -> dict:
+    with service.client() as c:
         return make_ledger(c, eps, delta, name="hard-" + uuid.uuid4().hex[:6])
 
 
-def _state(server: Server, ledger_id: str) -> dict:
-    with server.client() as c:
+def _state(service: Server | InProcess, ledger_id: str) -> dict:
+    with service.client() as c:
         return c.get(f"/v1/ledgers/{ledger_id}").json()
 
 
@@ -65,44 +98,45 @@ def _state(server: Server, ledger_id: str) -> dict:
     (b"[0,\x001,0,1,0]", ["body", "votes", 0]),  # a control character is not whitespace: never dropped
     (b"[0,-0,1,0,1]", ["body", "votes", 0]),
 ])
-def test_bulk_invalid_votes_are_a_422_naming_votes(server, setup, row, loc):
-    ledger = _ledger(server)
+def test_bulk_invalid_votes_are_a_422_naming_votes(app, app_setup, row, loc):
+    ledger = _ledger(app)
     rows = 25_000
-    body = (b'{"table_id":"' + setup["table"]["id"].encode() + b'","ledger_id":"' + ledger["id"].encode()
+    body = (b'{"table_id":"' + app_setup["table"]["id"].encode() + b'","ledger_id":"' + ledger["id"].encode()
             + b'","votes":[' + b",".join([row] * rows) + b"]}")
-    with server.client() as c:
+    with app.client() as c:
         r = c.post("/v1/aggregate", content=body, headers={"content-type": "application/json"})
         assert c.get("/healthz").status_code == 200
     assert r.status_code == 422, r.text
     assert r.json()["detail"][0]["loc"][:2] == ["body", "votes"]
     assert "answers" not in r.json()
-    assert _state(server, ledger["id"])["answers"] == 0
+    assert _state(app, ledger["id"])["answers"] == 0
 
 
-def test_too_many_rows_are_refused_before_parsing(server, setup):
-    ledger = _ledger(server)
-    body = (b'{"table_id":"' + setup["table"]["id"].encode() + b'","ledger_id":"' + ledger["id"].encode()
+def test_too_many_rows_are_refused_before_parsing(app, app_setup):
+    ledger = _ledger(app)
+    body = (b'{"table_id":"' + app_setup["table"]["id"].encode() + b'","ledger_id":"' + ledger["id"].encode()
             + b'","votes":[' + b",".join([b"[0,1,0,1,0]"] * (MAX_ROWS + 1)) + b"]}")
-    with server.client() as c:
+    with app.client() as c:
         r = c.post("/v1/aggregate", content=body, headers={"content-type": "application/json"})
     assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "votes"]
     assert str(MAX_ROWS) in r.json()["detail"][0]["msg"]
-    assert _state(server, ledger["id"])["answers"] == 0
+    assert _state(app, ledger["id"])["answers"] == 0
 
 
-def test_a_large_valid_batch_is_answered_and_paid(server, setup):
-    ledger = _ledger(server, eps=1e6, delta=0.9)
+def test_a_large_valid_batch_is_answered_and_paid(app, app_setup):
+    ledger = _ledger(app, eps=1e6, delta=0.9)
     rows = 20_000
-    body = (b'{"table_id":"' + setup["table"]["id"].encode() + b'", "ledger_id": "' + ledger["id"].encode()
+    body = (b'{"table_id":"' + app_setup["table"]["id"].encode() + b'", "ledger_id": "' + ledger["id"].encode()
             + b'", "votes": [\n' + b",\n".join([b"[0, 1, 1, 0, 1]"] * rows) + b"\n]}")
-    with server.client() as c:
+    with app.client() as c:
         r = c.post("/v1/aggregate", content=body, headers={"content-type": "application/json"})
     assert r.status_code == 200, r.text
     assert len(r.json()["answers"]) == rows and set(r.json()["answers"]) <= {0, 1}
-    assert _state(server, ledger["id"])["answers"] == rows
+    assert _state(app, ledger["id"])["answers"] == rows
 
 
 # --- item 2: a body-size limit on every endpoint ----------------------------------------------------------
+@pytest.mark.slow  # the limit before the body is read: a real server
 @pytest.mark.parametrize("path, limit, setting", [
     ("/v1/ledgers", REQUEST_LIMIT, "DARRM_MAX_REQUEST_BYTES"),
     ("/v1/tables", REQUEST_LIMIT, "DARRM_MAX_REQUEST_BYTES"),
@@ -126,6 +160,7 @@ def test_oversize_bodies_get_413_with_the_limit_named(server, path, limit, setti
         assert setting in r2.json()["detail"]
 
 
+@pytest.mark.slow  # chunked bodies through a real server
 def test_bodies_under_the_limit_still_work(server, setup):
     with server.client() as c:
         r = c.post("/v1/ledgers", content=b" " * 1000 + b'{"name":"ok","epsilon_budget":1,"delta_budget":0}',
@@ -163,6 +198,7 @@ def _every_route(server: Server) -> list[tuple[str, str]]:
     return [(m.upper(), re.sub(r"\{[^}]+\}", "no-such-id", path)) for path, ops in spec["paths"].items() for m in ops]
 
 
+@pytest.mark.slow  # 80 MB sent to a real server
 def test_a_huge_body_gets_its_413_not_a_reset_on_every_endpoint(server):
     """80 MB to POST /v1/ledgers (5000 times its limit) and 8 MB to every other documented operation and to
     an unknown path: each client that sends all before reading receives the 413 naming the limit."""
@@ -180,6 +216,7 @@ def test_a_huge_body_gets_its_413_not_a_reset_on_every_endpoint(server):
         assert c.get("/healthz").status_code == 200
 
 
+@pytest.mark.slow  # a raw socket to a real server
 def test_a_client_that_expects_100_continue_gets_the_413_without_sending_the_body(server):
     with socket.create_connection(("127.0.0.1", server.port), timeout=30) as sock:
         sock.sendall(b"POST /v1/ledgers HTTP/1.1\r\nHost: test\r\nAuthorization: " + AUTH["Authorization"].encode()
@@ -197,14 +234,14 @@ def test_a_client_that_expects_100_continue_gets_the_413_without_sending_the_bod
 
 
 # --- item 3: an idempotency key reused for another request ------------------------------------------------
-def test_key_reused_with_other_votes_is_422_spends_nothing_releases_nothing(server, setup):
-    ledger = _ledger(server)
-    body = {"table_id": setup["table"]["id"], "ledger_id": ledger["id"], "votes": [[1, 0, 1, 0, 1]] * 4,
+def test_key_reused_with_other_votes_is_422_spends_nothing_releases_nothing(app, app_setup):
+    ledger = _ledger(app)
+    body = {"table_id": app_setup["table"]["id"], "ledger_id": ledger["id"], "votes": [[1, 0, 1, 0, 1]] * 4,
             "idempotency_key": "k-1"}
-    with server.client() as c:
+    with app.client() as c:
         first = c.post("/v1/aggregate", json=body)
         assert first.status_code == 200
-        spent = _state(server, ledger["id"])
+        spent = _state(app, ledger["id"])
         other = c.post("/v1/aggregate", json={**body, "votes": [[0, 0, 0, 1, 1]] * 4})  # same shape
         assert other.status_code == 422, other.text
         assert other.json()["detail"][0]["loc"] == ["body", "idempotency_key"]
@@ -214,22 +251,22 @@ def test_key_reused_with_other_votes_is_422_spends_nothing_releases_nothing(serv
         replay = c.post("/v1/aggregate", json=body)
         assert replay.status_code == 200 and replay.json()["replayed"] is True
         assert replay.json()["answers"] == first.json()["answers"]
-    after = _state(server, ledger["id"])
+    after = _state(app, ledger["id"])
     assert after["answers"] == spent["answers"] == 4
     assert after["epsilon_spent"] == spent["epsilon_spent"]
 
 
-def test_key_reused_with_another_table_is_422(server, setup):
-    ledger = _ledger(server)
-    with server.client() as c:
+def test_key_reused_with_another_table_is_422(app, app_setup):
+    ledger = _ledger(app)
+    with app.client() as c:
         t3 = make_table(c, K=3, m=2)
         ok = c.post("/v1/aggregate", json={"table_id": t3["id"], "ledger_id": ledger["id"], "votes": [[1, 0, 1]],
                                            "idempotency_key": "same"})
         assert ok.status_code == 200
-        r = c.post("/v1/aggregate", json={"table_id": setup["table"]["id"], "ledger_id": ledger["id"],
+        r = c.post("/v1/aggregate", json={"table_id": app_setup["table"]["id"], "ledger_id": ledger["id"],
                                           "votes": [[1, 0, 1, 0, 1]], "idempotency_key": "same"})
     assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "idempotency_key"]
-    assert _state(server, ledger["id"])["answers"] == 1
+    assert _state(app, ledger["id"])["answers"] == 1
 
 
 # --- item 4: strict types ----------------------------------------------------------------------------------
@@ -244,20 +281,21 @@ def test_key_reused_with_another_table_is_422(server, setup):
     ("/v1/tables", {"K": 3, "m": 2, "epsilon": "0.1"}, "epsilon"),
     ("/v1/tables", {"K": 3, "m": 2, "teacher_delta": False}, "teacher_delta"),
 ])
-def test_loose_types_are_refused(server, path, doc, field):
-    with server.client() as c:
+def test_loose_types_are_refused(app, path, doc, field):
+    with app.client() as c:
         r = c.post(path, json=doc)
     assert r.status_code == 422, r.text
     assert field in r.json()["detail"][0]["loc"]
 
 
-def test_aggregate_ids_must_be_strings(server, setup):
-    with server.client() as c:
-        r = c.post("/v1/aggregate", json={"table_id": setup["table"]["id"], "ledger_id": 7, "votes": [[1] * 5]})
+def test_aggregate_ids_must_be_strings(app, app_setup):
+    with app.client() as c:
+        r = c.post("/v1/aggregate", json={"table_id": app_setup["table"]["id"], "ledger_id": 7, "votes": [[1] * 5]})
     assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "ledger_id"]
 
 
 # --- item 5: query strings never reach the access log -------------------------------------------------------
+@pytest.mark.slow  # a uvicorn process of its own
 def test_access_log_never_holds_v1_query_strings(tmp_path):
     secret = "sk-" + uuid.uuid4().hex
     s = Server(tmp_path, f"sqlite:///{tmp_path / 'log.db'}", name="logged")
@@ -282,30 +320,24 @@ def test_access_log_never_holds_v1_query_strings(tmp_path):
 
 # --- item 6: the docs work air-gapped ------------------------------------------------------------------------
 @pytest.mark.parametrize("page", ["/docs", "/redoc"])
-def test_docs_load_every_asset_from_this_server(server, page):
-    with httpx.Client(base_url=server.url, timeout=30) as c:
-        r = c.get(page)
+def test_docs_load_every_asset_from_this_server(app, page):
+    with app.client() as c:  # no key: the docs and their assets are open
+        r = without_key(c, "GET", page)
         assert r.status_code == 200 and "text/html" in r.headers["content-type"]
         assert "//" not in re.sub(r"<!--.*?-->", "", r.text).replace("'/openapi.json'", "")  # no remote URL
         assets = re.findall(r'(?:src|href)="([^"]+)"', r.text) + re.findall(r"url: '([^']+)'", r.text)
         assert any(a.endswith(".js") for a in assets), assets
         for url in assets:
             assert url.startswith("/"), url
-            got = c.get(url)
+            got = without_key(c, "GET", url)
             assert got.status_code == 200 and len(got.content) > 100, url
 
 
-@pytest.fixture(scope="module")
-def pg_server(pg_database, tmp_path_factory) -> Iterator[Server]:
-    """The same rules on PostgreSQL (the digest column comes from migration 7c1e5a9d2b40)."""
-    s = Server(tmp_path_factory.mktemp("hardened-pg"), pg_database, name="hardened-pg").start()
-    yield s
-    s.stop()
-
-
 @pytest.mark.postgres
-def test_key_reuse_on_postgres(pg_server):
-    with pg_server.client() as c:
+def test_key_reuse_on_postgres(pg_database):
+    """The same rules on PostgreSQL (the digest column comes from migration 7c1e5a9d2b40), with the
+    application in process: the rules are HTTP semantics, not the server's."""
+    with in_process_client(pg_database) as c:
         table = make_table(c, K=3, m=2)
         ledger = make_ledger(c, 50.0, 1e-3)
         body = {"table_id": table["id"], "ledger_id": ledger["id"], "votes": [[1, 0, 1]] * 3,

@@ -21,6 +21,9 @@ from darrm_opt.model.corners import n_corners, n_multisets
 from darrm_opt.model.params import Params
 from darrm_opt.privacy.table import table_id
 
+# slow tier: real server processes (inline timeouts, single flight across processes, kill -9)
+pytestmark = pytest.mark.slow
+
 BACKENDS = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
 INLINE_MAX = 20_000_000  # K = 31, m = 3 (12.6 M multisets) is inline; K = 41 (73.6 M) is a job
 WAIT_S = 120.0

@@ -1,11 +1,11 @@
 """The disjoint-private ledger cap (issue 14): teachers on disjoint shards, each (ε_T, Δ_T)-DP, cap the total
-by parallel composition, so the answers beyond the composed budget are paid at the cap. Real server, SQLite
-(the shared server) and PostgreSQL (when DARRM_TEST_POSTGRES_URL is set)."""
+by parallel composition, so the answers beyond the composed budget are paid at the cap. The application in
+process, on SQLite and on PostgreSQL (when DARRM_TEST_POSTGRES_URL is set)."""
 
 from __future__ import annotations
 
 import pytest
-from svc_helpers import Server, make_table
+from svc_helpers import in_process_client, make_table
 
 from darrm_opt.privacy import accounting
 from darrm_opt.privacy.profile import PrivacyProfile
@@ -70,10 +70,6 @@ def test_bad_cap_bodies_are_422(client, body, field):
     assert r.status_code == 422 and field in r.text
 
 
-def test_ledger_cap_on_postgres(pg_database, tmp_path):
-    server = Server(tmp_path, pg_database, name="cap-pg").start()
-    try:
-        with server.client() as c:
-            _check_cap(c)
-    finally:
-        server.stop()
+def test_ledger_cap_on_postgres(pg_database):
+    with in_process_client(pg_database) as c:
+        _check_cap(c)

@@ -15,6 +15,9 @@ from darrm_opt.model.params import Params
 from darrm_opt.privacy import accounting
 from darrm_opt.privacy.profile import PrivacyProfile
 
+# slow tier: two real server processes per backend, racing clients and kill -9
+pytestmark = pytest.mark.slow
+
 N = 60  # answers the raced ledgers can pay for (32 clients race for them: most are refused at the end)
 CLIENTS = 32
 BACKENDS = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]

@@ -1,4 +1,5 @@
-"""Multi-class tables through a real server: creation (C in the id), class-label votes, the ledger, errors.
+"""Multi-class tables through the service (the application in process, on SQLite and on PostgreSQL):
+creation (C in the id), class-label votes, the ledger, errors.
 
 Also, in process: a multi-class table row that carries a privacy profile is served with it, and the ledger
 composes it exactly (the path is the binary tables' one: "the table has a profile")."""
@@ -11,7 +12,7 @@ import uuid
 
 import numpy as np
 import pytest
-from svc_helpers import Server, make_ledger
+from svc_helpers import in_process_client, make_ledger
 
 from darrm_opt.certify.multiclass import certify_multiclass
 from darrm_opt.mechanisms.samplers import MulticlassSampler
@@ -26,11 +27,10 @@ BODY = {"K": 7, "classes": 3, "teachers": "disjoint-nonprivate", "target_epsilon
 
 
 @pytest.fixture(scope="module")
-def table(sqlite_server) -> dict:
-    with sqlite_server.client() as c:
-        r = c.post("/v1/tables", json=BODY)
-        assert r.status_code == 200, r.text
-        return r.json()
+def table(app_client) -> dict:
+    r = app_client.post("/v1/tables", json=BODY)
+    assert r.status_code == 200, r.text
+    return r.json()
 
 
 def test_a_multiclass_table_is_created_certified_and_cached(client, table):
@@ -102,6 +102,7 @@ def test_label_votes_are_answered_and_paid_per_answer(client, table):
     assert view["epsilon_spent"] == exact.epsilon
 
 
+@pytest.mark.slow  # 10 000 answers through the service
 def test_the_served_law_matches_mc1(client, table):
     """5 000 answers to one histogram with a tie of two (gap 0) and 5 000 to a unanimous one, within 5
     standard errors of (MC-1)."""
@@ -167,28 +168,25 @@ def test_large_label_bodies_and_two_digit_labels_with_replay(client):
     assert client.get(f"/v1/ledgers/{ledger['id']}").json()["answers"] == rows
 
 
-def test_multiclass_round_trip_on_postgres(pg_database, tmp_path):
-    """The same on PostgreSQL (migration 0005 adds ``classes`` there too): create, answer labels, pay."""
-    server = Server(tmp_path, pg_database, name="mc-pg").start()
-    try:
-        with server.client() as c:
-            r = c.post("/v1/tables", json=BODY)
-            assert r.status_code == 200, r.text
-            tid = r.json()["id"]
-            params = MulticlassParams(7, 3, 1.0, 1e-5)
-            assert tid == table_id("darrm-multiclass", params, "disjoint-nonprivate", r.json()["gamma"])
-            assert r.json()["classes"] == 3
-            ledger = make_ledger(c, epsilon_budget=20.0, delta_budget=1e-3, name="mc-pg")
-            r = c.post("/v1/aggregate", json={"table_id": tid, "ledger_id": ledger["id"],
-                                              "votes": [[1] * 7, [0, 1, 2, 2, 2, 2, 2]]})
-            assert r.status_code == 200, r.text
-            assert set(r.json()["answers"]) <= {0, 1, 2} and r.json()["ledger_answers"] == 2
-            prof = multiclass_profile(params, r.json()["gamma"] if "gamma" in r.json() else
-                                      c.get(f"/v1/tables/{tid}").json()["gamma"])
-            expected = accounting.account([(1.0, 1e-5, 2)], 1e-3, profiles=[(prof, 2)], coarse=True).spend
-            assert (r.json()["epsilon_spent"], r.json()["composition"]) == (expected.epsilon, "exact")
-    finally:
-        server.stop()
+def test_multiclass_round_trip_on_postgres(pg_database):
+    """The same on PostgreSQL (migration 0005 adds ``classes`` there too): create, answer labels, pay; the
+    application in process."""
+    with in_process_client(pg_database) as c:
+        r = c.post("/v1/tables", json=BODY)
+        assert r.status_code == 200, r.text
+        tid = r.json()["id"]
+        params = MulticlassParams(7, 3, 1.0, 1e-5)
+        assert tid == table_id("darrm-multiclass", params, "disjoint-nonprivate", r.json()["gamma"])
+        assert r.json()["classes"] == 3
+        ledger = make_ledger(c, epsilon_budget=20.0, delta_budget=1e-3, name="mc-pg")
+        r = c.post("/v1/aggregate", json={"table_id": tid, "ledger_id": ledger["id"],
+                                          "votes": [[1] * 7, [0, 1, 2, 2, 2, 2, 2]]})
+        assert r.status_code == 200, r.text
+        assert set(r.json()["answers"]) <= {0, 1, 2} and r.json()["ledger_answers"] == 2
+        prof = multiclass_profile(params, r.json()["gamma"] if "gamma" in r.json() else
+                                  c.get(f"/v1/tables/{tid}").json()["gamma"])
+        expected = accounting.account([(1.0, 1e-5, 2)], 1e-3, profiles=[(prof, 2)], coarse=True).spend
+        assert (r.json()["epsilon_spent"], r.json()["composition"]) == (expected.epsilon, "exact")
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -147,6 +147,7 @@ def installed(tmp_path_factory) -> Path:
     return site
 
 
+@pytest.mark.slow  # installs the package, runs its CMD as a process
 def test_cmd_and_healthcheck_of_the_installed_package(installed, tmp_path):
     ins = instructions()
     port = free_port()

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import time
 
+import pytest
+
 from darrm_opt.certify.certificate import certify
 from darrm_opt.model.params import Params
 from darrm_opt.privacy.pld import exact_epsilon
@@ -60,6 +62,7 @@ def test_infeasible_budget_is_a_422_with_the_least_epsilon(client):
     assert r.status_code == 422 and "below what 20 answers must spend" in r.text
 
 
+@pytest.mark.slow  # a plan solved as a job
 def test_large_plan_answers_202_then_the_table(client):
     body = {**SMALL, "K": 7, "epsilon": 0.1, "queries": 50, "budget_delta": 0.01}  # > the inline limit
     r = client.post("/v1/plans", json=body)

@@ -1,4 +1,5 @@
-"""Round trips through a real server: tables (cache, jobs, single flight), ledgers, aggregate, errors."""
+"""Round trips through the service (the application in process; single flight under concurrent requests
+through a real server): tables (cache, jobs, single flight), ledgers, aggregate, errors."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import math
 import time
 
 import pytest
-from svc_helpers import make_ledger, make_table
+from svc_helpers import in_process_client, make_ledger, make_table
 
 from darrm_opt.certify.certificate import certify
 from darrm_opt.model.params import Params
@@ -90,6 +91,7 @@ def test_slow_solve_answers_202_then_job_reports_the_table(client):
     assert again.status_code == 200 and again.headers["x-darrm-cache"] == "hit"
 
 
+@pytest.mark.slow  # concurrent requests into a real server process
 def test_identical_concurrent_requests_run_one_solve(sqlite_server):
     body = {"K": 13, "m": 3.37, "teacher_delta": 0.0}  # pure DP: 560 multisets, inline
     with sqlite_server.client() as c, cf.ThreadPoolExecutor(8) as pool:
@@ -234,18 +236,17 @@ def test_unknown_ids_are_404(client):
         assert r.status_code == 404 and "not found" in r.json()["detail"]
 
 
-def test_health_and_docs(client, sqlite_server):
-    import httpx
-
-    assert httpx.get(sqlite_server.url + "/healthz").json() == {"status": "ok"}
-    assert httpx.get(sqlite_server.url + "/readyz").json() == {"status": "ready"}
-    spec = httpx.get(sqlite_server.url + "/openapi.json").json()
-    for path in ("/v1/tables", "/v1/tables/{table_id}", "/v1/jobs/{job_id}", "/v1/ledgers",
-                 "/v1/ledgers/{ledger_id}", "/v1/aggregate", "/healthz", "/readyz"):
-        assert path in spec["paths"]
-    assert "votes" in spec["paths"]["/v1/aggregate"]["post"]["requestBody"]["content"]["application/json"][
-        "schema"]["properties"]
-    assert httpx.get(sqlite_server.url + "/docs").status_code == 200
+def test_health_and_docs(tmp_path):
+    with in_process_client(f"sqlite:///{tmp_path / 'health.db'}", keyed=False) as c:  # no key: open paths
+        assert c.get("/healthz").json() == {"status": "ok"}
+        assert c.get("/readyz").json() == {"status": "ready"}
+        spec = c.get("/openapi.json").json()
+        for path in ("/v1/tables", "/v1/tables/{table_id}", "/v1/jobs/{job_id}", "/v1/ledgers",
+                     "/v1/ledgers/{ledger_id}", "/v1/aggregate", "/healthz", "/readyz"):
+            assert path in spec["paths"]
+        assert "votes" in spec["paths"]["/v1/aggregate"]["post"]["requestBody"]["content"]["application/json"][
+            "schema"]["properties"]
+        assert c.get("/docs").status_code == 200
 
 
 def test_unknown_solver_is_refused_even_for_a_cached_table(client):

@@ -1,7 +1,7 @@
 """The teacher settings in the service (issue 14): PATE-setting tables (disjoint-nonprivate) and
 disjoint-private tables through POST /v1/tables and POST /v1/plans, certified, cached under their own id,
 usable by /v1/aggregate and ledgers; the options a setting does not take are a 422 naming the field.
-Real server (the shared SQLite one), real HiGHS."""
+The application in process (the shared SQLite one, and PostgreSQL), real HiGHS."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import subprocess
 import sys
 
 import numpy as np
-from svc_helpers import ROOT, Server
+from svc_helpers import ROOT, in_process_client
 
 from darrm_opt.certify.pairs import certify_pairs
 from darrm_opt.model.neighbours import PateParams
@@ -146,12 +146,9 @@ def test_disjoint_private_plan_says_the_majority_is_free(client):
     assert r.json()["teachers"] == "shared" and plan["total_cap"] == {"epsilon": 0.2, "delta": 1e-4}
 
 
-def test_pate_tables_on_postgres(pg_database, tmp_path):
-    """The same table and ledger round trip on PostgreSQL (migration 0005 there; PATE rows and their ids)."""
-    server = Server(tmp_path, pg_database, name="pate-pg").start()
-    try:
-        with server.client() as c:
-            test_pate_table_is_certified_cached_and_equals_the_cli(c)
-            test_pate_table_answers_into_a_ledger_with_its_own_accounting(c)
-    finally:
-        server.stop()
+def test_pate_tables_on_postgres(pg_database):
+    """The same table and ledger round trip on PostgreSQL (migration 0005 there; PATE rows and their ids), with
+    the application in process."""
+    with in_process_client(pg_database) as c:
+        test_pate_table_is_certified_cached_and_equals_the_cli(c)
+        test_pate_table_answers_into_a_ledger_with_its_own_accounting(c)

@@ -84,6 +84,7 @@ def test_tables_with_equal_parameters_are_two_tables(k11):
     assert table_id("darrm", opt.params, "shared", bumped) != opt.id
 
 
+@pytest.mark.slow  # CLI subprocesses
 def test_each_answer_is_paid_at_its_own_tables_price_from_the_cli(k11, tmp_path):
     """The audit's reproducer: a ledger that pays 30 answers of γ_opt must not pay 40 more of γ_Sub (same
     parameters): their true composition (about 6.3) is far above the budget (4.4858)."""
@@ -127,6 +128,7 @@ def pate_table() -> CertifiedTable:
     return certify_table(params, solve_pate(params).gamma)
 
 
+@pytest.mark.slow  # CLI subprocesses
 def test_a_capped_ledger_refuses_pate_tables_from_python_and_the_cli(pate_table, k11, tmp_path):
     db = f"sqlite:///{tmp_path / 'cap.db'}"
     draws = []
@@ -184,6 +186,7 @@ def test_the_python_api_pays_before_it_draws(k11, tmp_path):
         assert order == [] and book.view()["answers"] == 3
 
 
+@pytest.mark.slow  # 26 debits, each composed exactly
 def test_the_stated_spend_never_decreases_and_delta_is_the_fixed_target(k11, tmp_path):
     opt = k11["opt"]
     stated = []
