@@ -137,6 +137,7 @@ def test_samplers_draw_answers_of_the_right_type(solved, kind):
     assert answers.shape == (50,) and set(answers.tolist()) <= set(range(table.classes or 2))
 
 
+@pytest.mark.slow  # subprocesses / a 100-answer composition
 def test_solve_documents_carry_kind_and_schema_version(tmp_path):
     runs = {"darrm": ["--K", "5", "--m", "2"],
             "darrm-pate": ["--K", "5", "--teachers", "disjoint-nonprivate", "--target-epsilon", "0.5",

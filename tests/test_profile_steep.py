@@ -92,6 +92,7 @@ def test_profile_is_above_the_truth_tight_and_never_looser(case):
         assert prof.envelope(b) <= a + 2.0**-52
 
 
+@pytest.mark.slow  # subprocesses / a 100-answer composition
 def test_composition_of_100_answers_tightens():
     """K = 5, m = 3: without the steep stage 100 answers at δ = 1e-5 have no finite ε (100 × the infinite mass
     2.99e-5 > 1e-5); with the true 6.0e-10 they spend ε ≈ 14.78. At δ_total = 1 − (1 − δ)^100 (1 − 1e-4) the exact
