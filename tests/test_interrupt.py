@@ -63,3 +63,23 @@ def test_progress_bar_on_stderr_and_quiet_silences_it():
     assert "multisets" in loud_err
     assert procs[1].returncode == 0 and quiet_err == ""
     assert all(json.loads(out)["certificate"]["certified"] is True for out in (loud_out, quiet_out))
+
+
+def test_a_swallowed_ctrl_c_still_stops_the_command_and_writes_nothing(tmp_path):
+    """Python drops a KeyboardInterrupt raised inside a garbage-collector callback ("Exception ignored in
+    ... weakref"); the SIGINT handler also sets a flag, which the next progress event and any output check:
+    the command exits 130 and writes nothing even then."""
+    from typer.testing import CliRunner
+
+    from darrm_opt.cli import app, common
+
+    out = tmp_path / "t.json"
+    common.interrupted.set()  # as after a Ctrl-C whose KeyboardInterrupt was dropped
+    try:
+        r = CliRunner().invoke(app, ["solve", "--K", "5", "--m", "2", "--format", "json", "--out", str(out)])
+    finally:
+        common.interrupted.clear()
+    assert r.exit_code == 130 and "interrupted" in r.output
+    assert not out.exists() and list(tmp_path.iterdir()) == []
+    r = CliRunner().invoke(app, ["solve", "--K", "5", "--m", "2", "--format", "json", "--out", str(out)])
+    assert r.exit_code == 0 and json.loads(out.read_text())["certificate"]["certified"] is True

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import sys
 import tempfile
+import threading
 from pathlib import Path
 
 import typer
@@ -17,12 +19,41 @@ from darrm_opt.errors import DarrmError
 
 err_console = Console(stderr=True, highlight=False)
 
+#: set by Ctrl-C: Python raises KeyboardInterrupt wherever the main thread is, and one raised inside a
+#: garbage-collector callback (a weakref's, a __del__) is printed and dropped; the flag keeps it, and the
+#: next progress event and any output check it, so an interrupted command always stops and writes nothing
+interrupted = threading.Event()
+
+
+def _on_sigint(signum: int, frame: object) -> None:
+    interrupted.set()
+    raise KeyboardInterrupt
+
+
+def _unraisable(args: object) -> None:
+    """Python's hook for exceptions it cannot raise: a Ctrl-C dropped in a garbage-collector callback is
+    kept by :data:`interrupted` and needs no traceback on stderr; anything else is reported as usual."""
+    if isinstance(getattr(args, "exc_value", None), KeyboardInterrupt) and interrupted.is_set():
+        return
+    sys.__unraisablehook__(args)  # type: ignore[arg-type]
+
+
+def check_interrupted() -> None:
+    """KeyboardInterrupt if Ctrl-C was pressed (even if the first one was swallowed)."""
+    if interrupted.is_set():
+        raise KeyboardInterrupt
+
 
 @contextlib.contextmanager
 def handle_errors():
     """Turn domain errors into one line on stderr and their exit code; Ctrl-C into exit 130."""
+    if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGINT) is \
+            signal.default_int_handler:
+        signal.signal(signal.SIGINT, _on_sigint)
+        sys.unraisablehook = _unraisable
     try:
         yield
+        check_interrupted()
     except DarrmError as exc:
         err_console.print(f"[bold red]error:[/] {escape(str(exc))}", soft_wrap=True)  # messages may hold [ ]
         raise typer.Exit(exc.exit_code) from None
@@ -46,6 +77,7 @@ class ProgressReporter:
 
     def phase(self, name: str, sweeps: str | None = None) -> None:
         """A new phase of a command (a plain line in logs); its sweeps are labelled ``sweeps``, else ``name``."""
+        check_interrupted()
         self._phase, self._sweeps = name, sweeps
         if self.quiet:
             return
@@ -63,6 +95,7 @@ class ProgressReporter:
         self("certify-progress", done=done, total=total, worst=worst)
 
     def __call__(self, stage: str, **info) -> None:
+        check_interrupted()
         if self.quiet:
             return
         if stage in ("sweep-progress", "certify-progress"):
@@ -108,7 +141,8 @@ class ProgressReporter:
 
 
 def write_output(text: str, out: Path | None) -> None:
-    """Print to stdout, or write ``out`` atomically (a temp file renamed into place)."""
+    """Print to stdout, or write ``out`` atomically (a temp file renamed into place); nothing after Ctrl-C."""
+    check_interrupted()
     if out is None:
         sys.stdout.write(text if text.endswith("\n") else text + "\n")
         return
