@@ -65,14 +65,13 @@ def params_key(params: Any, teachers: str | None = None) -> str:
     """The key of a table's *parameters* in its setting (not its γ): the service's solve cache and job id.
     ``key()`` of the parameters in the kind's default setting; with another setting, the same hash over the
     parameters and the setting."""
-    import hashlib
+    from darrm_opt.model.params import digest
 
     m = mechanism_for(params)
     teachers = m.setting(teachers)
     if teachers == m.settings[0]:
         return params.key()
-    text = json.dumps({**params.canonical(), "teachers": teachers}, sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(text.encode()).hexdigest()[:32]
+    return digest({**params.canonical(), "teachers": teachers})
 
 
 def certify_table(params: Any, gamma: Sequence[float] | np.ndarray, *, teachers: str | None = None,

@@ -33,8 +33,6 @@ Whether a type occurs depends on (K, C); a witness histogram is searched for eac
 
 from __future__ import annotations
 
-import hashlib
-import json
 import math
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -43,7 +41,7 @@ import numpy as np
 
 from darrm_opt.errors import InvalidParameter
 from darrm_opt.lazy import LazyModule
-from darrm_opt.model.params import finite_number
+from darrm_opt.model.params import digest, finite_number
 
 # imported on first use: scipy.stats costs about 0.7 s of CPU, and binary tables never need it
 special: Any = LazyModule("scipy.special")
@@ -160,8 +158,7 @@ class MulticlassParams:
 
     def key(self) -> str:
         """A stable hash of the canonical parameters (the table id in the service; C is part of it)."""
-        text = json.dumps(self.canonical(), sort_keys=True, separators=(",", ":"))
-        return hashlib.sha256(text.encode()).hexdigest()[:32]
+        return digest(self.canonical())
 
 
 # ------------------------------------------------------------------------------------------------------

@@ -20,8 +20,6 @@ paper's setting). When the teachers are trained on *disjoint* shards, one record
 
 from __future__ import annotations
 
-import hashlib
-import json
 import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -29,7 +27,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from darrm_opt.errors import InvalidParameter
-from darrm_opt.model.params import Prior, finite_number
+from darrm_opt.model.params import Prior, digest, finite_number
 
 #: The teacher settings, the paper's first.
 TEACHER_SETTINGS = ("shared", "disjoint-private", "disjoint-nonprivate")
@@ -161,8 +159,7 @@ class PateParams:
 
     def key(self) -> str:
         """A stable hash of the canonical parameters (the table id in the service; the setting is part of it)."""
-        text = json.dumps(self.canonical(), sort_keys=True, separators=(",", ":"))
-        return hashlib.sha256(text.encode()).hexdigest()[:32]
+        return digest(self.canonical())
 
 
 def signs(K: int) -> np.ndarray:

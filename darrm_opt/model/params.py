@@ -64,6 +64,14 @@ def parse_values(name: str, text: str, *, integer: bool = False, odd: bool = Fal
     return sorted(out)
 
 
+def digest(doc: dict) -> str:
+    """A stable hash of a JSON document: SHA-256 (first 128 bits, hex) of its canonical text (sorted keys,
+    no spaces, floats as their shortest round-trip repr; NaN and infinities refused). Parameter keys and
+    table ids are such digests."""
+    text = json.dumps(doc, sort_keys=True, separators=(",", ":"), allow_nan=False)
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
 @dataclass(frozen=True)
 class Prior:
     """Distribution of the teachers' probabilities of voting 1, used by the objective (App. C.1).
@@ -211,5 +219,4 @@ class Params:
 
     def key(self) -> str:
         """A stable hash of the canonical parameters (the table id in the service)."""
-        text = json.dumps(self.canonical(), sort_keys=True, separators=(",", ":"))
-        return hashlib.sha256(text.encode()).hexdigest()[:32]
+        return digest(self.canonical())

@@ -10,8 +10,6 @@ kind's ``table``), which checks that the certificate certifies the parameters; t
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from darrm_opt.errors import InvalidParameter
+from darrm_opt.model.params import digest
 from darrm_opt.privacy.profile import PrivacyProfile
 
 #: the version of the content hash (part of the hashed text)
@@ -36,8 +35,7 @@ def table_id(kind: str, params: Any, teachers: str, gamma: Sequence[float] | np.
         "teachers": teachers,
         "gamma": [float(g) + 0.0 for g in np.asarray(gamma, dtype=np.float64).tolist()],
     }
-    text = json.dumps(doc, sort_keys=True, separators=(",", ":"), allow_nan=False)
-    return hashlib.sha256(text.encode()).hexdigest()[:32]
+    return digest(doc)
 
 
 @dataclass(frozen=True)
