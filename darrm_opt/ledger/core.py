@@ -196,15 +196,17 @@ class LedgerState:
         Raises :class:`NeedsExact` when that composition is not in the cache: it is computed outside the
         transaction (never while holding the database's write lock) and the batch is decided again."""
         budget_delta = self.row.delta_budget
-        acc = capped(accounting.account(self.groups(extra), budget_delta), self.row.cap, budget_delta)
+        generic = accounting.account(self.groups(extra), budget_delta)
+        acc = capped(generic, self.row.cap, budget_delta)
         parts = self.parts(extra, profile_of) if budget_delta > 0 else None
         if parts is None:
             return acc
         coarse = self.fits(acc)
-        if cached_exact_epsilon(parts, budget_delta, coarse=coarse) is None:
+        exact = cached_exact_epsilon(parts, budget_delta, coarse=coarse)
+        if exact is None:
             raise NeedsExact(parts, budget_delta, coarse)
-        return capped(accounting.account(self.groups(extra), budget_delta, profiles=parts, coarse=coarse),
-                      self.row.cap, budget_delta)
+        exact_bound = accounting.Spend(exact, budget_delta, accounting.EXACT)  # the generic bounds are not redone
+        return capped(accounting.with_bound(generic, exact_bound, budget_delta), self.row.cap, budget_delta)
 
     def stated(self, acc: accounting.Accounting) -> accounting.Spend:
         """The spend the ledger states with ``acc``'s answers: the larger ε of the earlier statement and the

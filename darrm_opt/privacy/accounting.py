@@ -354,6 +354,17 @@ def account(groups: Iterable[Group | tuple[float, float, int]], delta_budget: fl
     return Accounting(chosen, {c.method: c for c in candidates})
 
 
+def with_bound(acc: Accounting, bound: Spend, delta_budget: float) -> Accounting:
+    """``acc`` with one more valid bound of the same answers: the spend becomes ``bound`` when it meets the δ
+    target with a finite ε smaller than the spend's (or the spend does not meet it); ties keep the spend."""
+    chosen = acc.spend
+    chosen_ok = chosen.delta <= delta_budget and math.isfinite(chosen.epsilon)
+    if bound.delta <= delta_budget and math.isfinite(bound.epsilon) and (not chosen_ok or
+                                                                          bound.epsilon < chosen.epsilon):
+        chosen = bound
+    return Accounting(chosen, {**acc.bounds, bound.method: bound})
+
+
 def tightest(groups: Iterable[Group | tuple[float, float, int]], delta_budget: float) -> Spend:
     """The tightest valid spend (ε, δ, method) of ``groups`` at target ``delta_budget``."""
     return account(groups, delta_budget).spend

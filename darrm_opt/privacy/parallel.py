@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 
 from darrm_opt.errors import InvalidParameter
-from darrm_opt.privacy.accounting import Accounting, Spend
+from darrm_opt.privacy.accounting import Accounting, Spend, with_bound
 
 #: The method name of the cap in a ledger's bounds and spend.
 PARALLEL_CAP = "parallel-cap"
@@ -33,9 +33,4 @@ def capped(acc: Accounting, cap: tuple[float, float] | None, delta_budget: float
     if cap is None:
         return acc
     eps_t, delta_t = check_cap(*cap)
-    c = Spend(eps_t, delta_t, PARALLEL_CAP)
-    chosen = acc.spend
-    chosen_ok = chosen.delta <= delta_budget and math.isfinite(chosen.epsilon)
-    if c.delta <= delta_budget and (not chosen_ok or c.epsilon < chosen.epsilon):
-        chosen = c
-    return Accounting(chosen, {**acc.bounds, PARALLEL_CAP: c})
+    return with_bound(acc, Spend(eps_t, delta_t, PARALLEL_CAP), delta_budget)
