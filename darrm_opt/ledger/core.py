@@ -55,12 +55,6 @@ def no_profiles(table_id: str) -> PrivacyProfile | None:
     return None
 
 
-def utc_timestamp():  # noqa: ANN201 - a datetime; imported lazily by the stores
-    from datetime import UTC, datetime
-
-    return datetime.now(UTC)
-
-
 def encode_answers(answers: np.ndarray) -> str:
     """One digit per answer (binary answers, class labels up to 9); a JSON list when a label exceeds 9."""
     if answers.size and int(answers.max()) > 9:
@@ -220,7 +214,7 @@ class LedgerState:
         return acc.within(self.row.epsilon_budget, self.row.delta_budget)
 
     def pay(self, d: Debit, spend: accounting.Spend) -> dict[str, Any]:
-        """Add ``d`` to the in-memory state; the spend record to insert."""
+        """Add ``d`` to the in-memory state; the spend record to insert (the store stamps its time)."""
         usage = self.usage.setdefault(d.table_id, [d.epsilon0, d.delta0, 0])
         usage[2] += d.rows
         self.dirty_tables.add(d.table_id)
@@ -235,7 +229,6 @@ class LedgerState:
             "answers": encode_answers(np.asarray(d.answers)) if keep else None,
             "request_digest": d.request_digest if d.idempotency_key is not None else None,
             "debit_id": d.debit_id,
-            "created_at": utc_timestamp(),
         }
 
 

@@ -225,7 +225,7 @@ class DebitWriter:
         attempt, rounds = 0, 0
         while True:
             try:
-                results = self._transaction(batch)
+                results = self._transaction(batch, retried=attempt > 0)
                 break
             except NeedsExact as need:  # rolled back; compute it without holding any lock, then decide again
                 rounds += 1
@@ -260,7 +260,10 @@ class DebitWriter:
             return exc
         return None
 
-    def _transaction(self, batch: list[Debit]) -> list[DebitResult]:
+    def _transaction(self, batch: list[Debit], retried: bool = False) -> list[DebitResult]:
+        """Decide and commit ``batch``. ``retried``: an earlier attempt failed in the database, perhaps after
+        its COMMIT went through, so the debits it may have paid are looked up by ``debit_id`` (a first
+        attempt, or one after a rolled-back NeedsExact, cannot have paid any)."""
         ledger_ids = sorted({d.ledger_id for d in batch})
         keyed = {(d.ledger_id, d.idempotency_key) for d in batch if d.idempotency_key is not None}
         with self.db.write() as conn:
@@ -288,7 +291,8 @@ class DebitWriter:
                 ):
                     seen[(s.ledger_id, s.idempotency_key)] = s
             committed = {s.debit_id: s for s in conn.execute(
-                select(SpendRecord.__table__).where(SpendRecord.debit_id.in_([d.debit_id for d in batch])))}
+                select(SpendRecord.__table__).where(SpendRecord.debit_id.in_([d.debit_id for d in batch])))
+            } if retried else {}
 
             results, new_spends = decide(batch, states, seen, committed, self.profile_of)
 
@@ -315,5 +319,5 @@ class DebitWriter:
                         conn.execute(insert(LedgerUsage).values(
                             ledger_id=lid, table_id=t, epsilon0=e0, delta0=d0, answers=n))
             if new_spends:
-                conn.execute(insert(SpendRecord), new_spends)
+                conn.execute(insert(SpendRecord), [{**r, "created_at": now} for r in new_spends])
         return results
