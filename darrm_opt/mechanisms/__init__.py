@@ -95,23 +95,44 @@ def document_kind(data: Mapping[str, Any]) -> Mechanism:
     return kind_for(data.get("teachers") or None, data.get("classes"))
 
 
-def table_from_document(data: Mapping[str, Any], *, certify: bool = True, profile: bool = True,
-                        name: str = "the table") -> CertifiedTable:
-    """The table in a document (a table file, a request): certified again when ``certify`` (its stored
-    certificate is never trusted then), else read with its stored certificate."""
+def read_document(data: Mapping[str, Any], source: str = "the table") -> tuple[Mechanism, Any, np.ndarray]:
+    """(kind, parameters, γ) of a table document of any kind (:func:`document_kind`): every field its kind
+    requires must be stated (null counts as missing: a table is certified for the parameters it states,
+    never for assumed ones), fields its kind does not have are refused, and γ is K + 1 numbers."""
     m = document_kind(data)
+    missing = [k for k in m.document_fields if data.get(k) is None]
+    if missing:
+        raise TableFileError(f"{source} lacks field(s) {', '.join(missing)}: every privacy parameter must be "
+                             "stated (no defaults are assumed)")
+    extra = [k for k in m.absent_fields if data.get(k) is not None]
+    if extra:
+        raise TableFileError(f"{source} is a {m.kind} table but states {', '.join(extra)}: {m.absent_reason}")
     params = m.params_from(data)
-    gamma = data.get("gamma")
+    values = data.get("gamma")
+    if not isinstance(values, list) or not all(isinstance(x, (int, float)) and not isinstance(x, bool)
+                                               for x in values):
+        raise InvalidParameter("gamma", "must be a list of numbers")
+    gamma = np.asarray(values, dtype=np.float64)
+    if gamma.size != params.K + 1:
+        raise InvalidParameter("gamma", f"must have K + 1 = {params.K + 1} values", f"{gamma.size} values")
+    return m, params, gamma
+
+
+def table_from_document(data: Mapping[str, Any], *, certify: bool = True, profile: bool = True,
+                        name: str = "the table", source: str | None = None, progress: Any = None) -> CertifiedTable:
+    """The table in a document (a table file, a request; read by :func:`read_document`, whose errors name
+    ``source``, else ``name``): certified again when ``certify`` (its stored certificate is never trusted
+    then), else read with its stored certificate."""
+    m, params, gamma = read_document(data, source or name)
     teachers = data.get("teachers") or None
     if certify:
-        return m.certify_table(params, np.asarray(gamma, dtype=np.float64), teachers=teachers, profile=profile,
-                               name=name)
+        return m.certify_table(params, gamma, teachers=teachers, profile=profile, name=name, progress=progress)
     cert = data.get("certificate")
     if not isinstance(cert, Mapping):
         raise TableFileError(f"{name} has no certificate")
     stored = data.get("privacy_profile")
     prof = PrivacyProfile.from_dict(stored) if isinstance(stored, Mapping) else None
-    return m.table(params, gamma, cert, teachers, prof)  # type: ignore[arg-type]
+    return m.table(params, gamma, cert, teachers, prof)
 
 
 def table_from_row(row: Any, compute_profile: Callable[[Mechanism, Any, tuple[float, ...]], Any] | None = None

@@ -23,6 +23,7 @@ from darrm_opt.certify.linear import best_constant, constant_certificate, consta
 from darrm_opt.certify.rounded import certify_rounded
 from darrm_opt.certify.sweep import SweepResult
 from darrm_opt.errors import CertificationFailed, InvalidParameter, TableFileError
+from darrm_opt.mechanisms import read_document, table_from_document
 from darrm_opt.model.baselines import gamma_const, gamma_dsub, gamma_sub
 from darrm_opt.model.params import Params
 
@@ -300,35 +301,6 @@ def _read_json(p: Path) -> object:
     return data
 
 
-def _gamma_values(data: dict) -> np.ndarray:
-    gamma = data["gamma"]
-    if not isinstance(gamma, list) or not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in gamma):
-        raise InvalidParameter("gamma", "must be a list of numbers")
-    return np.asarray(gamma, dtype=np.float64)
-
-
-def params_of_document(data: dict, source: str):
-    """(kind, parameters, γ) of a table document of any kind (:func:`darrm_opt.mechanisms.document_kind`):
-    every field its kind requires must be stated (null counts as missing: a table is certified for the
-    parameters it states, never for assumed ones), fields its kind does not have are refused, and γ has
-    K + 1 values."""
-    from darrm_opt.mechanisms import document_kind
-
-    m = document_kind(data)
-    missing = [k for k in m.document_fields if data.get(k) is None]
-    if missing:
-        raise TableFileError(f"{source} lacks field(s) {', '.join(missing)}: every privacy parameter must be "
-                             "stated (no defaults are assumed)")
-    extra = [k for k in m.absent_fields if data.get(k) is not None]
-    if extra:
-        raise TableFileError(f"{source} is a {m.kind} table but states {', '.join(extra)}: {m.absent_reason}")
-    params = m.params_from(data)
-    gamma = _gamma_values(data)
-    if gamma.size != params.K + 1:
-        raise InvalidParameter("gamma", f"must have K + 1 = {params.K + 1} values", f"{gamma.size} values")
-    return m, params, gamma
-
-
 def _read_document(path: str | Path) -> dict:
     data = _read_json(Path(path))
     if not isinstance(data, dict):
@@ -342,7 +314,7 @@ def load_any_table(path: str | Path):
     K, epsilon = the per-answer ε, delta, gamma; multi-class (it states ``classes``): K, classes, teachers,
     target_epsilon, delta, gamma. ``prior`` is optional; every other field is required. Unreadable files
     raise :class:`TableFileError` with one line naming the problem."""
-    _, params, gamma = params_of_document(_read_document(path), f"table file {str(path)!r}")
+    _, params, gamma = read_document(_read_document(path), f"table file {str(path)!r}")
     return params, gamma
 
 
@@ -351,7 +323,7 @@ def load_table(path: str | Path) -> tuple[Params, np.ndarray]:
     refused with a TableFileError saying so (the commands that take this table need m and the teachers'
     (ε, Δ))."""
     data = _read_document(path)
-    m, params, gamma = params_of_document(data, f"table file {str(path)!r}")
+    m, params, gamma = read_document(data, f"table file {str(path)!r}")
     if m.kind != "darrm":
         raise TableFileError(f"table file {str(path)!r} is a {m.kind} table for {m.setting(data.get('teachers'))} "
                              f"teachers ({m.summary}); this command takes DaRRM tables of private teachers "
@@ -361,7 +333,7 @@ def load_table(path: str | Path) -> tuple[Params, np.ndarray]:
 
 def load_multiclass_table(path: str | Path):
     """(MulticlassParams, γ) of a multi-class table file (see :func:`load_any_table`)."""
-    m, params, gamma = params_of_document(_read_document(path), f"table file {str(path)!r}")
+    m, params, gamma = read_document(_read_document(path), f"table file {str(path)!r}")
     if not m.labels:
         raise TableFileError(f"table file {str(path)!r} is not a multi-class table (it has no 'classes')")
     return params, gamma
@@ -373,10 +345,5 @@ def load_certified(path: str | Path, *, profile: bool = True, progress=None):  #
     default when it states none) and, when ``profile``, its certified privacy profile. The file is read as
     :func:`load_any_table` reads it (every required field, the 40-digit rule); CertificationFailed (exit 1)
     when the table is not private for the parameters it states."""
-    from darrm_opt.mechanisms import certify_table
-
-    data = _read_document(path)
-    _, params, gamma = params_of_document(data, f"table file {str(path)!r}")
-    teachers = data.get("teachers")
-    return certify_table(params, gamma, teachers=teachers, profile=profile, name=f"table {str(path)!r}",
-                         progress=progress)
+    return table_from_document(_read_document(path), profile=profile, name=f"table {str(path)!r}",
+                               source=f"table file {str(path)!r}", progress=progress)
