@@ -13,23 +13,18 @@ import logging
 import os
 import socket
 import uuid
-from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
 from darrm_opt.ledger.db import Database
-from darrm_opt.ledger.schema import GammaTable, SolveJob, utcnow
+from darrm_opt.ledger.schema import GammaTable, SolveJob, aware, utcnow
 
 log = logging.getLogger("darrm.api.repositories")
 
 #: identifies this process as the owner of the solve jobs it claims
 OWNER = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-
-
-def aware(ts: datetime) -> datetime:
-    return ts if ts.tzinfo is not None else ts.replace(tzinfo=UTC)
 
 
 class TableRepository:

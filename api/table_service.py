@@ -34,13 +34,14 @@ import numpy as np
 import solvers
 from darrm_opt.errors import DarrmError, InvalidParameter
 from darrm_opt.ledger.db import Database
+from darrm_opt.ledger.schema import aware
 from darrm_opt.ledger.tables import TableNotServable, table_columns
 from darrm_opt.mechanisms import Mechanism, mechanism, mechanism_for, params_key, table_from_row
 from darrm_opt.mechanisms.samplers import RandomBytes, system_random
 from darrm_opt.privacy.profile import PrivacyProfile
 from darrm_opt.privacy.table import CertifiedTable
 
-from .repositories import JobCoordinator, TableRepository, aware
+from .repositories import JobCoordinator, TableRepository
 from .settings import Settings
 
 log = logging.getLogger("darrm.api.table_service")

@@ -15,7 +15,7 @@ for display only: nothing is released with them).
 from __future__ import annotations
 
 import math
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path as FilePath
 from typing import Any
 
@@ -85,10 +85,6 @@ class BaselinesOut(BaseModel):
     table_id: str
     gamma: dict[str, list[float] | None] = Field(..., description="opt, sub, dsub, const (None: undefined)")
     expected_error: dict[str, float | None]
-
-
-def _aware(ts: datetime) -> datetime:
-    return ts if ts.tzinfo is not None else ts.replace(tzinfo=UTC)
 
 
 @router.get("/ledgers", response_model=LedgerListOut, summary="Every ledger: budgets, spend and what remains",

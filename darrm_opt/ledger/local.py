@@ -12,6 +12,7 @@ batch that fits. Answers are drawn only after the debit: :func:`darrm_opt.releas
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Callable
 from pathlib import Path
@@ -146,8 +147,6 @@ class Ledger:
 
     def profile_of(self, table_id: str) -> PrivacyProfile | None:
         """The stored privacy profile of a table (None when it has none): the ledger's exact accounting."""
-        import json
-
         with self.db.read() as conn:
             row = conn.execute(select(GammaTable.privacy_profile).where(GammaTable.id == table_id)).first()
         if row is None or row.privacy_profile is None:

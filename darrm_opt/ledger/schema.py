@@ -35,6 +35,11 @@ def utcnow() -> datetime:
     return datetime.now(UTC)
 
 
+def aware(ts: datetime) -> datetime:
+    """A stored time as UTC-aware (SQLite returns times without their zone)."""
+    return ts if ts.tzinfo is not None else ts.replace(tzinfo=UTC)
+
+
 class Base(DeclarativeBase):
     pass
 

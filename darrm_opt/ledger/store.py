@@ -31,7 +31,6 @@ import time
 import uuid
 from collections.abc import Sequence
 from concurrent.futures import Future
-from datetime import UTC
 from typing import Any
 
 from sqlalchemy import func, insert, select, tuple_, update
@@ -52,17 +51,13 @@ from .core import (
     no_profiles,
 )
 from .db import Database
-from .schema import Ledger, LedgerUsage, SpendRecord, utcnow
+from .schema import Ledger, LedgerUsage, SpendRecord, aware, utcnow
 
 log = logging.getLogger("darrm.ledger")
 
 RETRIES = 5
 #: at most this many exact compositions are computed (outside the transaction) for one batch
 EXACT_ROUNDS = 64
-
-
-def _aware(ts: Any) -> Any:
-    return ts if ts.tzinfo is not None else ts.replace(tzinfo=UTC)
 
 
 def ledger_row(row: Any) -> LedgerRow:
@@ -99,7 +94,7 @@ def ledger_view(row: Any, usage: Sequence[Any]) -> dict[str, Any]:
             {"table_id": u.table_id, "epsilon0": u.epsilon0, "delta0": u.delta0, "answers": int(u.answers)}
             for u in usage
         ],
-        "created_at": _aware(row.created_at),
+        "created_at": aware(row.created_at),
         "teachers": "shared" if cap is None else "disjoint-private",
         "total_cap": None if cap is None else {"epsilon": cap[0], "delta": cap[1]},
     }
@@ -145,7 +140,7 @@ class LedgerStore:
                 for u in conn.execute(select(LedgerUsage.__table__).where(LedgerUsage.ledger_id.in_(list(usage)))
                                       .order_by(LedgerUsage.table_id)):
                     usage[u.ledger_id].append(u)
-        return [{**ledger_view(r, usage[r.id]), "updated_at": _aware(r.updated_at)} for r in rows], int(total)
+        return [{**ledger_view(r, usage[r.id]), "updated_at": aware(r.updated_at)} for r in rows], int(total)
 
     def spends(self, ledger_id: str, limit: int) -> dict[str, Any] | None:
         """The ledger's statement after each of its last ``limit`` paid requests (oldest first); None for an
@@ -158,10 +153,10 @@ class LedgerStore:
                 select(SpendRecord.created_at, SpendRecord.rows, SpendRecord.epsilon_spent, SpendRecord.composition)
                 .where(SpendRecord.ledger_id == ledger_id).order_by(SpendRecord.id.desc()).limit(limit + 1)
             ).all()
-        items = [{"at": _aware(r.created_at), "rows": r.rows, "epsilon_spent": r.epsilon_spent,
+        items = [{"at": aware(r.created_at), "rows": r.rows, "epsilon_spent": r.epsilon_spent,
                   "composition": r.composition} for r in reversed(rows[:limit])]
         return {"ledger_id": ledger_id, "epsilon_budget": ledger.epsilon_budget,
-                "delta_budget": ledger.delta_budget, "created_at": _aware(ledger.created_at), "items": items,
+                "delta_budget": ledger.delta_budget, "created_at": aware(ledger.created_at), "items": items,
                 "truncated": len(rows) > limit}
 
     def get(self, ledger_id: str) -> dict[str, Any] | None:
