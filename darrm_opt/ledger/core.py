@@ -282,15 +282,12 @@ def _classify(
             results[i] = DebitResult("no_ledger", detail=f"ledger_id {d.ledger_id!r} not found")
             continue
         if d.rows == 0:  # nothing to pay: the ledger's statement as it is
-            results[i] = DebitResult("paid", answers=d.answers, epsilon_spent=state.spend.epsilon if state.answers
-                                     else 0.0, delta_target=state.row.delta_budget, composition=state.spend.method,
-                                     ledger_answers=state.answers)
+            results[i] = _paid(d, state.spend if state.answers else accounting.Spend(0.0, 0.0, accounting.BASIC),
+                               state)
             continue
         done = committed.get(d.debit_id)
         if done is not None:  # paid by a commit whose acknowledgement was lost: report it, charge nothing
-            results[i] = DebitResult("paid", answers=d.answers, epsilon_spent=done.epsilon_spent,
-                                     delta_target=state.row.delta_budget, composition=done.composition,
-                                     ledger_answers=state.answers)
+            results[i] = _paid(d, accounting.Spend(done.epsilon_spent, done.delta_spent, done.composition), state)
             continue
         if d.teachers == PATE and state.row.cap is not None:
             results[i] = DebitResult("setting_conflict", detail=(
