@@ -1,6 +1,6 @@
 """The darrm-opt REST service: ``create_app(settings)`` builds the FastAPI application.
 
-Run it with ``darrm-opt serve`` or ``uvicorn --factory api.main:create_app`` (settings from ``DARRM_*``).
+Run it with ``darrm-opt serve`` or ``uvicorn --factory darrm_opt.api.main:create_app`` (settings from ``DARRM_*``).
 At start it opens the database, applies the Alembic migrations (once, under a lock, when several
 processes start together), starts the debit writer and the solve pool; at shutdown it drains them.
 """

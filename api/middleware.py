@@ -2,7 +2,7 @@
 
 :class:`BodyLimitMiddleware` answers 413 without passing the request on when the declared
 ``Content-Length`` is over the path's limit, and stops a body sent without one (chunked) as soon as the
-bytes received pass it (the application sees an HTTP 413 error, rendered by :mod:`api.errors`). The limit
+bytes received pass it (the application sees an HTTP 413 error, rendered by :mod:`darrm_opt.api.errors`). The limit
 is ``DARRM_MAX_BODY_BYTES`` on ``POST /v1/aggregate`` (vote batches) and ``DARRM_MAX_REQUEST_BYTES`` on
 every other path (small JSON parameter objects).
 

@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-import solvers
+from darrm_opt import solvers
 from darrm_opt.errors import DarrmError, InvalidParameter
 from darrm_opt.ledger.db import Database
 from darrm_opt.ledger.schema import aware

@@ -4,7 +4,7 @@
     python benchmarks/abuse_load.py --quick    # the smaller sizes only
     python benchmarks/abuse_load.py --max-body-mib 64   # the server's DARRM_MAX_BODY_BYTES (default 16)
 
-Starts ``uvicorn --factory api.main:create_app`` (one worker, access log off, a temporary SQLite file,
+Starts ``uvicorn --factory darrm_opt.api.main:create_app`` (one worker, access log off, a temporary SQLite file,
 default limits: DARRM_MAX_BODY_BYTES = 16 MiB, DARRM_MAX_ROWS = 100 000), creates a K = 11 table and a
 ledger, then sends each body once while a second thread polls ``GET /healthz`` every 10 ms. For each body
 it prints the status, the response time, the server's peak extra RSS (sampled every 5 ms from psutil,
@@ -51,7 +51,7 @@ def _start(workdir: Path, max_body: int) -> tuple[subprocess.Popen, str]:
     env.update({"DARRM_DATABASE_URL": f"sqlite:///{workdir / 'bench.db'}", "DARRM_API_KEYS": KEY,
                 "DARRM_MAX_BODY_BYTES": str(max_body),
                 "PYTHONPATH": str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")})
-    proc = subprocess.Popen([sys.executable, "-m", "uvicorn", "api.main:create_app", "--factory", "--host",
+    proc = subprocess.Popen([sys.executable, "-m", "uvicorn", "darrm_opt.api.main:create_app", "--factory", "--host",
                              "127.0.0.1", "--port", str(port), "--log-level", "warning", "--no-access-log"],
                             cwd=workdir, env=env, start_new_session=True)
     url = f"http://127.0.0.1:{port}"
@@ -121,7 +121,7 @@ def _bodies(table_id: str, ledger_id: str, quick: bool, max_body: int) -> list[t
 def in_process(bodies: list[tuple[str, Callable[[], bytes]]], max_rows: int = 100_000) -> None:
     """The parser alone: each body parsed on a worker thread (as the server does) while this thread sleeps
     1 ms at a time; its worst oversleep is how long the parser kept the GIL (the event loop's stall)."""
-    from api import votes
+    from darrm_opt.api import votes
 
     print(f"\n{'in-process api.votes.parse':38s} {'MB':>6s} {'result':>6s} {'wall s':>7s} {'CPU s':>6s} "
           f"{'main-thread stall p50 ms':>24s} {'max ms':>7s}")

@@ -3,7 +3,7 @@
     python benchmarks/serve_load.py                       # SQLite and PostgreSQL (if reachable), 1 and 2 workers
     python benchmarks/serve_load.py --url http://127.0.0.1:8000 --key KEY   # a server already running
 
-For each configuration the script starts the server (``uvicorn --factory api.main:create_app``, access log
+For each configuration the script starts the server (``uvicorn --factory darrm_opt.api.main:create_app``, access log
 off, SQLite in WAL with synchronous=FULL, or a fresh PostgreSQL database dropped afterwards), creates a
 pure-DP table (K = 11, m = 3) and one ledger with a budget that never runs out (δ budget 1e-6, so the
 optimal composition is computed on every debit), and measures, from one asyncio client process with
@@ -138,7 +138,7 @@ class Server:
                     "PYTHONPATH": str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")})
         self.log = open(workdir / f"server-{self.port}.log", "wb")  # noqa: SIM115
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "uvicorn", "api.main:create_app", "--factory", "--host", "127.0.0.1",
+            [sys.executable, "-m", "uvicorn", "darrm_opt.api.main:create_app", "--factory", "--host", "127.0.0.1",
              "--port", str(self.port), "--workers", str(workers), "--no-access-log", "--log-level", "warning"],
             cwd=workdir, env=env, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True,
         )

@@ -1,4 +1,4 @@
-"""Solver-agnostic LP layer: one module per backend behind :class:`solvers.base.Backend`.
+"""Solver-agnostic LP layer: one module per backend behind :class:`darrm_opt.solvers.base.Backend`.
 
 >>> from solvers import get_backend
 >>> get_backend("highs").name

@@ -1,7 +1,7 @@
 """CBC backend through PuLP.
 
-Rows are scaled by powers of two first (exact; see :func:`solvers.base.row_scales`) and every "optimal"
-answer is checked against CBC's own duals (:func:`solvers.base.check_solution`): on DaRRM rows at large mε
+Rows are scaled by powers of two first (exact; see :func:`darrm_opt.solvers.base.row_scales`) and every "optimal"
+answer is checked against CBC's own duals (:func:`darrm_opt.solvers.base.check_solution`): on DaRRM rows at large mε
 CBC's default geometric scaling returned the feasible γ ≡ 0 as optimal (K = 7, m = 3, ε = 3: error 0.429
 instead of 2·10⁻⁵). A refused answer is re-solved with CBC's scaling off, then by primal simplex; if those fail too,
 the result is an error, never a poor table.

@@ -1,7 +1,7 @@
 """Gurobi backend (``gurobipy``; the pip wheel carries a size-limited licence).
 
 Rows are scaled by powers of two (exact) before the model is built, and an "optimal" answer is accepted
-only when :func:`solvers.base.check_solution` proves it with Gurobi's duals (``Pi``)."""
+only when :func:`darrm_opt.solvers.base.check_solution` proves it with Gurobi's duals (``Pi``)."""
 
 from __future__ import annotations
 

@@ -111,7 +111,7 @@ def _option(h, key: str):
 
 def _verdict(highspy, h, lp: LP, tol: float) -> str:
     """'' when HiGHS's answer is final: infeasible/unbounded, or optimal and checked by
-    :func:`solvers.base.check_solution` (feasible, and optimal by its own duals); else why not."""
+    :func:`darrm_opt.solvers.base.check_solution` (feasible, and optimal by its own duals); else why not."""
     S = highspy.HighsModelStatus
     status = h.getModelStatus()
     if status in (S.kInfeasible, S.kUnbounded, S.kUnboundedOrInfeasible):

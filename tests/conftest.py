@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-import solvers
+from darrm_opt import solvers
 
 
 @pytest.fixture(params=solvers.available_backends())

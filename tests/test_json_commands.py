@@ -232,7 +232,7 @@ def test_a_c_level_write_while_highs_is_created_never_reaches_stdout(tmp_path):
                 super().__init__()
 
         highspy.Highs = Loud
-        from solvers import LP, highs
+        from darrm_opt.solvers import LP, highs
 
         print("before", flush=False)
         r = highs.solve(LP(np.array([-1.0]), np.array([[1.0]]), np.array([0.5]), np.zeros(1), np.ones(1)))

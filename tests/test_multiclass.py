@@ -362,7 +362,7 @@ def test_pate_scale_target():
 def test_tiers_resolve_weights_far_below_the_largest():
     """Under a concentrated prior most weights are < 1e-8 of the largest; one LP leaves those γ at an
     arbitrary vertex, the tiered solve maximises them without giving up the large ones."""
-    import solvers
+    from darrm_opt import solvers
     from darrm_opt.optimize.multiclass import build_lp, solve_in_tiers
 
     params = MulticlassParams(120, 10, 1.0, 1e-5)

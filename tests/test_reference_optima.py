@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-import solvers
+from darrm_opt import solvers
 from darrm_opt.errors import SolverLimitExceeded
 from darrm_opt.model.params import Params
 from darrm_opt.optimize.optimizer import solve

@@ -212,8 +212,8 @@ def test_purging_slack_rows_keeps_the_optimum():
 @pytest.mark.parametrize("backend_name", ["highs", "gurobi", "cbc"])
 def test_lp_sessions_track_added_and_removed_rows(backend_name):
     """Every backend's cutting-plane session gives the from-scratch optimum after adds and removals."""
-    import solvers
-    from solvers import LP
+    from darrm_opt import solvers
+    from darrm_opt.solvers import LP
 
     if backend_name not in solvers.available_backends():
         pytest.skip(f"{backend_name} not available")
@@ -251,7 +251,7 @@ class _OvershootingHighs:
     name = "highs"
 
     def __init__(self, factor: float) -> None:
-        import solvers
+        from darrm_opt import solvers
 
         self.inner = solvers.get_backend("highs")
         self.factor = factor

@@ -20,8 +20,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import solvers
-from solvers.base import LP, check_solution, dual_bound, row_scales
+from darrm_opt import solvers
+from darrm_opt.solvers.base import LP, check_solution, dual_bound, row_scales
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -130,7 +130,7 @@ def test_drop_small_is_a_restriction_over_the_box(seed, rows, cols, tiny, bound)
     given ones."""
     from fractions import Fraction
 
-    from solvers.base import SMALL_ENTRY, drop_small
+    from darrm_opt.solvers.base import SMALL_ENTRY, drop_small
 
     rng = np.random.default_rng(seed)
     A = rng.normal(size=(rows, cols)) * np.where(rng.random((rows, cols)) < 0.5, tiny, 1.0)

@@ -36,7 +36,7 @@ def _request_schema() -> dict:
 
 async def _read_body(request: Request) -> bytearray:
     """The body into one buffer, preallocated from Content-Length (not a list of chunks joined at the end,
-    which holds the body twice). :class:`api.middleware.BodyLimitMiddleware` has bounded its size."""
+    which holds the body twice). :class:`darrm_opt.api.middleware.BodyLimitMiddleware` has bounded its size."""
     declared = request.headers.get("content-length")
     buf = bytearray(int(declared)) if declared is not None and declared.isdigit() else bytearray()
     n = 0

@@ -1,4 +1,4 @@
-"""``darrm-opt serve``: run the REST service (``api.main:create_app``) under uvicorn."""
+"""``darrm-opt serve``: run the REST service (``darrm_opt.api.main:create_app``) under uvicorn."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ def serve(
     import uvicorn
     from sqlalchemy.exc import SQLAlchemyError
 
-    from api.settings import Settings
+    from darrm_opt.api.settings import Settings
     from darrm_opt.ledger.db import Database, migrate
 
     if database_url:
@@ -49,5 +49,5 @@ def serve(
         raise typer.Exit(2) from None
     if not settings.api_keys:
         err_console.print("warning: DARRM_API_KEYS is empty: every /v1 endpoint will answer 401")
-    uvicorn.run("api.main:create_app", factory=True, host=host, port=port, workers=workers)
+    uvicorn.run("darrm_opt.api.main:create_app", factory=True, host=host, port=port, workers=workers)
 

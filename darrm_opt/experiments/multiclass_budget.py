@@ -243,10 +243,10 @@ def shaped_table(K: int, C: int, prior: MulticlassPrior, sigma: float, solver: s
     :func:`shape_grid`: δ_γ(ε′_j) ≤ δ_G(ε′_j; σ) (every pair type's rows, model.multiclass.pair_rows, at
     E = e^{ε′_j}, δ = δ_G(ε′_j)). Its privacy is not taken from the LP (solver tolerance, slopes between
     the grid): the caller computes its exact profile."""
-    import solvers
+    from darrm_opt import solvers
     from darrm_opt.model.multiclass import accuracy_weights, pair_rows, pair_types, reachable_gaps
     from darrm_opt.optimize.multiclass import solve_in_tiers
-    from solvers import LP
+    from darrm_opt.solvers import LP
 
     types = pair_types(K, C)
     parts = [pair_rows(pt, C, math.exp(e), d, K) for e, d in shape_grid(sigma) for pt in types]

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-import solvers
+from darrm_opt import solvers
 from darrm_opt.certify.multiclass import MulticlassCertificate, certify_multiclass
 from darrm_opt.errors import CertificationFailed, SolverFailed, SolverLimitExceeded, SolverUnavailable
 from darrm_opt.model.multiclass import (
@@ -30,7 +30,7 @@ from darrm_opt.model.multiclass import (
     pair_types,
     reachable_gaps,
 )
-from solvers import LP, ModelTooLargeError, SolverUnavailableError, Status
+from darrm_opt.solvers import LP, ModelTooLargeError, SolverUnavailableError, Status
 
 #: The LP's rows are tightened by this much (or half the smallest right-hand side ρ, if less).
 TIGHTEN_ABS = 1e-9

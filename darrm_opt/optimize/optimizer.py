@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-import solvers
+from darrm_opt import solvers
 from darrm_opt.certify.certificate import Certificate, certify_and_separate
 from darrm_opt.certify.sweep import SweepResult
 from darrm_opt.errors import (
@@ -46,7 +46,7 @@ from darrm_opt.model.constraints import CandidatePool, RowBuilder, all_multisets
 from darrm_opt.model.corners import n_corners, n_multisets
 from darrm_opt.model.objective import expected_error, objective_weights
 from darrm_opt.model.params import Params
-from solvers import LP, ModelTooLargeError, SolverUnavailableError, Status
+from darrm_opt.solvers import LP, ModelTooLargeError, SolverUnavailableError, Status
 
 MODES = ("lazy", "full")
 TIGHTEN_REL = 1e-8

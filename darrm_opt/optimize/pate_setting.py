@@ -25,13 +25,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-import solvers
+from darrm_opt import solvers
 from darrm_opt.certify.pairs import PairCertificate, certify_pairs
 from darrm_opt.errors import CertificationFailed
 from darrm_opt.model.neighbours import SETTING_NOTES, PateParams, pair_rows
 from darrm_opt.model.objective import expected_error, objective_weights
 from darrm_opt.optimize.optimizer import TIGHTEN_REL, lp_backend, mirror, solve_lp
-from solvers import LP
+from darrm_opt.solvers import LP
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-import solvers
+from darrm_opt import solvers
 from darrm_opt.model.neighbours import SETTING_NOTES, PateParams
 from darrm_opt.model.objective import expected_error
 from darrm_opt.model.params import Prior

@@ -31,7 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import solvers
+from darrm_opt import solvers
 from darrm_opt.errors import InvalidParameter
 from darrm_opt.model.params import Params, Prior, finite_number
 from darrm_opt.optimize.optimizer import Solution, solve

@@ -1,6 +1,6 @@
 """Helpers for the service tests: real uvicorn processes on loopback ports, real databases.
 
-Every server is ``python -m uvicorn api.main:create_app --factory`` in a subprocess with its settings in
+Every server is ``python -m uvicorn darrm_opt.api.main:create_app --factory`` in a subprocess with its settings in
 ``DARRM_*`` variables, a temporary SQLite file (or a fresh PostgreSQL database created for the test run and
 dropped afterwards) and its log in the temporary directory. Loops that wait are bounded in time.
 
@@ -64,7 +64,7 @@ class Server:
         })
         env.update(self.extra_env)
         argv = self.argv or [
-            sys.executable, "-m", "uvicorn", "api.main:create_app", "--factory",
+            sys.executable, "-m", "uvicorn", "darrm_opt.api.main:create_app", "--factory",
             "--host", "127.0.0.1", "--port", str(self.port), "--workers", str(self.workers),
             "--log-level", "warning",
         ]
@@ -117,8 +117,8 @@ def in_process_client(database_url: str, *, keyed: bool = True, **settings) -> I
     first key (as ``Server.client()``'s do); without it, only the headers each request names."""
     from fastapi.testclient import TestClient
 
-    from api.main import create_app
-    from api.settings import Settings
+    from darrm_opt.api.main import create_app
+    from darrm_opt.api.settings import Settings
 
     class Given(Settings):
         @classmethod

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from svc_helpers import make_ledger, make_table
 
-from api import votes as votes_io
+from darrm_opt.api import votes as votes_io
 from darrm_opt.mechanisms.samplers import BinarySampler, _exact_bernoulli
 
 N_ANSWERS = 20_000

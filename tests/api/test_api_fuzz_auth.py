@@ -18,8 +18,8 @@ from schemathesis.specs.openapi.checks import (
 )
 from svc_helpers import AUTH, KEY, Server, in_process_client
 
-from api.main import create_app
-from api.settings import Settings
+from darrm_opt.api.main import create_app
+from darrm_opt.api.settings import Settings
 
 CHECKS = [
     not_a_server_error,

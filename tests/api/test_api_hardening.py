@@ -299,7 +299,7 @@ def test_aggregate_ids_must_be_strings(app, app_setup):
 def test_access_log_never_holds_v1_query_strings(tmp_path):
     secret = "sk-" + uuid.uuid4().hex
     s = Server(tmp_path, f"sqlite:///{tmp_path / 'log.db'}", name="logged")
-    s.argv = ["python", "-m", "uvicorn", "api.main:create_app", "--factory", "--host", "127.0.0.1",
+    s.argv = ["python", "-m", "uvicorn", "darrm_opt.api.main:create_app", "--factory", "--host", "127.0.0.1",
               "--port", str(s.port), "--log-level", "info"]
     import sys
 

@@ -48,7 +48,7 @@ def job_rows(url: str, job_id: str) -> list[dict]:
 
 
 def owner_pid(owner: str) -> int:
-    """``api.repositories.OWNER`` is ``host:pid:nonce``."""
+    """``darrm_opt.api.repositories.OWNER`` is ``host:pid:nonce``."""
     return int(owner.split(":")[-2])
 
 

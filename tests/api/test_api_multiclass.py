@@ -199,8 +199,8 @@ def dp_pair_profile(eps: float, delta: float) -> PrivacyProfile:
 
 
 def test_a_multiclass_row_with_a_profile_is_served_and_composed_exactly(tmp_path):
-    from api.settings import Settings
-    from api.table_service import TableService
+    from darrm_opt.api.settings import Settings
+    from darrm_opt.api.table_service import TableService
     from darrm_opt.ledger.local import Ledger
     from darrm_opt.mechanisms import mechanism_for
     from darrm_opt.release.release import Aggregator
@@ -232,7 +232,7 @@ def test_a_multiclass_row_with_a_profile_is_served_and_composed_exactly(tmp_path
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from api import votes as votes_io  # noqa: E402
+from darrm_opt.api import votes as votes_io  # noqa: E402
 
 label_rows = st.integers(1, 6).flatmap(
     lambda k: st.lists(st.lists(st.integers(0, 999), min_size=k, max_size=k), min_size=1, max_size=20))

@@ -141,9 +141,13 @@ def installed(tmp_path_factory) -> Path:
     assert r.returncode == 0, r.stdout + r.stderr
     for rel in ("darrm_opt/ledger/alembic.ini", "darrm_opt/ledger/migrations/env.py",
                 "darrm_opt/ledger/migrations/versions/0007_table_content_ids.py",
-                "api/routers/aggregate.py", "api/static/ui.html", "api/static/app.js", "darrm_opt/cli/serve.py",
-                "bin/darrm-opt"):
-        assert (site / rel).exists(), rel
+                "darrm_opt/api/routers/aggregate.py", "darrm_opt/api/static/ui.html", "darrm_opt/api/static/app.js",
+                "darrm_opt/solvers/highs.py", "darrm_opt/cli/serve.py", "darrm_opt/py.typed", "bin/darrm-opt"):
+        assert (site / rel).is_file() and not (site / rel).is_symlink(), rel
+    # one installed namespace: nothing named api or solvers beside darrm_opt to collide with users' modules
+    assert not (site / "api").exists() and not (site / "solvers").exists()
+    assert any(p.name == "LICENSE" for p in site.glob("darrm_opt-*.dist-info/**/LICENSE*")) or any(
+        site.glob("darrm_opt-*.dist-info/licenses/LICENSE"))
     return site
 
 
@@ -157,7 +161,7 @@ def test_cmd_and_healthcheck_of_the_installed_package(installed, tmp_path):
     (tmp_path / "data").mkdir()
     argv = [sys.executable, str(installed / "bin" / "darrm-opt"), *cmd[1:]]
     env = {"PYTHONPATH": str(installed)}
-    probe = subprocess.run([sys.executable, "-c", "import api, darrm_opt; print(api.__file__)"],
+    probe = subprocess.run([sys.executable, "-c", "import darrm_opt.api as api; print(api.__file__)"],
                            env={**os.environ, **env}, cwd=tmp_path, capture_output=True, text=True, timeout=60)
     assert probe.stdout.strip().startswith(str(installed)), probe  # the installed copy, not the checkout
     server = Server(tmp_path, "unused", argv=argv, env=env, port=port, name="docker-cmd").start()
