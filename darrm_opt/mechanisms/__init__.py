@@ -98,7 +98,8 @@ def document_kind(data: Mapping[str, Any]) -> Mechanism:
 def read_document(data: Mapping[str, Any], source: str = "the table") -> tuple[Mechanism, Any, np.ndarray]:
     """(kind, parameters, γ) of a table document of any kind (:func:`document_kind`): every field its kind
     requires must be stated (null counts as missing: a table is certified for the parameters it states,
-    never for assumed ones), fields its kind does not have are refused, and γ is K + 1 numbers."""
+    never for assumed ones), fields its kind does not have are refused, and γ has its kind's
+    ``table_size`` (K + 1 numbers for a DaRRM table)."""
     m = document_kind(data)
     missing = [k for k in m.document_fields if data.get(k) is None]
     if missing:
@@ -109,13 +110,12 @@ def read_document(data: Mapping[str, Any], source: str = "the table") -> tuple[M
         raise TableFileError(f"{source} is a {m.kind} table but states {', '.join(extra)}: {m.absent_reason}")
     params = m.params_from(data)
     values = data.get("gamma")
+    if values is None and m.table_size(params) == 0:
+        values = []
     if not isinstance(values, list) or not all(isinstance(x, (int, float)) and not isinstance(x, bool)
                                                for x in values):
         raise InvalidParameter("gamma", "must be a list of numbers")
-    gamma = np.asarray(values, dtype=np.float64)
-    if gamma.size != params.K + 1:
-        raise InvalidParameter("gamma", f"must have K + 1 = {params.K + 1} values", f"{gamma.size} values")
-    return m, params, gamma
+    return m, params, m.check_gamma(params, values)
 
 
 def table_from_document(data: Mapping[str, Any], *, certify: bool = True, profile: bool = True,

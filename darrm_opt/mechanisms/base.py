@@ -70,6 +70,23 @@ class Mechanism(ABC):
     absent_reason: ClassVar[str] = ""
 
     # --- parameters ---------------------------------------------------------------------------------------
+    def table_size(self, params: Any) -> int:
+        """How many values ``gamma`` a table of these parameters has: K + 1 for a table over the vote count
+        (or the top gap); 0 for a kind whose release its parameters alone define (``gamma`` is then empty
+        and absent from its documents)."""
+        return int(params.K) + 1
+
+    def check_gamma(self, params: Any, gamma: Sequence[float] | np.ndarray) -> np.ndarray:
+        """``gamma`` as float64, checked: exactly ``table_size(params)`` values in [0, 1]; InvalidParameter
+        naming ``gamma`` otherwise."""
+        n = self.table_size(params)
+        g = np.asarray(gamma, dtype=np.float64)
+        if g.ndim != 1 or g.size != n or not np.all((g >= 0) & (g <= 1)):
+            rule = (f"must be K + 1 = {n} values in [0, 1]" if n
+                    else f"must be empty: a {self.kind} release has no table")
+            raise InvalidParameter("gamma", rule, f"{g.size} values")
+        return g
+
     @abstractmethod
     def params_from(self, data: Mapping[str, Any]) -> Any:
         """The parameters in ``data`` (a document or request: the fields of ``canonical()``), validated;
@@ -175,7 +192,7 @@ class Mechanism(ABC):
         cert = self.certificate_from(certificate) if isinstance(certificate, Mapping) else certificate
         if cert.certified is not True or cert.limit != self.limit(params):
             raise InvalidParameter("certificate", f"does not certify this {self.kind} table's parameters")
-        g = np.asarray(gamma, dtype=np.float64)
+        g = self.check_gamma(params, gamma)
         eps0, delta0 = self.per_answer(params)
         return CertifiedTable(self.kind, params, tuple(g.tolist()), cert, self.setting(teachers), profile, eps0,
                               delta0, self.expected_error(params, g))
@@ -186,9 +203,7 @@ class Mechanism(ABC):
         """Certify ``gamma`` for ``params`` (CertificationFailed when it is not private) and, when ``profile``,
         compute its certified privacy profile."""
         teachers = self.setting(teachers)
-        g = np.asarray(gamma, dtype=np.float64)
-        if g.ndim != 1 or g.size != params.K + 1 or not np.all((g >= 0) & (g <= 1)):
-            raise InvalidParameter("gamma", f"must be K + 1 = {params.K + 1} values in [0, 1]")
+        g = self.check_gamma(params, gamma)
         if profile:
             cert, prof = self.certify_with_profile(params, g, progress)
         else:

@@ -40,9 +40,11 @@ def table_id(kind: str, params: Any, teachers: str, gamma: Sequence[float] | np.
 
 @dataclass(frozen=True)
 class CertifiedTable:
-    """A table of kind ``kind`` with its certificate (a :class:`darrm_opt.certify.verdict.Verdict`
-    computed for these parameters and this γ), teachers' setting, per-answer cost, expected error and
-    certified privacy profile (None: priced by its (ε₀, δ₀) alone)."""
+    """A table of kind ``kind`` (``gamma``: its release probabilities, K + 1 values for a DaRRM table, none
+    for a kind whose release its parameters alone define, such as a Gaussian one) with its certificate
+    (a :class:`darrm_opt.certify.verdict.Verdict` computed for these parameters and this γ), teachers'
+    setting, per-answer cost, expected error and certified privacy profile (None: priced by its (ε₀, δ₀)
+    alone)."""
 
     kind: str
     params: Any
@@ -57,8 +59,8 @@ class CertifiedTable:
 
     def __post_init__(self) -> None:
         gamma = tuple(float(g) for g in self.gamma)
-        if len(gamma) != self.params.K + 1 or not all(0.0 <= g <= 1.0 for g in gamma):
-            raise InvalidParameter("gamma", f"must be K + 1 = {self.params.K + 1} values in [0, 1]")
+        if not all(0.0 <= g <= 1.0 for g in gamma):  # how many values a kind has is its mechanism's rule
+            raise InvalidParameter("gamma", "must be values in [0, 1]")
         if getattr(self.certificate, "certified", False) is not True:
             raise InvalidParameter("certificate", "a table is released only with a certificate that certifies it")
         object.__setattr__(self, "gamma", gamma)
