@@ -38,7 +38,7 @@ from darrm_opt.ledger.schema import aware
 from darrm_opt.ledger.tables import TableNotServable, table_columns
 from darrm_opt.mechanisms import Mechanism, mechanism, mechanism_for, params_key, table_from_row
 from darrm_opt.mechanisms.samplers import RandomBytes, system_random
-from darrm_opt.privacy.profile import PrivacyProfile
+from darrm_opt.privacy.profile import Profile
 from darrm_opt.privacy.table import CertifiedTable
 
 from .repositories import JobCoordinator, TableRepository
@@ -79,7 +79,7 @@ class ServedTable:
         return self.table.certificate_dict()
 
     @property
-    def profile(self) -> PrivacyProfile | None:
+    def profile(self) -> Profile | None:
         return self.table.profile
 
     @property
@@ -133,7 +133,7 @@ class Outcome:
     table: ServedTable | None = None
 
 
-def _profile_on_read(m: Mechanism, params: Any, gamma: tuple[float, ...]) -> PrivacyProfile | None:
+def _profile_on_read(m: Mechanism, params: Any, gamma: tuple[float, ...]) -> Profile | None:
     """The profile of a row stored without one, where the kind's profile is cheap enough to compute when
     read (larger tables serve without exact accounting until re-solved)."""
     if m.profile_on_read_max_K is not None and params.K > m.profile_on_read_max_K:
@@ -223,7 +223,7 @@ class TableService:
             self._solved[key] = table.id
         return table
 
-    def profile_of(self, table_id: str) -> PrivacyProfile | None:
+    def profile_of(self, table_id: str) -> Profile | None:
         """The privacy profile of a served table (None when unknown or not servable): exact accounting."""
         try:
             table = self.get(table_id)

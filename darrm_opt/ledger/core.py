@@ -43,15 +43,15 @@ import numpy as np
 from darrm_opt.privacy import accounting
 from darrm_opt.privacy.parallel import capped
 from darrm_opt.privacy.pld import cached_exact_epsilon
-from darrm_opt.privacy.profile import PrivacyProfile
+from darrm_opt.privacy.profile import Profile
 
 PATE = "disjoint-nonprivate"
 
 #: the privacy profile of a table id (None when unknown: the ledger then uses the generic bounds only)
-ProfileOf = Callable[[str], "PrivacyProfile | None"]
+ProfileOf = Callable[[str], "Profile | None"]
 
 
-def no_profiles(table_id: str) -> PrivacyProfile | None:
+def no_profiles(table_id: str) -> Profile | None:
     return None
 
 
@@ -98,7 +98,7 @@ class Debit:
     delta0: float
     rows: int
     teachers: str  #: the table's teachers' setting (a capped ledger refuses disjoint-nonprivate tables)
-    profile: PrivacyProfile | None = None
+    profile: Profile | None = None
     answers: np.ndarray | None = None
     idempotency_key: str | None = None
     request_digest: str | None = None  #: see :func:`request_digest`; stored with the key
@@ -131,7 +131,7 @@ class DebitResult:
 class NeedsExact(Exception):
     """A decision needs an exact composition that is not cached yet (see :meth:`LedgerState.account`)."""
 
-    def __init__(self, parts: list[tuple[PrivacyProfile, int]], delta: float, coarse: bool = False) -> None:
+    def __init__(self, parts: list[tuple[Profile, int]], delta: float, coarse: bool = False) -> None:
         super().__init__("exact composition not cached")
         self.parts = parts
         self.delta = delta
@@ -159,13 +159,13 @@ class LedgerState:
     dirty_tables: set[str] = field(default_factory=set)
     stored_tables: set[str] = field(default_factory=set)  # tables with a usage row already
     changed: bool = False
-    profiles: dict[str, PrivacyProfile | None] = field(default_factory=dict)
+    profiles: dict[str, Profile | None] = field(default_factory=dict)
 
     def groups(self, extra: Sequence[Debit] = ()) -> list[tuple[float, float, int]]:
         """The ledger's answers by cost, with the debits ``extra`` added (merged by accounting.account)."""
         return [(e, d, n) for e, d, n in self.usage.values()] + [(x.epsilon0, x.delta0, x.rows) for x in extra]
 
-    def parts(self, extra: Sequence[Debit], profile_of: ProfileOf) -> list[tuple[PrivacyProfile, int]] | None:
+    def parts(self, extra: Sequence[Debit], profile_of: ProfileOf) -> list[tuple[Profile, int]] | None:
         """(profile, answers) of every table with ``extra`` added; None when a table's profile is unknown."""
         counts = {t: u[2] for t, u in self.usage.items()}
         for x in extra:

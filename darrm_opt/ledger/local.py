@@ -25,7 +25,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from darrm_opt.errors import BudgetExceeded, DarrmError, InvalidParameter
 from darrm_opt.privacy import accounting
 from darrm_opt.privacy.parallel import capped
-from darrm_opt.privacy.profile import PrivacyProfile
+from darrm_opt.privacy.profile import Profile, profile_from_dict
 from darrm_opt.privacy.table import CertifiedTable
 
 from .core import Debit, DebitResult
@@ -145,13 +145,13 @@ class Ledger:
                              .values(privacy_profile=stored["privacy_profile"]))
         return table.id
 
-    def profile_of(self, table_id: str) -> PrivacyProfile | None:
+    def profile_of(self, table_id: str) -> Profile | None:
         """The stored privacy profile of a table (None when it has none): the ledger's exact accounting."""
         with self.db.read() as conn:
             row = conn.execute(select(GammaTable.privacy_profile).where(GammaTable.id == table_id)).first()
         if row is None or row.privacy_profile is None:
             return None
-        return PrivacyProfile.from_dict(json.loads(row.privacy_profile))
+        return profile_from_dict(json.loads(row.privacy_profile))
 
     def pay(self, table: CertifiedTable, rows: int) -> DebitResult:
         """Debit ``rows`` answers of the certified ``table``, durably, before any of them is drawn. Raises

@@ -13,14 +13,14 @@ from typing import Any
 import numpy as np
 
 from darrm_opt.errors import InvalidParameter, TableFileError
-from darrm_opt.privacy.profile import PrivacyProfile
+from darrm_opt.privacy.profile import profile_from_dict
 from darrm_opt.privacy.table import CertifiedTable
 
 from .base import Mechanism, Solved
 from .registry import MECHANISMS
 
 __all__ = ["MECHANISMS", "Mechanism", "Solved", "certify_table", "kind_for", "mechanism", "mechanism_for",
-           "params_key", "table_from_document", "table_from_row", "SCHEMA_VERSION"]
+           "params_key", "plan_job", "table_from_document", "table_from_row", "SCHEMA_VERSION"]
 
 #: the version of the table document (``kind`` and ``schema_version`` name what a document holds)
 SCHEMA_VERSION = 1
@@ -131,7 +131,7 @@ def table_from_document(data: Mapping[str, Any], *, certify: bool = True, profil
     if not isinstance(cert, Mapping):
         raise TableFileError(f"{name} has no certificate")
     stored = data.get("privacy_profile")
-    prof = PrivacyProfile.from_dict(stored) if isinstance(stored, Mapping) else None
+    prof = profile_from_dict(stored) if isinstance(stored, Mapping) else None
     return m.table(params, gamma, cert, teachers, prof)
 
 
@@ -149,7 +149,7 @@ def table_from_row(row: Any, compute_profile: Callable[[Mechanism, Any, tuple[fl
         gamma = tuple(float(x) for x in json.loads(row.gamma))
         cert = json.loads(row.certificate)
         text = getattr(row, "privacy_profile", None)
-        prof = PrivacyProfile.from_dict(json.loads(text)) if text else None
+        prof = profile_from_dict(json.loads(text)) if text else None
     except (ValueError, TypeError, InvalidParameter) as exc:
         raise TableNotServable(f"table {row.id}: its stored kind, parameters, γ or profile are malformed "
                                f"({exc})") from None
@@ -162,3 +162,26 @@ def table_from_row(row: Any, compute_profile: Callable[[Mechanism, Any, tuple[fl
     if table.id != row.id:
         raise TableNotServable(f"table {row.id}: its stored kind, parameters and γ do not hash to its id")
     return table
+
+
+def plan_job(job: Any, progress: Any = None) -> tuple[Any, list[Any], dict[str, str]]:
+    """Every kind's offer for ``job`` (:class:`darrm_opt.planning.job.Job`, through ``Mechanism.plan``) and
+    the most accurate one: (best offer, all offers by expected error, why each other kind made none).
+    InvalidParameter naming ``budget_epsilon`` when no kind fits the job in its budget."""
+    offers, refused = [], {}
+    for m in MECHANISMS.values():
+        try:
+            offer = m.plan(job)
+        except InvalidParameter as exc:
+            refused[m.kind] = str(exc)
+            continue
+        if offer is None:
+            continue
+        offers.append(offer)
+        if progress is not None:
+            progress("offer", kind=m.kind, expected_error=offer.expected_error)
+    if not offers:
+        why = "; ".join(f"{k}: {v}" for k, v in refused.items()) or "no kind serves this job"
+        raise InvalidParameter("budget_epsilon", f"no mechanism fits the job's budget ({why})", job.budget_epsilon)
+    offers.sort(key=lambda o: (o.expected_error, o.epsilon_spent))
+    return offers[0], offers, refused

@@ -29,7 +29,7 @@ import numpy as np
 
 from darrm_opt.certify.verdict import Verdict
 from darrm_opt.errors import CertificationFailed, InvalidParameter
-from darrm_opt.privacy.profile import PrivacyProfile
+from darrm_opt.privacy.profile import Profile
 from darrm_opt.privacy.table import CertifiedTable
 
 Progress = Callable[..., None]
@@ -116,11 +116,11 @@ class Mechanism(ABC):
         ``progress``, ``workers``) go to kinds whose certification is a sweep; others ignore them."""
 
     @abstractmethod
-    def profile(self, params: Any, gamma: np.ndarray) -> PrivacyProfile:
+    def profile(self, params: Any, gamma: np.ndarray) -> Profile:
         """The certified privacy profile of ``gamma`` (an upper bound of δ(ε′) for every ε′ ≥ 0)."""
 
     def certify_with_profile(self, params: Any, gamma: np.ndarray, progress: Progress | None = None
-                             ) -> tuple[Verdict, PrivacyProfile | None]:
+                             ) -> tuple[Verdict, Profile | None]:
         """The certificate and, when it certifies, the profile (a kind may compute both in one pass)."""
         cert = self.certify(params, gamma)
         return cert, (self.profile(params, gamma) if cert.certified else None)
@@ -131,7 +131,7 @@ class Mechanism(ABC):
         """The optimal certified table for ``params`` (CertificationFailed rather than an uncertified one)."""
 
     def solved(self, params: Any, solution: Any, teachers: str | None,
-               profile: PrivacyProfile | None = None) -> Solved:
+               profile: Profile | None = None) -> Solved:
         """The :class:`Solved` of a kind's certified solution (``gamma``, ``certificate``, ``solver``,
         ``seconds``), with its profile (computed here when not given)."""
         gamma = np.asarray(solution.gamma, dtype=np.float64)
@@ -148,7 +148,7 @@ class Mechanism(ABC):
         """The certificate in a document (as ``Verdict.to_dict`` wrote it)."""
 
     @abstractmethod
-    def check_profile(self, params: Any, gamma: np.ndarray, stored: PrivacyProfile, certificate: Verdict,
+    def check_profile(self, params: Any, gamma: np.ndarray, stored: Profile, certificate: Verdict,
                       **options: Any) -> Any:
         """The verdict on a stored privacy profile (:class:`darrm_opt.privacy.statements.ProfileCheck`): each of
         its statements proven against the true profile, without tolerance."""
@@ -175,6 +175,13 @@ class Mechanism(ABC):
         """Closed-form tables to show beside an optimal one (None: undefined for these parameters)."""
         return {}
 
+    def plan(self, job: Any) -> Any:
+        """This kind's most accurate certified table for a job (:class:`darrm_opt.planning.job.Job`: Q answers
+        under a total budget), as a :class:`darrm_opt.planning.job.Offer` whose ``epsilon_spent`` is the
+        ledger's exact composition of Q answers; None when the kind does not serve the job's setting, votes
+        or K. ``planning.job.BudgetInfeasible``-like errors are raised as InvalidParameter naming the budget."""
+        return None
+
     def solve_size(self, params: Any) -> int:
         """How many privacy constraints a solve must check (the service's limits compare it)."""
         return 4 * params.K
@@ -186,7 +193,7 @@ class Mechanism(ABC):
 
     # --- tables -------------------------------------------------------------------------------------------
     def table(self, params: Any, gamma: Sequence[float] | np.ndarray, certificate: Verdict | Mapping[str, Any],
-              teachers: str | None = None, profile: PrivacyProfile | None = None) -> CertifiedTable:
+              teachers: str | None = None, profile: Profile | None = None) -> CertifiedTable:
         """The certified table of ``gamma`` with a certificate computed for it (a document's certificate is
         read back); InvalidParameter when the certificate does not certify exactly these parameters."""
         cert = self.certificate_from(certificate) if isinstance(certificate, Mapping) else certificate

@@ -23,14 +23,14 @@ from darrm_opt.errors import InvalidParameter
 from darrm_opt.model.composition import compose_delta, general_epsilon
 from darrm_opt.privacy import accounting
 from darrm_opt.privacy.pld import exact_epsilon
-from darrm_opt.privacy.profile import PrivacyProfile
+from darrm_opt.privacy.profile import Profile
 
 
 def _row(q: int, epsilon: float, delta: float, method: str) -> dict:
     return {"queries": q, "epsilon": epsilon if math.isfinite(epsilon) else None, "delta": delta, "method": method}
 
 
-def table_budget_rows(epsilon0: float, delta0: float, profile: PrivacyProfile, queries: Iterable[int],
+def table_budget_rows(epsilon0: float, delta0: float, profile: Profile, queries: Iterable[int],
                       delta_total: float | None, delta_prime: float = 1e-4) -> list[dict]:
     """Four rows per Q (exact, basic, general, optimal) for a table of any kind whose answers are each
     (``epsilon0``, ``delta0``)-DP with the certified ``profile``; see the module docstring.
@@ -53,7 +53,7 @@ def table_budget_rows(epsilon0: float, delta0: float, profile: PrivacyProfile, q
 
 
 def _rows_at(q: int, eps0: float, d0: float, base: float, delta_total: float,
-             profile: PrivacyProfile) -> list[dict]:
+             profile: Profile) -> list[dict]:
     """The four rows of Q answers at one total δ."""
     general = math.inf
     if delta_total > base:

@@ -1,6 +1,6 @@
 """Exact composition of DaRRM answers through privacy loss distributions (dp_accounting).
 
-Each table's :class:`~darrm_opt.privacy.profile.PrivacyProfile` gives a dominating pair (P, Q) of discrete
+Each table's profile (:data:`~darrm_opt.privacy.profile.Profile`) gives a dominating pair (P, Q) of discrete
 distributions: the adaptive composition of answers of several tables is dominated by the product of their
 pairs (Zhu, Dong, Wang 2022, Thm 10), whose privacy loss distribution (PLD) is the convolution of the pairs'
 PLDs. dp_accounting builds each PLD with *pessimistic* discretisation (every loss rounded up to a multiple of
@@ -28,7 +28,7 @@ from dp_accounting.pld import privacy_loss_distribution as pld_lib
 from dp_accounting.pld.privacy_loss_distribution import PrivacyLossDistribution as PLD
 
 from darrm_opt.errors import InvalidParameter
-from darrm_opt.privacy.profile import PrivacyProfile
+from darrm_opt.privacy.profile import Profile
 
 #: loss discretisation interval: the pessimistic rounding adds at most Q·INTERVAL to the ε of Q answers
 #: (about half of it on average).
@@ -61,9 +61,10 @@ def pair_pld(atoms: Sequence[tuple[float, float]], infinite_mass: float, interva
     )
 
 
-def profile_pld(profile: PrivacyProfile, interval: float = INTERVAL) -> PLD:
-    """One answer of a table: the PLD of its profile's dominating pair."""
-    return pair_pld(profile.atoms, profile.infinite_mass, interval)
+def profile_pld(profile: Profile, interval: float = INTERVAL) -> PLD:
+    """One answer of a table: the PLD of its profile's dominating pair (a tradeoff envelope's atoms, or a
+    Gaussian pair)."""
+    return profile.to_pld(interval)
 
 
 def generic_pld(epsilon0: float, delta0: float, interval: float = INTERVAL) -> PLD:
@@ -141,17 +142,17 @@ def interval_for(answers: int) -> float:
     return INTERVAL * max(1.0, math.sqrt(answers / 100.0))
 
 
-Parts = tuple[tuple[PrivacyProfile, int], ...]
+Parts = tuple[tuple[Profile, int], ...]
 
 
-def canonical_parts(parts: Iterable[tuple[PrivacyProfile, int]]) -> Parts:
+def canonical_parts(parts: Iterable[tuple[Profile, int]]) -> Parts:
     """Counts of equal profiles merged, empty ones dropped, in a canonical order (a cache key)."""
-    counts: dict[PrivacyProfile, int] = {}
+    counts: dict[Profile, int] = {}
     for prof, n in parts:
         _check_count_zero(n)
         if n:
             counts[prof] = counts.get(prof, 0) + n
-    return tuple(sorted(counts.items(), key=lambda kv: (kv[0].vertices, kv[0].support, kv[1])))
+    return tuple(sorted(counts.items(), key=lambda kv: (kv[0].sort_key(), kv[1])))
 
 
 def _check_count_zero(count: int) -> None:
@@ -160,7 +161,7 @@ def _check_count_zero(count: int) -> None:
 
 
 @lru_cache(maxsize=128)
-def _one_pld(profile: PrivacyProfile, interval: float) -> PLD:
+def _one_pld(profile: Profile, interval: float) -> PLD:
     return profile_pld(profile, interval)
 
 
@@ -183,7 +184,7 @@ def _exact_epsilon(parts: Parts, delta: float, coarse: bool) -> float:
     return epsilon_at(_composed(parts, interval_for(answers) * (COARSE if coarse else 1.0)), delta)
 
 
-def exact_epsilon(parts: Iterable[tuple[PrivacyProfile, int]], delta: float, *, coarse: bool = False) -> float:
+def exact_epsilon(parts: Iterable[tuple[Profile, int]], delta: float, *, coarse: bool = False) -> float:
     """ε at ``delta`` (an upper bound) of the adaptive composition of ``count`` answers of each table's
     profile; ``inf`` above EXACT_MAX_ANSWERS answers or when ``delta`` is below the infinite-loss mass.
     ``coarse``: on a grid COARSE times coarser (still an upper bound). Results are kept in an in-memory LRU
@@ -202,7 +203,7 @@ def exact_epsilon(parts: Iterable[tuple[PrivacyProfile, int]], delta: float, *, 
     return value
 
 
-def cached_exact_epsilon(parts: Iterable[tuple[PrivacyProfile, int]], delta: float, *,
+def cached_exact_epsilon(parts: Iterable[tuple[Profile, int]], delta: float, *,
                          coarse: bool = False) -> float | None:
     """:func:`exact_epsilon` if it is in the cache (no composition is computed), else None."""
     key = (canonical_parts(parts), float(delta), bool(coarse))
@@ -213,7 +214,7 @@ def cached_exact_epsilon(parts: Iterable[tuple[PrivacyProfile, int]], delta: flo
         return value
 
 
-def exact_delta(parts: Iterable[tuple[PrivacyProfile, int]], epsilon: float) -> float:
+def exact_delta(parts: Iterable[tuple[Profile, int]], epsilon: float) -> float:
     """δ at ``epsilon`` (an upper bound) of the same composition; 1 above EXACT_MAX_ANSWERS answers."""
     key = canonical_parts(parts)
     answers = sum(n for _, n in key)

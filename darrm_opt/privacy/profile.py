@@ -64,6 +64,8 @@ from darrm_opt.errors import InvalidParameter
 from darrm_opt.model.corners import corners
 from darrm_opt.model.params import Params
 from darrm_opt.model.pmf import pmf_direct
+from darrm_opt.privacy.gaussian_profile import TYPE as GAUSSIAN
+from darrm_opt.privacy.gaussian_profile import GaussianProfile
 
 #: added to every line's value before the envelope is intersected (float error of intersections, chords).
 MARGIN = 1e-13
@@ -126,6 +128,16 @@ class PrivacyProfile:
         return all(self.envelope(b) >= a - tol for b, a in other.vertices) and all(
             e >= 0 and d >= other.delta(e) - tol for e, d in self.support)
 
+    def sort_key(self) -> tuple:
+        """A canonical order among profiles of every type (a composition cache key)."""
+        return ("tradeoff", self.vertices, self.support)
+
+    def to_pld(self, interval: float) -> Any:
+        """The PLD of the dominating pair (:func:`darrm_opt.privacy.pld.pair_pld`, pessimistic)."""
+        from darrm_opt.privacy.pld import pair_pld
+
+        return pair_pld(self.atoms, self.infinite_mass, interval)
+
     def envelope(self, b: float) -> float:
         """A(b): linear interpolation of the vertices."""
         bs = [v[0] for v in self.vertices]
@@ -162,6 +174,17 @@ class PrivacyProfile:
         if "infinite_mass" in data and float(data["infinite_mass"]) != prof.infinite_mass:
             raise InvalidParameter("privacy_profile", "infinite_mass must be the first vertex's P-mass")
         return prof
+
+
+#: a certified privacy profile of one answer, of any type: the ledger composes each by its ``to_pld``
+Profile = PrivacyProfile | GaussianProfile
+
+
+def profile_from_dict(data: Any) -> Profile:
+    """A stored profile of any type: a Gaussian pair (``type`` "gaussian") or a tradeoff envelope."""
+    if isinstance(data, dict) and data.get("type") == GAUSSIAN:
+        return GaussianProfile.from_dict(data)
+    return PrivacyProfile.from_dict(data)
 
 
 def check_vertices(vertices: tuple[tuple[float, float], ...]) -> None:

@@ -18,7 +18,7 @@ import numpy as np
 
 from darrm_opt.errors import InvalidParameter
 from darrm_opt.model.params import digest
-from darrm_opt.privacy.profile import PrivacyProfile
+from darrm_opt.privacy.profile import Profile
 
 #: the version of the content hash (part of the hashed text)
 ID_FORMAT = "darrm-table-id-v1"
@@ -51,7 +51,7 @@ class CertifiedTable:
     gamma: tuple[float, ...]
     certificate: Any
     teachers: str
-    profile: PrivacyProfile | None
+    profile: Profile | None
     epsilon0: float
     delta0: float
     expected_error: float
