@@ -198,3 +198,32 @@ def test_a_kind_without_a_view_of_its_own_is_solved_by_the_generic_view(monkeypa
     assert table.id == doc["id"] and table.expected_error == pytest.approx(doc["expected_error"], abs=0)
     r = CliRunner().invoke(app, [*args, "-q"])
     assert r.exit_code == 0 and "certificate: CERTIFIED" in r.stdout and "γ = " in r.stdout
+
+
+@pytest.mark.parametrize("bad", [2.5, True, -1, "x", 10 ** 400])
+def test_one_rule_for_K_in_every_kind(bad):
+    """K, the per-answer ε and δ have one validator: the same parameter name and rule whatever the kind."""
+    from darrm_opt.model.multiclass import MulticlassParams
+    from darrm_opt.model.neighbours import PateParams
+    from darrm_opt.model.params import Params
+
+    rules = set()
+    for make in (lambda: Params(bad, 1), lambda: PateParams(bad, 1.0), lambda: MulticlassParams(bad, 3, 1.0)):
+        with pytest.raises(InvalidParameter) as e:
+            make()
+        assert e.value.parameter == "K"
+        rules.add(e.value.rule.split(" in [")[0].replace("an odd integer >= 1", "an odd integer"))
+    assert rules <= {"must be an odd integer", "must be an integer"}
+
+
+def test_one_spelling_for_the_per_answer_epsilon_and_delta():
+    from darrm_opt.model.multiclass import MulticlassParams
+    from darrm_opt.model.neighbours import PateParams
+
+    for make in (lambda e, d: PateParams(5, e, d), lambda e, d: MulticlassParams(5, 3, e, d)):
+        with pytest.raises(InvalidParameter) as e:
+            make(0.0, 0.0)
+        assert (e.value.parameter, e.value.rule) == ("target_epsilon", "must satisfy 0 < target_epsilon <= 700")
+        with pytest.raises(InvalidParameter) as e:
+            make(1.0, 1.0)
+        assert (e.value.parameter, e.value.rule) == ("delta", "must satisfy 0 <= delta < 1")

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from darrm_opt.errors import InvalidParameter
-from darrm_opt.model.params import Prior, digest, finite_number
+from darrm_opt.model.params import Prior, digest, integer_in, per_answer_epsilon, probability_below_one
 
 #: The teacher settings, the paper's first.
 TEACHER_SETTINGS = ("shared", "disjoint-private", "disjoint-nonprivate")
@@ -134,16 +134,10 @@ class PateParams:
     prior: Prior = field(default_factory=Prior)
 
     def __post_init__(self) -> None:
-        K = self.K
-        if isinstance(K, bool) or not isinstance(K, (int, np.integer)) or K < 1 or K % 2 == 0:
-            raise InvalidParameter("K", "must be an odd integer >= 1", K)
-        eps = finite_number("target_epsilon", self.epsilon)
-        if not 0 < eps <= 700:
-            raise InvalidParameter("target_epsilon", "must satisfy 0 < target_epsilon <= 700", self.epsilon)
-        delta = finite_number("delta", self.delta)
-        if not 0.0 <= delta < 1.0:
-            raise InvalidParameter("delta", "must satisfy 0 <= delta < 1", self.delta)
-        object.__setattr__(self, "K", int(K))
+        K = integer_in("K", self.K, 1, odd=True)
+        eps = per_answer_epsilon(self.epsilon)
+        delta = probability_below_one("delta", self.delta)
+        object.__setattr__(self, "K", K)
         object.__setattr__(self, "epsilon", eps)
         object.__setattr__(self, "delta", delta)
         object.__setattr__(self, "prior", Prior.parse(self.prior))

@@ -30,6 +30,41 @@ def finite_number(name: str, value: object) -> float:
     return x
 
 
+def integer_in(name: str, value: object, lo: int, hi: int | None = None, *, odd: bool = False) -> int:
+    """``value`` as an int in [lo, hi] (odd when ``odd``): one rule for K, C and every count, in messages and
+    on the wire. Accepts an int, a numpy integer, an integral float or a numeric string (a CLI flag); never a
+    bool."""
+    what = f"an odd integer >= {lo}" if odd else f"an integer >= {lo}"
+    if hi is not None:
+        what = f"{'an odd integer' if odd else 'an integer'} in [{lo}, {hi}]"
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)) and not hasattr(value, "__index__"):
+        raise InvalidParameter(name, f"must be {what}", value)
+    try:
+        n = int(value)
+        integral = float(n) == float(value)
+    except (TypeError, ValueError, OverflowError):
+        raise InvalidParameter(name, f"must be {what}", value) from None
+    if not integral or n < lo or (hi is not None and n > hi) or (odd and n % 2 == 0):
+        raise InvalidParameter(name, f"must be {what}", value)
+    return n
+
+
+def per_answer_epsilon(value: object, name: str = "target_epsilon") -> float:
+    """A per-answer ε: a finite number with 0 < ε ≤ 700 (e^ε stays finite)."""
+    eps = finite_number(name, value)
+    if not 0 < eps <= 700:
+        raise InvalidParameter(name, f"must satisfy 0 < {name} <= 700", value)
+    return eps
+
+
+def probability_below_one(name: str, value: object, lower: float = 0.0, lower_name: str = "0") -> float:
+    """A δ: a finite number with ``lower`` <= δ < 1."""
+    d = finite_number(name, value)
+    if not lower <= d < 1:
+        raise InvalidParameter(name, f"must satisfy {lower_name} <= {name} < 1", value)
+    return d
+
+
 def parse_float_list(text: str, name: str) -> list[float]:
     """``"1,3,5"`` → [1.0, 3.0, 5.0]; InvalidParameter(name, ...) for anything else."""
     parts = [s.strip() for s in str(text).split(",") if s.strip()]
@@ -150,17 +185,7 @@ class Params:
                      delta: float | None = None, prior: Prior | str = ...) -> None: ...
 
     def __post_init__(self) -> None:
-        K = self.K
-        if isinstance(K, bool) or not isinstance(K, (int, float, str)):
-            raise InvalidParameter("K", "must be an odd integer >= 1", K)
-        try:
-            K_int = int(K)
-        except (TypeError, ValueError):
-            raise InvalidParameter("K", "must be an odd integer >= 1", K) from None
-        if float(K_int) != float(K):
-            raise InvalidParameter("K", "must be an odd integer >= 1", K)
-        if K_int < 1 or K_int % 2 == 0:
-            raise InvalidParameter("K", "must be an odd integer >= 1", K)
+        K_int = integer_in("K", self.K, 1, odd=True)
         m = finite_number("m", self.m)
         if not (1.0 <= m <= K_int):
             raise InvalidParameter("m", f"must satisfy 1 <= m <= K (K = {K_int})", self.m)
@@ -169,16 +194,12 @@ class Params:
             raise InvalidParameter("epsilon", "must be > 0", self.epsilon)
         if m * eps > 700:
             raise InvalidParameter("epsilon", "m * epsilon must be <= 700 (e^(m*epsilon) overflows)", m * eps)
-        tdelta = finite_number("teacher_delta", self.teacher_delta)
-        if not (0.0 <= tdelta < 1.0):
-            raise InvalidParameter("teacher_delta", "must satisfy 0 <= teacher_delta < 1", self.teacher_delta)
+        tdelta = probability_below_one("teacher_delta", self.teacher_delta)
         if self.delta is None:
             delta = -math.expm1(m * math.log1p(-tdelta))
             delta = max(delta, tdelta)
         else:
-            delta = finite_number("delta", self.delta)
-            if not (tdelta <= delta < 1.0):
-                raise InvalidParameter("delta", "must satisfy teacher_delta <= delta < 1", self.delta)
+            delta = probability_below_one("delta", self.delta, tdelta, "teacher_delta")
         object.__setattr__(self, "K", K_int)
         object.__setattr__(self, "m", m)
         object.__setattr__(self, "epsilon", eps)
