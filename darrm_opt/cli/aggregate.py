@@ -69,8 +69,9 @@ def read_labels(path: Path, K: int, C: int):
 def aggregate(
     table: Path = typer.Option(..., "--table", help="a γ table JSON file (darrm-opt solve --format json), "
                                "binary or multi-class (--classes)"),
-    votes: Path = typer.Option(..., "--votes", help="CSV: one row of K votes per line: 0/1 for a binary table, "
-                               "class labels 0..C-1 for a multi-class one"),
+    votes: Path = typer.Option(..., "--votes", help="CSV: one row of K votes per line (0/1 for a binary table, "
+                               "class labels 0..C-1 for a multi-class one); delimiter , ; tab or spaces, an "
+                               "optional header row, 1.0 read as 1"),
     ledger_db: Optional[str] = typer.Option(
         None, "--ledger-db", help="ledger database: sqlite:///PATH, a file path or postgresql://USER@HOST/DB "
         "(default: $DARRM_DATABASE_URL, else sqlite:///darrm.db, as the service)"),
@@ -85,7 +86,13 @@ def aggregate(
 
     The table is certified again before use. With --ledger the batch is paid for first, atomically and
     durably, with the service's ledger code (its answers compose exactly, from the table's privacy profile
-    computed here), and only then drawn; a batch that does not fit releases nothing and exits 1."""
+    computed here), and only then drawn; a batch that does not fit releases nothing and exits 1.
+
+    \b
+    Example:
+      darrm-opt aggregate --table t11.json --votes votes.csv --ledger job-1 \\
+          --epsilon-budget 10 --delta-budget 1e-3
+    """
     import os
 
     from darrm_opt.errors import InvalidParameter
