@@ -12,58 +12,28 @@ from darrm_opt.cli.common import err_console, handle_errors, write_output
 from darrm_opt.cli.options import TabularFormat
 
 
-def _csv_rows(path: Path, K: int, what: str):
-    """(line number, K stripped cells) for each non-blank line of a votes CSV; an unreadable file or a line
-    without K cells is an error naming the file or the line."""
-    from darrm_opt.errors import InvalidParameter, TableFileError
+def _read_text(path: Path) -> str:
+    from darrm_opt.errors import TableFileError
 
     try:
-        lines = path.read_text().splitlines()
+        return path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise TableFileError(f"cannot read votes file {str(path)!r}: {getattr(exc, 'strerror', None) or exc}") from None
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        cells = [c.strip() for c in line.split(",")]
-        if len(cells) != K:
-            raise InvalidParameter("votes", f"row {number} has {len(cells)} {what}; every row needs K = {K} "
-                                   f"(the table's K)")
-        yield number, cells
 
 
 def read_votes(path: Path, K: int):
-    """The vote rows of a CSV file as a (rows, K) uint8 array: K comma-separated 0/1 values per line.
+    """The vote rows of a CSV file as a (rows, K) uint8 array of 0/1 votes
+    (:func:`darrm_opt.release.votes_csv.read_vote_rows`: header, delimiters and the bad line named)."""
+    from darrm_opt.release.votes_csv import read_vote_rows
 
-    Blank lines are skipped; any other line with a value other than 0/1 or not K values is an error that
-    names its line number."""
-    import numpy as np
-
-    from darrm_opt.errors import InvalidParameter
-
-    rows: list[list[bool]] = []
-    for number, cells in _csv_rows(path, K, "values"):
-        bad = next((c for c in cells if c not in ("0", "1")), None)
-        if bad is not None:
-            raise InvalidParameter("votes", f"row {number}: every vote must be 0 or 1", bad)
-        rows.append([c == "1" for c in cells])
-    return np.array(rows, dtype=np.uint8).reshape(len(rows), K)
+    return read_vote_rows(_read_text(path), K)
 
 
 def read_labels(path: Path, K: int, C: int):
-    """The class-label rows of a CSV file as a (rows, K) array: K comma-separated integers in [0, C − 1]
-    per line. Blank lines are skipped; any other bad line is an error naming its line number and the rule."""
-    import numpy as np
+    """The class-label rows of a CSV file as a (rows, K) array of integers in [0, C − 1]."""
+    from darrm_opt.release.votes_csv import read_vote_rows
 
-    from darrm_opt.errors import InvalidParameter
-
-    rows: list[list[int]] = []
-    for number, cells in _csv_rows(path, K, "labels"):
-        for c in cells:
-            if not (c.isascii() and c.isdigit()) or int(c) >= C:
-                raise InvalidParameter("votes", f"row {number}: every vote must be a class label, an integer in "
-                                       f"[0, {C - 1}] (C = {C} classes)", c)
-        rows.append([int(c) for c in cells])
-    return np.array(rows, dtype=np.uint8 if C <= 256 else np.uint16).reshape(len(rows), K)
+    return read_vote_rows(_read_text(path), K, C)
 
 
 def aggregate(
