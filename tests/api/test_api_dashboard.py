@@ -216,33 +216,49 @@ class _Browser:
         self.proc.wait(timeout=30)
 
 
-def _evaluate(ws_url: str, steps: list[str]) -> list:
-    """Evaluate each JavaScript expression in the page in turn (promises awaited); their values."""
+def _evaluate(ws_url: str, steps: list) -> list:
+    """Run each step in the page in turn: ``("open", url)`` navigates; ``("wait", cond, value)`` polls the
+    JavaScript ``cond`` until it holds (60 s at most) and gives ``value``; a string is evaluated (promises
+    awaited). Returns their values."""
     import asyncio
     import json
 
     websockets = pytest.importorskip("websockets")
 
     async def run() -> list:
-        out = []
+        out: list = []
+        counter = iter(range(1, 1_000_000))
         async with websockets.connect(ws_url, max_size=None) as ws:
-            for n, expr in enumerate(steps, start=1):
-                await ws.send(json.dumps({"id": n, "method": "Runtime.evaluate",
-                                          "params": {"expression": expr, "awaitPromise": True, "returnByValue": True}}))
+
+            async def call(method: str, **params) -> dict:
+                n = next(counter)
+                await ws.send(json.dumps({"id": n, "method": method, "params": params}))
                 while True:
                     msg = json.loads(await ws.recv())
                     if msg.get("id") == n:
-                        break
-                assert "exceptionDetails" not in msg["result"], msg["result"]
-                out.append(msg["result"]["result"].get("value"))
+                        return msg.get("result", msg)
+
+            async def evaluate(expr: str) -> dict:
+                return await call("Runtime.evaluate", expression=expr, awaitPromise=True, returnByValue=True)
+
+            for step in steps:
+                if isinstance(step, tuple) and step[0] == "open":
+                    out.append(await call("Page.navigate", url=step[1]))
+                elif isinstance(step, tuple) and step[0] == "wait":
+                    for _ in range(600):  # a context destroyed by a navigation is an exception: try again
+                        r = await evaluate(step[1])
+                        if "exceptionDetails" not in r and r["result"].get("value") is True:
+                            break
+                        await asyncio.sleep(0.1)
+                    r = await evaluate(step[2])
+                    out.append(r["result"].get("value"))
+                else:
+                    r = await evaluate(step)
+                    assert "exceptionDetails" not in r, r
+                    out.append(r["result"].get("value"))
         return out
 
     return asyncio.run(run())
-
-
-#: JavaScript: wait until ``cond`` holds (up to 60 s), then return ``value``
-WAIT = ("(async () => {{ for (let i = 0; i < 600; i++) {{ if ({cond}) return {value}; "
-        "await new Promise((r) => setTimeout(r, 100)); }} return 'timeout: ' + ({value}); }})()")
 
 
 @pytest.mark.slow  # a headless browser, a solve
@@ -251,23 +267,23 @@ def test_a_ledger_and_a_table_are_created_from_the_page(live, tmp_path):
     pytest.importorskip("websockets")
     browser = _Browser(tmp_path / "profile")
     try:
-        loaded = "document.body.dataset.loaded === 'true'"
+        loaded = "!!document.body && document.body.dataset.loaded === 'true'"
         ledgers = "document.querySelectorAll('[data-ledger-id]').length"
         tables = "document.querySelectorAll('[data-table-id]').length"
-        fill = "(f, values) => {{ for (const [k, v] of Object.entries(values)) f.elements[k].value = v; }}"
+        message = "document.getElementById('create-status').textContent"
+        fill = "(f, values) => { for (const [k, v] of Object.entries(values)) f.elements[k].value = v; }"
         steps = [
-            f"location.href = {live['server'].url + '/ui#key=' + KEY!r}",
-            WAIT.format(cond=loaded, value=f"[{ledgers}, {tables}]"),
+            ("open", f"{live['server'].url}/ui#key={KEY}"),
+            ("wait", loaded, f"[{ledgers}, {tables}]"),
             f"({fill})(document.getElementById('new-ledger'), {{name: 'from-the-page', epsilon_budget: '2', "
             "delta_budget: '1e-4'}); document.getElementById('new-ledger').requestSubmit(); true",
-            WAIT.format(cond=f"{ledgers} === 3", value="document.getElementById('create-status').textContent"),
+            ("wait", f"{ledgers} === 3", message),
             f"({fill})(document.getElementById('new-table'), {{K: '7', m: '2'}}); "
             "document.getElementById('new-table').requestSubmit(); true",
-            WAIT.format(cond=f"{tables} === 3", value="document.getElementById('create-status').textContent"),
+            ("wait", f"{tables} === 3", message),
             f"({fill})(document.getElementById('new-table'), {{K: '7', m: '2', target_epsilon: '1'}}); "
             "document.getElementById('new-table').requestSubmit(); true",
-            WAIT.format(cond="document.getElementById('create-status').className === 'error'",
-                        value="document.getElementById('create-status').textContent"),
+            ("wait", "document.getElementById('create-status').className === 'error'", message),
         ]
         got = _evaluate(browser.page(), steps)
     finally:
