@@ -23,6 +23,10 @@ def test_the_docs_build_strict(tmp_path):
     api = (tmp_path / "site" / "python" / "index.html").read_text()
     for name in ("solve", "Params", "release_answers", "Ledger", "read_vote_rows", "plan"):
         assert 'id="darrm_opt.' in api and re.search(rf'id="[\w.]*\b{name}"', api), name
+    cli = (tmp_path / "site" / "cli" / "index.html").read_text()  # every command's --help, rendered at build
+    from darrm_opt.cli import COMMANDS
+
+    assert all(f"Usage: darrm-opt {name} [OPTIONS]" in cli for name in COMMANDS if name != "demo")
     example = (tmp_path / "site" / "examples" / "index.html").read_text()
     assert "teachers_on_disjoint_shards" in example  # the script itself is rendered
 
