@@ -33,9 +33,15 @@ def plan(
 ) -> None:
     """Search the per-answer (m, δ) for the certified table of least expected error whose Q-fold exact
     composition (its privacy profile's PLD) fits the budget; the JSON output is a table file that
-    ``verify``, ``budget --table`` and the service accept. disjoint-nonprivate plans the per-answer
+    verify, budget --table and the service accept. disjoint-nonprivate plans the per-answer
     (ε, δ) of a PATE-setting table; disjoint-private states that the plain majority is free when the
-    teachers' own (ε, Δ) is within the budget."""
+    teachers' own (ε, Δ) is within the budget.
+
+    \b
+    Example:
+      darrm-opt plan --K 11 --epsilon 0.0892 --teacher-delta 1e-4 \\
+          --queries 100 --budget 15.044,0.030
+    """
     from darrm_opt.model.neighbours import check_setting_options, cli_spelling
     from darrm_opt.planning.plan import plan as make_plan
 
