@@ -108,6 +108,18 @@ class _GaussianKind(Mechanism):
     def certify(self, params: Any, gamma: np.ndarray, **options: Any) -> GaussianCertificate:
         return _certificate(self.profile(params, gamma))
 
+    def table(self, params: Any, gamma: Any, certificate: Any, teachers: str | None = None,
+              profile: Any = None) -> Any:
+        """As every kind's, and the certificate (stored or given) must be the one computed for these
+        parameters (certifying a Gaussian release costs one PLD read): a document whose σ was changed
+        under its certificate is refused."""
+        cert = self.certificate_from(certificate) if isinstance(certificate, Mapping) else certificate
+        if cert != self.certify(params, np.zeros(0)):
+            raise InvalidParameter("certificate", f"is not the certificate of this {self.kind} table's parameters")
+        if profile is not None and profile != self.profile(params, np.zeros(0)):
+            raise InvalidParameter("privacy_profile", f"is not the Gaussian pair of this {self.kind} table")
+        return super().table(params, gamma, cert, teachers, profile)
+
     def certificate_from(self, data: Mapping[str, Any]) -> GaussianCertificate:
         try:
             return GaussianCertificate(**{k: data[k] for k in GaussianCertificate.__dataclass_fields__

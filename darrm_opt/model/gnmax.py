@@ -10,8 +10,9 @@ Expected error (the quantity every kind's plan compares):
 - ``C = 2`` with a 0/1-vote prior (:class:`darrm_opt.model.params.Prior`: paper, iid-uniform, common-uniform):
   DaRRM's error (Def. 2.4), E = ½ Σ_{l > K/2} (α_l − α_{K−l})(1 − γ(l)) with the release's effective table
   γ(l) = Pr[answer = majority | L = l] − Pr[answer ≠ majority | L = l]; with D = Z₁ − Z₀ (the difference of
-  two N_ℤ(0, σ²)) and d = 2l − K > 0, γ(l) = Pr[−d < D < d] (a tie of the noisy counts, D = ±d, splits
-  evenly and adds nothing).
+  two N_ℤ(0, σ²), the minority's noise minus the majority's) and d = |2l − K| > 0, the majority wins when
+  D < d, ties when D = d (split evenly: it adds nothing) and loses when D > d; by symmetry of D,
+  γ(l) = Pr[D < d] − Pr[D > d] = Pr[−d ≤ D < d].
 - otherwise a multi-class prior (:class:`darrm_opt.model.multiclass.MulticlassPrior`): Pr[answer ≠ y], the
   true class, as for multi-class DaRRM. With independent count weights Pr[h] ∝ Y(h_y) Π_{c≠y} R(h_c) on
   Σ h = K, the noisy counts V_c = h_c + Z_c and 1/(1 + N) = ∫₀¹ u^N du for the N other classes tied at the
@@ -158,7 +159,7 @@ def discrete_gaussian_pmf(sigma: float, L: int) -> tuple[np.ndarray, float]:
 
 def binary_gamma(K: int, sigma: float) -> np.ndarray:
     """γ(l) = Pr[answer = majority | L = l] − Pr[answer ≠ majority | L = l], l = 0..K, for C = 2 (module
-    docstring): Pr[|D| < |2l − K|] with D the difference of two N_ℤ(0, σ²)."""
+    docstring): Pr[−d ≤ D < d] with d = |2l − K| and D the difference of two N_ℤ(0, σ²)."""
     L = tail_cut(sigma)
     p, _ = discrete_gaussian_pmf(sigma, L)
     d = np.convolve(p, p)  # D = −2L..2L
@@ -168,8 +169,8 @@ def binary_gamma(K: int, sigma: float) -> np.ndarray:
         m = abs(2 * l - K)
         if m == 0:
             continue
-        hi = min(m - 1, 2 * L)  # Pr[−m < D < m] = Pr[D ≤ m − 1] − Pr[D ≤ −m]
-        lo = max(-m, -2 * L - 1)
+        hi = min(m - 1, 2 * L)  # Pr[−m ≤ D < m] = Pr[D ≤ m − 1] − Pr[D ≤ −m − 1]
+        lo = max(-m - 1, -2 * L - 1)
         gam[l] = min(1.0, float(cdf[hi + 2 * L + 1] - cdf[lo + 2 * L + 1]))
     return gam
 
