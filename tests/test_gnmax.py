@@ -283,3 +283,10 @@ def test_gnmax_serves_only_the_pate_setting():
     job = Job(K=11, queries=5, budget_epsilon=1.0, budget_delta=1e-5, teachers="shared", epsilon=0.5,
               teacher_delta=1e-6)
     assert mechanism("gnmax").plan(job) is None and mechanism("confident-gnmax").plan(job) is None
+
+
+def test_gaussian_plans_refuse_a_pure_budget():
+    job = Job(K=20, queries=5, budget_epsilon=2.0, budget_delta=0.0, classes=3)
+    for kind in ("gnmax", "confident-gnmax"):
+        with pytest.raises(InvalidParameter, match="budget_delta"):
+            mechanism(kind).plan(job)

@@ -63,6 +63,9 @@ def calibrate(profile_of: Callable[[float], GaussianProfile], queries: int, budg
     """(the smallest s found with spent(s) ≤ ε_B, its spent ε by the ledger's exact composition) for the
     profiles ``profile_of(s)`` (module docstring). InvalidParameter naming ``queries`` above
     EXACT_MAX_ANSWERS (the ledger cannot compose them exactly)."""
+    if not budget_delta > 0:
+        raise InvalidParameter("budget_delta", "must be > 0 for a Gaussian release (no Gaussian mechanism is "
+                                               "pure DP)", budget_delta)
     if queries > EXACT_MAX_ANSWERS:
         raise InvalidParameter("queries", f"a Gaussian plan needs the exact composition of at most "
                                           f"{EXACT_MAX_ANSWERS} answers", queries)
