@@ -290,3 +290,21 @@ def test_gaussian_plans_refuse_a_pure_budget():
     for kind in ("gnmax", "confident-gnmax"):
         with pytest.raises(InvalidParameter, match="budget_delta"):
             mechanism(kind).plan(job)
+
+
+def test_bernoulli_exp_resolves_a_64_bit_tie_exactly():
+    """U = ⌊p·2^64⌋ (probability 2^-64) is decided by fresh bytes against the exact remainder."""
+    from fractions import Fraction
+
+    from scripted_bytes import Script
+
+    from darrm_opt.mechanisms.discrete_gaussian import _ExpNeg
+
+    t = (1 << 64) // 3  # ⌊(1/3)·2^64⌋: Bernoulli(γ/k) with γ = 1/3, k = 1
+    top = (1 << 64) - 1
+    b = lambda u: u.to_bytes(8, "little")  # noqa: E731
+    keys = np.zeros(1, dtype=np.int64)
+    # tie, then the remainder's coin says 1 (u = 0): k = 2; then U = 2^64 − 1 ≥ ⌊2^64/6⌋: stop, k even → 0
+    assert not _ExpNeg(lambda key: Fraction(1, 3))(keys, Script([b(t), b(0), b(top)]))[0]
+    # tie, then the remainder's coin says 0: stop at k = 1 → 1
+    assert _ExpNeg(lambda key: Fraction(1, 3))(keys, Script([b(t), b(top)]))[0]

@@ -62,6 +62,10 @@ def test_planned_table_is_a_table_file_aggregate_uses(planned):
     assert out["table_id"] == doc["id"] and len(out["answers"]) == 7 and set(out["answers"]) <= {0, 1, 2}
     r = cli("verify", str(d / "plan.json"), cwd=d)
     assert r.returncode == 0, r.stderr
+    r = cli("budget", "--table", str(d / "plan.json"), "--queries", "30", "--delta-total", "1e-5", "--format",
+            "json", "-q", cwd=d)
+    assert r.returncode == 0, r.stderr
+    assert next(b for b in json.loads(r.stdout) if b["method"] == "exact")["epsilon"] == doc["epsilon_spent"]
 
 
 def test_plan_text_lists_every_offer(planned):
