@@ -237,6 +237,9 @@ def test_params_are_validated():
     with pytest.raises(InvalidParameter, match="prior"):
         GnmaxParams(10, 3, 1.0, "common-uniform:0.6,1")  # a 0/1-vote prior needs C = 2
     assert isinstance(GnmaxParams(10, 2, 1.0, "common-uniform:0.6,1").prior, Prior)
+    with pytest.raises(InvalidParameter, match="FFT"):  # its exact error would take too long
+        GnmaxParams(2000, 1000, 30.0)
+    GnmaxParams(2000, 2, 30.0)  # a 0/1 prior's error is cheap at any K
 
 
 def test_ledger_prices_gnmax_answers_by_its_gaussian_profile(tmp_path):

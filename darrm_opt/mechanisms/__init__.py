@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from darrm_opt.errors import InvalidParameter, TableFileError
+from darrm_opt.errors import DarrmError, InvalidParameter, TableFileError
 from darrm_opt.privacy.profile import profile_from_dict
 from darrm_opt.privacy.table import CertifiedTable
 
@@ -183,14 +183,14 @@ def plan_job(job: Any, progress: Any = None, kinds: Sequence[str] | None = None
              ) -> tuple[Any, list[Any], dict[str, str]]:
     """Every kind's offer for ``job`` (:class:`darrm_opt.planning.job.Job`, through ``Mechanism.plan``; only
     ``kinds`` when given) and the most accurate one: (best offer, all offers by expected error, why each
-    other kind made none). InvalidParameter naming ``budget_epsilon`` when no kind fits the job in its
-    budget."""
+    other kind made none: a kind's DarrmError is its refusal). InvalidParameter naming ``budget_epsilon``
+    when no kind fits the job in its budget."""
     offers, refused = [], {}
     asked = [mechanism(k) for k in kinds] if kinds is not None else list(MECHANISMS.values())
     for m in asked:
         try:
             offer = m.plan(job)
-        except InvalidParameter as exc:
+        except DarrmError as exc:  # this kind cannot serve the job (its rule, its budget, its solver)
             refused[m.kind] = str(exc)
             continue
         if offer is None:

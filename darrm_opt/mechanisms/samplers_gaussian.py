@@ -22,8 +22,8 @@ from .samplers import _TWO64, RandomBytes, system_random
 
 #: the answer written for ⊥
 ABSTAIN = -1
-#: rows answered at once (bounds the (rows, C) temporaries)
-CHUNK_ROWS = 1 << 15
+#: cells (rows × C) answered at once (bounds the (rows, C) temporaries)
+CHUNK_CELLS = 1 << 18
 
 
 class GnmaxSampler:
@@ -88,14 +88,15 @@ class GnmaxSampler:
             rows = rows[h.max(axis=1) + z >= T]
         sizes = np.empty(rows.size, dtype=np.int64)
         tops = []
-        for lo in range(0, rows.size, CHUNK_ROWS):
-            r = rows[lo : lo + CHUNK_ROWS]
+        step = max(1, CHUNK_CELLS // self.C)
+        for lo in range(0, rows.size, step):
+            r = rows[lo : lo + step]
             v = h[r] + self.noise.sample(r.size * self.C, self.random_bytes).reshape(r.size, self.C)
             top = v == v.max(axis=1, keepdims=True)
             tops.append(top)
             sizes[lo : lo + r.size] = top.sum(axis=1)
         index = self._uniform_indices(sizes)
-        for i, lo in enumerate(range(0, rows.size, CHUNK_ROWS)):
+        for i, lo in enumerate(range(0, rows.size, step)):
             top = tops[i]
             rank = np.cumsum(top, axis=1) - 1
             k = index[lo : lo + top.shape[0]]

@@ -51,6 +51,28 @@ special: Any = LazyModule("scipy.special")
 BINARY_PRIORS = ("paper", "iid-uniform", "common-uniform")
 #: the largest σ accepted (the release is then almost a uniform class)
 MAX_SIGMA = 1e6
+#: the largest exact error computation accepted for a multi-class prior: FFT rows × FFT length (about a
+#: minute of CPU; K = 250, C = 10, σ = 30 needs 2.2e7)
+MAX_ERROR_WORK = 2e9
+#: FFT cells (rows × length) formed at once by the error computations (bounds their memory: 64 MB)
+CHUNK_CELLS = 1 << 22
+
+
+def _fft_length(n: int) -> int:
+    return 1 << max(1, int(math.ceil(math.log2(n + 1))))
+
+
+def error_work(K: int, C: int, sigma: float) -> float:
+    """FFT rows × length of :func:`multiclass_wrong` for (K, C, σ) (and of the top-count law)."""
+    rows = (K + 2 * tail_cut(sigma) + 1) * max(1, (C + 1) // 2)
+    return max(rows * _fft_length((C - 1) * K), (K + 1) * _fft_length(C * K))
+
+
+def check_error_work(K: int, C: int, sigma: float, prior: Any, name: str = "sigma") -> None:
+    """InvalidParameter when the exact error of a multi-class prior would exceed MAX_ERROR_WORK."""
+    if isinstance(prior, MulticlassPrior) and error_work(K, C, sigma) > MAX_ERROR_WORK:
+        raise InvalidParameter("K", f"K = {K}, C = {C}, {name} = {sigma:g}: the exact expected error needs "
+                                    f"{error_work(K, C, sigma):.3g} FFT cells, above {MAX_ERROR_WORK:.3g}", K)
 
 
 def parse_prior(spec: Any, C: int) -> Prior | MulticlassPrior:
@@ -94,6 +116,7 @@ class GnmaxParams:
         _check_kc(self.K, self.C)
         object.__setattr__(self, "sigma", _sigma("sigma", self.sigma))
         object.__setattr__(self, "prior", parse_prior(self.prior, self.C))
+        check_error_work(self.K, self.C, self.sigma, self.prior)
 
     def canonical(self) -> dict[str, Any]:
         return {"K": self.K, "classes": self.C, "sigma": self.sigma, "prior": self.prior.spec}
@@ -119,6 +142,7 @@ class ConfidentGnmaxParams:
         object.__setattr__(self, "sigma1", _sigma("sigma1", self.sigma1))
         object.__setattr__(self, "sigma2", _sigma("sigma2", self.sigma2))
         object.__setattr__(self, "prior", parse_prior(self.prior, self.C))
+        check_error_work(self.K, self.C, self.sigma2, self.prior, "sigma2")
 
     @property
     def sigma(self) -> float:
@@ -180,9 +204,6 @@ def _gauss_legendre01(n: int) -> tuple[np.ndarray, np.ndarray]:
     return 0.5 * (x + 1.0), 0.5 * w
 
 
-CHUNK_ROWS = 256
-
-
 def multiclass_wrong(K: int, C: int, sigma: float, prior: MulticlassPrior) -> float:
     """Pr[GNMax_σ answers one given wrong class w] under ``prior`` (module docstring), plus the dropped
     noise mass."""
@@ -192,7 +213,7 @@ def multiclass_wrong(K: int, C: int, sigma: float, prior: MulticlassPrior) -> fl
     p, tail = discrete_gaussian_pmf(sigma, L)
     F = np.concatenate([[0.0], np.cumsum(p)])  # F[i] = Pr[Z ≤ i − L − 1]
     nodes, weights = _gauss_legendre01(max(1, (C + 1) // 2))
-    N = 1 << max(1, int(math.ceil(math.log2((C - 1) * K + 1))))
+    N = _fft_length((C - 1) * K)
     x = np.arange(K + 1)
     vs = np.arange(-L, K + L + 1)
     b = np.arange(K + 1)
@@ -200,8 +221,9 @@ def multiclass_wrong(K: int, C: int, sigma: float, prior: MulticlassPrior) -> fl
     rows = [(v, j) for v in vs for j in range(nodes.size)]
     from scipy import fft
 
-    for lo in range(0, len(rows), CHUNK_ROWS):
-        chunk = rows[lo : lo + CHUNK_ROWS]
+    step = max(1, CHUNK_CELLS // N)
+    for lo in range(0, len(rows), step):
+        chunk = rows[lo : lo + step]
         v = np.array([r[0] for r in chunk])[:, None]
         u = nodes[[r[1] for r in chunk]][:, None]
         k = v - x[None, :]  # v − x
@@ -241,10 +263,13 @@ def max_count_law(K: int, C: int, prior: Prior | MulticlassPrior) -> np.ndarray:
         np.add.at(out, np.maximum(np.arange(K + 1), K - np.arange(K + 1)), alpha)
         return out
     Y, R = prior.count_pmfs(K, C)
-    N = 1 << max(1, int(math.ceil(math.log2(C * K + 1))))
-    caps = np.arange(K + 1)[:, None] >= np.arange(K + 1)[None, :]
-    le = np.fft.irfft(np.fft.rfft(Y * caps, N, axis=1) * np.fft.rfft(R * caps, N, axis=1) ** (C - 1), N,
-                      axis=1)[:, K]
+    N = _fft_length(C * K)
+    le = np.empty(K + 1)
+    step = max(1, CHUNK_CELLS // N)
+    for lo in range(0, K + 1, step):  # Pr[max ≤ m]·Z = [Y_{≤m} * R_{≤m}^{*(C−1)}](K), caps m in chunks
+        caps = np.arange(lo, min(K + 1, lo + step))[:, None] >= np.arange(K + 1)[None, :]
+        le[lo : lo + caps.shape[0]] = np.fft.irfft(
+            np.fft.rfft(Y * caps, N, axis=1) * np.fft.rfft(R * caps, N, axis=1) ** (C - 1), N, axis=1)[:, K]
     law = np.maximum(np.diff(le, prepend=0.0), 0.0)
     return law / law.sum()
 
