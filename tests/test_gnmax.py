@@ -8,6 +8,8 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scipy import stats
 
 from darrm_opt.errors import InvalidParameter
@@ -311,3 +313,27 @@ def test_bernoulli_exp_resolves_a_64_bit_tie_exactly():
     assert not _ExpNeg(lambda key: Fraction(1, 3))(keys, Script([b(t), b(0), b(top)]))[0]
     # tie, then the remainder's coin says 0: stop at k = 1 → 1
     assert _ExpNeg(lambda key: Fraction(1, 3))(keys, Script([b(t), b(top)]))[0]
+
+
+@settings(max_examples=25, deadline=None)
+@given(h=st.lists(st.integers(0, 6), min_size=2, max_size=4), sigma=st.floats(0.3, 3.0))
+def test_gnmax_law_is_a_distribution_symmetric_in_tied_classes(h, sigma):
+    if sum(h) == 0:
+        h = [1] + h[1:]
+    law = np.array(GnmaxSampler(sum(h), len(h), sigma).distribution(h))
+    assert law.sum() == pytest.approx(1.0, abs=1e-12) and law.min() >= 0
+    for a in range(len(h)):
+        for b in range(len(h)):
+            if h[a] == h[b]:
+                assert law[a] == pytest.approx(law[b], abs=1e-13)
+            elif h[a] > h[b]:
+                assert law[a] >= law[b]  # a larger count is answered at least as often
+
+
+@settings(max_examples=25, deadline=None)
+@given(K=st.integers(1, 60), sigma=st.floats(0.2, 20.0))
+def test_binary_gamma_is_a_probability_growing_with_the_margin(K, sigma):
+    g = binary_gamma(K, sigma)
+    assert np.all((g >= 0) & (g <= 1)) and np.allclose(g, g[::-1], atol=1e-15)
+    half = g[(K + 1) // 2 :]
+    assert np.all(np.diff(half) >= -1e-15)
