@@ -244,6 +244,7 @@ def test_params_are_validated():
     GnmaxParams(2000, 2, 30.0)  # a 0/1 prior's error is cheap at any K
 
 
+@pytest.mark.slow  # a database / three mechanisms' plans
 def test_ledger_prices_gnmax_answers_by_its_gaussian_profile(tmp_path):
     pytest.importorskip("sqlalchemy")
     from darrm_opt.ledger.local import Ledger
@@ -271,6 +272,7 @@ def test_gnmax_plan_calibrates_sigma_to_the_budget():
     assert offer.table.params.sigma == sigma and offer.expected_error == offer.table.expected_error
 
 
+@pytest.mark.slow  # a database / three mechanisms' plans
 def test_plan_job_picks_the_most_accurate_and_lists_every_offer():
     job = Job(K=40, queries=30, budget_epsilon=2.0, budget_delta=1e-5, classes=3)
     best, offers, refused = plan_job(job)
@@ -337,3 +339,15 @@ def test_binary_gamma_is_a_probability_growing_with_the_margin(K, sigma):
     assert np.all((g >= 0) & (g <= 1)) and np.allclose(g, g[::-1], atol=1e-15)
     half = g[(K + 1) // 2 :]
     assert np.all(np.diff(half) >= -1e-15)
+
+
+def test_a_one_answer_job_picks_the_per_answer_optimum():
+    """Q = 1: the LP optimum at (ε_B, δ_B) is at least as accurate as any (ε_B, δ_B)-DP release, GNMax
+    included; the planner picks it."""
+    from darrm_opt.model.neighbours import PateParams
+    from darrm_opt.optimize.pate_setting import solve_pate
+
+    best, offers, _ = plan_job(Job(K=11, queries=1, budget_epsilon=1.0, budget_delta=1e-5))
+    assert best.mechanism == "darrm-pate" and {o.mechanism for o in offers} >= {"gnmax", "confident-gnmax"}
+    optimum = solve_pate(PateParams(11, 1.0, 1e-5), solver="highs").expected_error
+    assert best.expected_error <= optimum * (1 + 1e-9)
