@@ -351,3 +351,15 @@ def test_a_one_answer_job_picks_the_per_answer_optimum():
     assert best.mechanism == "darrm-pate" and {o.mechanism for o in offers} >= {"gnmax", "confident-gnmax"}
     optimum = solve_pate(PateParams(11, 1.0, 1e-5), solver="highs").expected_error
     assert best.expected_error <= optimum * (1 + 1e-9)
+
+
+@pytest.mark.parametrize("eps, delta", [(1e-9, 1e-6), (1e6, 1e-6)])
+def test_extreme_budgets_end_quickly(eps, delta):
+    """A budget too small for any σ ≤ MAX_SIGMA is refused at once; a huge one ends at a tiny σ."""
+    job = Job(K=10, queries=3, budget_epsilon=eps, budget_delta=delta, classes=2)
+    if eps < 1:
+        with pytest.raises(InvalidParameter, match="budget_epsilon"):
+            mechanism("gnmax").plan(job)
+    else:
+        offer = mechanism("gnmax").plan(job)
+        assert offer.epsilon_spent <= eps and offer.details["sigma"] < 1

@@ -49,8 +49,9 @@ special: Any = LazyModule("scipy.special")
 
 #: a 0/1-vote prior for C = 2 is one of these kinds (else the spec is read as a multi-class prior)
 BINARY_PRIORS = ("paper", "iid-uniform", "common-uniform")
-#: the largest σ accepted (the release is then almost a uniform class)
-MAX_SIGMA = 1e6
+#: the largest σ accepted (far above any vote count: the release is then almost a uniform class; the
+#: discrete Gaussian's PLD has about 23σ points)
+MAX_SIGMA = 1e4
 #: the largest exact error computation accepted for a multi-class prior: FFT rows × FFT length (about a
 #: minute of CPU; K = 250, C = 10, σ = 30 needs 2.2e7)
 MAX_ERROR_WORK = 2e9

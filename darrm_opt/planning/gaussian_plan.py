@@ -29,7 +29,13 @@ from typing import Any
 import numpy as np
 
 from darrm_opt.errors import InvalidParameter
-from darrm_opt.model.gnmax import ConfidentGnmaxParams, GnmaxParams, abstain_probability, gnmax_error
+from darrm_opt.model.gnmax import (
+    MAX_SIGMA,
+    ConfidentGnmaxParams,
+    GnmaxParams,
+    abstain_probability,
+    gnmax_error,
+)
 from darrm_opt.privacy.gaussian_profile import GaussianProfile
 from darrm_opt.privacy.pld import EXACT_MAX_ANSWERS, exact_epsilon
 
@@ -38,16 +44,16 @@ from .job import Job, Offer
 SETTING = "disjoint-nonprivate"
 #: relative resolution of σ
 SIGMA_RTOL = 3e-3
+#: calibration stops below this σ (every neighbouring count is then told apart almost surely)
+MIN_SIGMA = 1e-3
 CONFIDENT_SHARE = 0.05
 ABSTAIN_RATIO = 0.1
 
 
 def _gdp_mu(epsilon: float, delta: float) -> float:
     """μ with δ_μ(ε) = δ (Balle–Wang Thm 8), by bisection on log μ."""
-    from scipy.special import ndtr
-
-    def d(mu: float) -> float:
-        return float(ndtr(mu / 2 - epsilon / mu) - math.exp(epsilon) * ndtr(-mu / 2 - epsilon / mu))
+    def d(mu: float) -> float:  # Thm 8 in logs (no overflow of e^ε)
+        return GaussianProfile(1.0, (mu,), discrete=False).delta(epsilon)
 
     lo, hi = 1e-6, 1.0
     while d(hi) < delta and hi < 1e6:
@@ -75,11 +81,14 @@ def calibrate(profile_of: Callable[[float], GaussianProfile], queries: int, budg
 
     unit = profile_of(1.0)
     s0 = math.sqrt(queries) / _gdp_mu(budget_epsilon, budget_delta) * unit.mu  # μ(s) = unit.mu / s
-    lo, hi = s0 / 1.5, s0 * 1.5
+    lo, hi = s0 / 1.5, min(s0 * 1.5, MAX_SIGMA)
+    if lo > MAX_SIGMA:
+        raise InvalidParameter("budget_epsilon", f"too small for a Gaussian release: it needs σ ≈ {s0:.3g} > "
+                                                 f"{MAX_SIGMA:g}", budget_epsilon)
     while spent(hi, True) > budget_epsilon:
-        lo, hi = hi, hi * 2
-        if hi > 1e6:
-            raise InvalidParameter("budget_epsilon", "no σ ≤ 1e6 fits the budget", budget_epsilon)
+        if hi >= MAX_SIGMA:
+            raise InvalidParameter("budget_epsilon", f"no σ ≤ {MAX_SIGMA:g} fits the budget", budget_epsilon)
+        lo, hi = hi, min(hi * 2, MAX_SIGMA)
     while spent(lo, True) <= budget_epsilon and lo > 1e-3:
         lo, hi = lo / 2, lo
     while hi / lo - 1 > 1e-3:
@@ -90,11 +99,15 @@ def calibrate(profile_of: Callable[[float], GaussianProfile], queries: int, budg
     e_top = spent(top, False)
     while e_top > budget_epsilon:  # the ledger's grid is finer; it rarely needs more, but never assume
         top *= 1.01
+        if top > MAX_SIGMA:
+            raise InvalidParameter("budget_epsilon", f"no σ ≤ {MAX_SIGMA:g} fits the budget", budget_epsilon)
         e_top = spent(top, False)
     lo = top * 0.9
     e_lo = spent(lo, False)
     while e_lo <= budget_epsilon:
         top, e_top, lo = lo, e_lo, lo * 0.9
+        if lo < MIN_SIGMA:  # a budget this large fits any σ worth having
+            return top, e_top
         e_lo = spent(lo, False)
     side = 0
     while top / lo - 1 > SIGMA_RTOL:  # Illinois false position on log spent against log σ
