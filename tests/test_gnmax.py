@@ -227,8 +227,13 @@ def test_document_round_trip_and_tampering(kind, params):
     assert again.id == table.id and again.profile == table.profile
     assert table_from_document(doc, certify=False).id == table.id
     field = "sigma" if kind == "gnmax" else "sigma2"
-    with pytest.raises(InvalidParameter, match="certificate"):
+    with pytest.raises(InvalidParameter, match="privacy_profile"):  # the stored pair is the old σ's
         table_from_document({**doc, field: doc[field] * 1.5}, certify=False)
+    doc.pop("privacy_profile")
+    with pytest.raises(InvalidParameter, match="certificate"):  # less noise: its ε₀ no longer holds
+        table_from_document({**doc, field: doc[field] / 1.5}, certify=False)
+    more = table_from_document({**doc, field: doc[field] * 1.5}, certify=False)  # more noise: it still holds
+    assert more.certificate.epsilon0 == doc["certificate"]["epsilon0"] and more.id != table.id
 
 
 def test_params_are_validated():

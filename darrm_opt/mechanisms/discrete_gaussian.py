@@ -16,7 +16,8 @@ Every Bernoulli(p) with p rational is one uniform 64-bit integer U against T = �
 and, in the 2^-64-probability event U = T, the exact recursion on the remainder p·2^64 − T with fresh bytes
 (:func:`darrm_opt.mechanisms.samplers._exact_bernoulli`); the thresholds are computed from exact rationals
 (σ² is the float σ squared exactly) once per (γ, k) and cached. Uniform{0..t−1} is rejection sampling of
-64-bit integers. Byte order: every round draws 8 bytes per active element, in element order.
+64-bit integers, and Bernoulli(½) the lowest bit of one byte. Byte order: every round draws 8 bytes (1 for
+Bernoulli(½)) per active element, in element order.
 """
 
 from __future__ import annotations

@@ -110,12 +110,16 @@ class _GaussianKind(Mechanism):
 
     def table(self, params: Any, gamma: Any, certificate: Any, teachers: str | None = None,
               profile: Any = None) -> Any:
-        """As every kind's, and the certificate (stored or given) must be the one computed for these
-        parameters (certifying a Gaussian release costs one PLD read): a document whose σ was changed
-        under its certificate is refused."""
+        """As every kind's, and the certificate's statement (stored or given) is proven for these parameters
+        (one PLD read): δ(ε₀) ≤ δ₀ on this release's pessimistic PLD. A document whose σ was lowered under
+        its certificate is refused."""
         cert = self.certificate_from(certificate) if isinstance(certificate, Mapping) else certificate
         if cert != self.certify(params, np.zeros(0)):
-            raise InvalidParameter("certificate", f"is not the certificate of this {self.kind} table's parameters")
+            ok = cert.certified is True and cert.delta0 == DELTA0 and math.isfinite(cert.epsilon0) and \
+                float(self.profile(params, np.zeros(0)).to_pld(CERT_INTERVAL).get_delta_for_epsilon(
+                    cert.epsilon0)) <= DELTA0
+            if not ok:
+                raise InvalidParameter("certificate", f"does not hold for this {self.kind} table's parameters")
         if profile is not None and profile != self.profile(params, np.zeros(0)):
             raise InvalidParameter("privacy_profile", f"is not the Gaussian pair of this {self.kind} table")
         return super().table(params, gamma, cert, teachers, profile)
