@@ -368,3 +368,17 @@ def test_extreme_budgets_end_quickly(eps, delta):
     else:
         offer = mechanism("gnmax").plan(job)
         assert offer.epsilon_spent <= eps and offer.details["sigma"] < 1
+
+
+def test_a_two_class_job_of_labels_states_the_error_against_the_true_class():
+    """classes = 2 (labels) and 0/1 votes are the same release with two error conventions; each job's
+    offers use one, and the document reads back to the same parameters."""
+    labels = GnmaxParams(15, 2, 2.0, "labels:paper")
+    votes01 = GnmaxParams(15, 2, 2.0, "paper")
+    assert isinstance(labels.prior, MulticlassPrior) and isinstance(votes01.prior, Prior)
+    assert labels.canonical()["prior"] == "labels:paper" and votes01.canonical()["prior"] == "paper"
+    m = mechanism("gnmax")
+    assert m.params_from(labels.canonical()) == labels and m.params_from(votes01.canonical()) == votes01
+    assert m.expected_error(labels, np.zeros(0)) > m.expected_error(votes01, np.zeros(0))  # the majority errs too
+    offer = m.plan(Job(K=15, queries=3, budget_epsilon=2.0, budget_delta=1e-5, classes=2))
+    assert offer.table.params.canonical()["prior"] == "labels:paper"

@@ -7,7 +7,8 @@ answers ⊥ (abstains), else GNMax with σ₂.
 
 Expected error (the quantity every kind's plan compares):
 
-- ``C = 2`` with a 0/1-vote prior (:class:`darrm_opt.model.params.Prior`: paper, iid-uniform, common-uniform):
+- ``C = 2`` with a 0/1-vote prior (:class:`darrm_opt.model.params.Prior`: paper, iid-uniform, common-uniform;
+  written ``labels:SPEC`` for the class-label prior of the same name, as a job with classes = 2 has):
   DaRRM's error (Def. 2.4), E = ½ Σ_{l > K/2} (α_l − α_{K−l})(1 − γ(l)) with the release's effective table
   γ(l) = Pr[answer = majority | L = l] − Pr[answer ≠ majority | L = l]; with D = Z₁ − Z₀ (the difference of
   two N_ℤ(0, σ²), the minority's noise minus the majority's) and d = |2l − K| > 0, the majority wins when
@@ -76,17 +77,31 @@ def check_error_work(K: int, C: int, sigma: float, prior: Any, name: str = "sigm
                                     f"{error_work(K, C, sigma):.3g} FFT cells, above {MAX_ERROR_WORK:.3g}", K)
 
 
+#: a C = 2 prior spec with this prefix is a class-label prior (error against the true class) although its
+#: kind is also a 0/1-vote prior's
+LABELS = "labels:"
+
+
 def parse_prior(spec: Any, C: int) -> Prior | MulticlassPrior:
     """The prior of ``spec`` for C classes: a 0/1-vote :class:`Prior` when C = 2 and its kind is one of
-    BINARY_PRIORS, else a :class:`MulticlassPrior`."""
+    BINARY_PRIORS (unless written ``labels:SPEC``), else a :class:`MulticlassPrior`."""
     if isinstance(spec, (Prior, MulticlassPrior)):
         if isinstance(spec, Prior) and C != 2:
             raise InvalidParameter("prior", "a 0/1-vote prior needs classes = 2", spec.spec)
         return spec
     text = "paper" if spec is None else str(spec).strip()
+    if text.startswith(LABELS):
+        return MulticlassPrior.parse(text[len(LABELS):])
     if C == 2 and text.partition(":")[0] in BINARY_PRIORS:
         return Prior.parse(text)
     return MulticlassPrior.parse(text)
+
+
+def prior_spec(prior: Prior | MulticlassPrior, C: int) -> str:
+    """The spec :func:`parse_prior` reads back as ``prior`` for C classes."""
+    if C == 2 and isinstance(prior, MulticlassPrior) and prior.kind in BINARY_PRIORS:
+        return LABELS + prior.spec
+    return prior.spec
 
 
 def _sigma(name: str, value: object) -> float:
@@ -120,7 +135,7 @@ class GnmaxParams:
         check_error_work(self.K, self.C, self.sigma, self.prior)
 
     def canonical(self) -> dict[str, Any]:
-        return {"K": self.K, "classes": self.C, "sigma": self.sigma, "prior": self.prior.spec}
+        return {"K": self.K, "classes": self.C, "sigma": self.sigma, "prior": prior_spec(self.prior, self.C)}
 
     def key(self) -> str:
         return digest({"kind": "gnmax", **self.canonical()})
@@ -151,7 +166,7 @@ class ConfidentGnmaxParams:
 
     def canonical(self) -> dict[str, Any]:
         return {"K": self.K, "classes": self.C, "threshold": self.threshold, "sigma1": self.sigma1,
-                "sigma2": self.sigma2, "prior": self.prior.spec}
+                "sigma2": self.sigma2, "prior": prior_spec(self.prior, self.C)}
 
     def key(self) -> str:
         return digest({"kind": "confident-gnmax", **self.canonical()})

@@ -30,6 +30,7 @@ import numpy as np
 
 from darrm_opt.errors import InvalidParameter
 from darrm_opt.model.gnmax import (
+    LABELS,
     MAX_SIGMA,
     ConfidentGnmaxParams,
     GnmaxParams,
@@ -130,7 +131,12 @@ def calibrate(profile_of: Callable[[float], GaussianProfile], queries: int, budg
 
 
 def _classes_and_prior(job: Job) -> tuple[int, str]:
-    return (2 if job.classes is None else job.classes), job.prior
+    """(C, prior spec): 0/1 votes are C = 2 with a 0/1-vote prior (DaRRM's error, as darrm and darrm-pate
+    report); class labels keep a class-label prior even for C = 2 (the error against the true class, as
+    darrm-multiclass reports), so that every offer for a job states the same error."""
+    if job.classes is None:
+        return 2, job.prior
+    return job.classes, LABELS + job.prior if job.classes == 2 and not job.prior.startswith(LABELS) else job.prior
 
 
 def plan_gnmax(mech: Any, job: Job) -> Offer | None:
