@@ -25,9 +25,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from darrm_opt.errors import DarrmError, InvalidParameter
-from darrm_opt.mechanisms import mechanism, mechanism_for, params_key
+from darrm_opt.mechanisms import mechanism, mechanism_for, params_key, plan_job
 from darrm_opt.model.corners import n_corners, n_multisets
 from darrm_opt.model.params import Params
+from darrm_opt.planning.job import Job
 from darrm_opt.planning.pate_plan import PatePlan, PatePlanRequest, plan_pate
 from darrm_opt.planning.plan import Plan, PlanRequest, plan
 from darrm_opt.privacy import accounting
@@ -131,6 +132,81 @@ class PlanService:
                 self._done.popitem(last=False)
             self._running.pop(key, None)
         return doc
+
+    def request_job(self, job: Job, kinds: list[str] | None) -> tuple[str, str, dict[str, Any] | None]:
+        """A job planned over every mechanism (``plan_job``; only ``kinds`` when given): (plan id, cache
+        status, the document or None while it runs). Runs inline up to ``inline_timeout_s``, like a plan."""
+        self.tables.check_solver(job.solver)
+        for kind in kinds or []:
+            mechanism(kind)  # 422 naming kind before anything runs
+        text = json.dumps({**job.canonical(), "kinds": kinds}, sort_keys=True, separators=(",", ":"))
+        key = hashlib.sha256(("job-plan:" + text).encode()).hexdigest()[:32]
+        with self._lock:
+            hit = self._done.get(key)
+            if hit is not None:
+                self._done.move_to_end(key)
+                return key, "hit", hit
+            state = self._running.get(key)
+            role = "shared" if state is not None else "miss"
+            if state is None:
+                self._failed.pop(key, None)
+                state = PlanState(Future())
+                self._running[key] = state
+                state.future = self.tables._executor.submit(self._run_job, key, job, kinds, state)
+        wait([state.future], timeout=self.tables.settings.inline_timeout_s)
+        if state.future.done():
+            return key, role, state.future.result()
+        return key, "pending", None
+
+    def _run_job(self, key: str, job: Job, kinds: list[str] | None, state: PlanState) -> dict[str, Any]:
+        def progress(stage: str, **info: Any) -> None:
+            state.progress = {"stage": stage, **jsonable(info)}
+
+        try:
+            best, offers, refused = plan_job(job, progress, kinds)
+            doc = self._publish_offer(key, job, best, offers, refused)
+        except DarrmError as exc:
+            with self._lock:
+                self._failed[key] = str(exc)
+                self._running.pop(key, None)
+            raise
+        except Exception:
+            with self._lock:
+                self._failed[key] = "internal error"
+                self._running.pop(key, None)
+            raise
+        with self._lock:
+            self._done[key] = doc
+            while len(self._done) > CACHE_SIZE:
+                self._done.popitem(last=False)
+            self._running.pop(key, None)
+        return doc
+
+    def _publish_offer(self, key: str, job: Job, best: Any, offers: list[Any], refused: dict[str, str]
+                       ) -> dict[str, Any]:
+        """Store and serve the chosen table; its spend is recomputed from the served table's profile by the
+        ledger's accounting and must fit the budget."""
+        table = best.table
+        self.tables.store(table, solver=job.solver, solve_seconds=best.seconds,
+                          params_key=params_key(table.params, table.teachers))
+        served = self.tables.get(table.id)
+        if served is None or served.profile is None:  # pragma: no cover - just stored, with a profile
+            raise TableNotServable(f"planned table {table.id} could not be served")
+        q, bd = job.queries, job.budget_delta
+        spend = accounting.account([(served.epsilon0, served.delta0, q)], bd, profiles=[(served.profile, q)]).spend
+        if spend.delta > bd or spend.epsilon > job.budget_epsilon:
+            raise TableNotServable(f"the planned table {table.id} spends {spend.epsilon:.6g} > budget "
+                                   f"{job.budget_epsilon:g}; not served as this plan")
+        figures = {k: v for k, v in best.details.items() if k in ("sigma", "sigma1", "sigma2", "threshold")}
+        if served.gamma:
+            figures["gamma"] = list(served.gamma)
+        info = {"queries": q, "budget_epsilon": job.budget_epsilon, "budget_delta": bd,
+                "spent_epsilon": spend.epsilon, "accounting": spend.method, "seconds": best.seconds,
+                "teachers": job.teachers}
+        return {"plan_id": key, "mechanism": best.mechanism, "expected_error": best.expected_error,
+                "epsilon_spent": spend.epsilon, **figures, "details": jsonable(dict(best.details)),
+                "table": served.to_dict(), "alternatives": [jsonable(o.to_dict()) for o in offers if o is not best],
+                "refused": refused, "plan": info}
 
     def _served(self, result: Plan | PatePlan, teachers: str):  # noqa: ANN202 - a ServedTable
         """Store the planned table (unless stored already) and serve it."""

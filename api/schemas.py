@@ -124,7 +124,31 @@ class MulticlassTableOut(BaseModel):
     created_at: datetime
 
 
-AnyTableOut = TableOut | MulticlassTableOut
+class GaussianTableOut(BaseModel):
+    """A Gaussian release (GNMax, or Confident-GNMax whose ⊥ answers are written −1): no γ table, its
+    parameters define it; its certificate states the per-answer (ε₀, δ₀) read off its exact Gaussian pair."""
+
+    id: str = Field(..., description="hash of the table's content: kind, parameters (σ, classes), setting")
+    kind: Literal["gnmax", "confident-gnmax"]
+    K: int
+    classes: int
+    teachers: Literal["disjoint-nonprivate"]
+    setting: dict[str, Any] | None = None
+    sigma: float | None = Field(None, description="gnmax: the noise N_Z(0, σ²) per class")
+    threshold: float | None = Field(None, description="confident-gnmax: ⊥ (−1) unless top count + N_Z(0, σ₁²) ≥ T")
+    sigma1: float | None = None
+    sigma2: float | None = None
+    prior: str
+    solver: str
+    gamma: list[float] = Field(..., description="empty: the release has no table")
+    certificate: dict[str, Any]
+    privacy_profile: dict[str, Any] | None = None
+    expected_error: float
+    solve_seconds: float
+    created_at: datetime
+
+
+AnyTableOut = TableOut | MulticlassTableOut | GaussianTableOut
 
 
 class TableListOut(BaseModel):

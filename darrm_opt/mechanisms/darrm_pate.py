@@ -79,6 +79,18 @@ class DarrmPate(Mechanism):
     def certificate_from(self, data: Mapping[str, Any]) -> PairCertificate:
         return PairCertificate(**{k: data[k] for k in PairCertificate.__dataclass_fields__ if k in data})
 
+    def plan(self, job):  # noqa: ANN001, ANN201
+        """The PATE-setting plan (:func:`darrm_opt.planning.pate_plan.plan_pate`) for 0/1-vote jobs."""
+        if job.classes is not None or job.teachers not in self.settings:
+            return None
+        from darrm_opt.planning.job import Offer
+        from darrm_opt.planning.pate_plan import plan_pate
+
+        r = plan_pate(job.K, job.queries, job.budget_epsilon, job.budget_delta, job.prior, solver=job.solver)
+        table = self.table(r.params, r.solution.gamma, r.solution.certificate, job.teachers, r.profile)
+        return Offer(self.kind, table, r.expected_error, r.spent_epsilon,
+                     {"epsilon0": r.params.epsilon, "delta0": r.params.delta, "accounting": r.method}, r.seconds)
+
     def sampler(self, table, random_bytes):  # noqa: ANN001, ANN201
         from .samplers import BinarySampler
 

@@ -6,10 +6,13 @@ from .base import Mechanism
 from .darrm import Darrm
 from .darrm_multiclass import DarrmMulticlass
 from .darrm_pate import DarrmPate
+from .gnmax import ConfidentGnmax, Gnmax
 
 #: every kind of release, by its name
 MECHANISMS: dict[str, Mechanism] = {m.kind: m for m in (
     Darrm(),
     DarrmPate(),
     DarrmMulticlass(),
+    Gnmax(),
+    ConfidentGnmax(),
 )}
