@@ -6,10 +6,12 @@ from .base import Mechanism
 from .darrm import Darrm
 from .darrm_multiclass import DarrmMulticlass
 from .darrm_pate import DarrmPate
+from .darrm_pate_shaped import DarrmPateShaped
 
 #: every kind of release, by its name
 MECHANISMS: dict[str, Mechanism] = {m.kind: m for m in (
     Darrm(),
     DarrmPate(),
+    DarrmPateShaped(),
     DarrmMulticlass(),
 )}
