@@ -84,6 +84,16 @@ def slope_cap(beta: float, alpha: float, floor: float) -> float:
     return math.ceil(e * 10**digits) / 10**digits
 
 
+def noise_table(K: int, beta: float, alpha: float) -> np.ndarray:
+    """The table of the target's own mechanism: release 1{L − K/2 + X > 0}, X generalized normal (β, α), i.e.
+    γ(l) = Pr[answer = majority | l] − Pr[answer ≠ majority | l] = 2F(|l − K/2|) − 1 = P(1/β, (|l − K/2|/α)^β)
+    (P the regularised lower incomplete gamma function). One vote moves L − K/2 + X by one: the answer is a
+    post-processing of the shift pair of (S-2), so this table meets the target at every ε′ (for β = 2 it is
+    two-class GNMax with σ = α: :func:`darrm_opt.privacy.gnmax.gnmax_gamma`)."""
+    d = np.abs(np.arange(K + 1) - K / 2.0)
+    return np.asarray(special.gammainc(1.0 / beta, (d / alpha) ** beta), dtype=np.float64)
+
+
 @lru_cache(maxsize=64)
 def _points(beta: float, alpha: float, J: int, slope_max: float) -> tuple[np.ndarray, np.ndarray]:
     eps = slope_max * np.arange(1, J + 1) / J

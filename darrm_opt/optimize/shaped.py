@@ -15,8 +15,10 @@ a float check still finds a row above bound_k − τ_k/2, γ is scaled by min_k 
 (each row is linear in γ). The table returned carries a
 :class:`~darrm_opt.certify.shaped.ShapedCertificate`; CertificationFailed rather than an uncertified table.
 
-``warm``: the (slope, row) pairs active in a previous solve (of the same K and J), added first: a
-calibration that re-solves with a nearby scale needs a few rounds instead of tens.
+The first rows are, per slope, the ``per_round`` rows nearest their bound at the target's own noise table
+(:func:`darrm_opt.model.shaped.noise_table`, feasible and for β = 2 GNMax itself); ``warm``: instead, the
+(slope, row) pairs active in a previous solve (of the same K and J): a calibration that re-solves with a
+nearby scale needs a few rounds instead of tens.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from darrm_opt.certify.shaped import ShapedCertificate, certify_shaped
 from darrm_opt.errors import CertificationFailed, SolverFailed
 from darrm_opt.model.neighbours import signs
 from darrm_opt.model.objective import expected_error, objective_weights
-from darrm_opt.model.shaped import ShapedPateParams
+from darrm_opt.model.shaped import ShapedPateParams, noise_table
 from darrm_opt.optimize.optimizer import TIGHTEN_REL, lp_backend
 from darrm_opt.optimize.pate_setting import free_bounds, mirror_matrix
 from darrm_opt.solvers import Status
@@ -101,11 +103,18 @@ def solve_shaped(params: ShapedPateParams, *, solver: str = solvers.DEFAULT_BACK
         session.add_rows(A, bound[jj] - tau[jj])
         active[jj, rr] = True
 
+    def slack(gamma: np.ndarray) -> np.ndarray:
+        h = s * gamma
+        return sg[None, :] * (h[a][None, :] - x[:, None] * h[b][None, :]) - (bound - tau / 2)[:, None]
+
     if warm is not None and len(warm):
         wj, wr = np.asarray(warm, dtype=np.intp).T
         ok = (wj < eps.size) & (wr < a.size)
         add(wj[ok], wr[ok])
-    g = ub.copy() if not active.any() else None
+    else:  # the rows nearest their bound at the target's own (feasible) noise table
+        top = np.argsort(-slack(noise_table(K, params.beta, params.scale)), axis=1)[:, :per_round]
+        add(np.repeat(np.arange(eps.size), top.shape[1]), top.ravel())
+    g = None
     rounds = 0
     while True:
         if g is None:
@@ -114,8 +123,7 @@ def solve_shaped(params: ShapedPateParams, *, solver: str = solvers.DEFAULT_BACK
                 raise SolverFailed(f"LP solver {backend.name} returned {res.status.value}: {res.message}")
             g = np.clip(np.asarray(res.x, dtype=np.float64), 0.0, ub)
             rounds += 1
-        h = s * (M @ g)
-        viol = sg[None, :] * (h[a][None, :] - x[:, None] * h[b][None, :]) - (bound - tau / 2)[:, None]
+        viol = slack(M @ g)
         viol[active] = -np.inf
         top = np.argsort(-viol, axis=1)[:, :per_round]
         jj = np.repeat(np.arange(eps.size), top.shape[1])
