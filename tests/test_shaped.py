@@ -223,3 +223,60 @@ def test_issue_figures_k250():
     assert gauss.epsilon_spent <= eB and gauss.solution.expected_error == pytest.approx(gn, rel=0.01)
     light = calibrate_shaped(K, Q, eB, dB, beta=3.0, warm=gauss.solution.active)
     assert light.epsilon_spent <= eB and light.solution.expected_error <= 1.0e-3
+
+
+# ---------------------------------------------------------------------------------------------------
+# front ends, as subprocesses: verify and aggregate a shaped table through the registry; the ledger
+# prices its answers by its exact profile
+# ---------------------------------------------------------------------------------------------------
+def _cli(*args):
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    return subprocess.run([sys.executable, "-m", "darrm_opt", *args], capture_output=True, text=True, env=env,
+                          timeout=300)
+
+
+@pytest.mark.slow  # CLI subprocesses
+def test_verify_and_aggregate_a_shaped_table_with_a_ledger(tmp_path):
+    import json
+
+    from darrm_opt.mechanisms import document_header
+
+    Q = 10
+    offer = mechanism("darrm-pate-shaped").plan(Job(20, Q, 1.0, 1e-5))
+    table = offer.table
+    doc = {**document_header(table.params), **table.params.canonical(), "gamma": list(table.gamma),
+           "certificate": table.certificate_dict(), "privacy_profile": table.profile.to_dict()}
+    path = tmp_path / "shaped.json"
+    path.write_text(json.dumps(doc))
+    res = _cli("verify", str(path), "--format", "json")
+    assert res.returncode == 0, res.stderr
+    out = json.loads(res.stdout)
+    assert out["certificate"]["certified"] and out["privacy_profile_valid"] is True
+    assert out["certificate"]["slopes_checked"] == table.params.slopes
+    bad = tmp_path / "louder.json"
+    louder = [min(1.0, g * 1.01 + 0.01) if i != 10 else 0.0 for i, g in enumerate(table.gamma)]
+    bad.write_text(json.dumps({**doc, "gamma": louder, "privacy_profile": None}))
+    res = _cli("verify", str(bad), "--format", "json")
+    assert res.returncode == 1 and not json.loads(res.stdout)["certificate"]["certified"]
+
+    votes = tmp_path / "votes.csv"
+    votes.write_text("\n".join(",".join("1" if i < 14 else "0" for i in range(20)) for _ in range(Q)) + "\n")
+    db = f"sqlite:///{tmp_path / 'ledger.db'}"
+    res = _cli("aggregate", "--table", str(path), "--votes", str(votes), "--ledger", "job", "--ledger-db", db,
+               "--epsilon-budget", "1.0", "--delta-budget", "1e-5", "--format", "json")
+    assert res.returncode == 0, res.stderr
+    assert len(json.loads(res.stdout)["answers"]) == Q
+    spent = float(res.stderr.split("spent ε=")[1].split(" ")[0])
+    assert spent == pytest.approx(offer.epsilon_spent, abs=1e-5) and spent <= 1.0
+    # the budget holds Q answers of this table and no more: one more answer is refused, nothing released
+    one = tmp_path / "one.csv"
+    one.write_text(",".join(["1"] * 20) + "\n")
+    res = _cli("aggregate", "--table", str(path), "--votes", str(one), "--ledger", "job", "--ledger-db", db,
+               "--format", "json")
+    assert res.returncode == 1 and "Traceback" not in res.stderr

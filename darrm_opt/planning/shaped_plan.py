@@ -9,10 +9,13 @@ may exceed it between them).
 
 The first α is the Gaussian's: Q-fold μ-GDP composes to √Q·μ-GDP (Dong, Roth, Su 2022, Cor. 3.3), and
 the μ_B with δ_{μ_B}(ε_B) = δ_B gives α₀ = √2·√Q/μ_B (the target of shape 2 at that scale is the curve
-of GNMax at the job's budget). The bracket [α_lo, α_hi] (ε_Q(α_lo) > ε_B ≥ ε_Q(α_hi)) is widened by
-factors of 1.25, then bisected in log α to a relative width ``rtol``; the table at α_hi is returned with
-its composed ε. Each re-solve starts from the previous solve's active rows (:mod:`darrm_opt.optimize.shaped`).
-The slope range ends where the target falls to ``floor`` (:func:`darrm_opt.model.shaped.slope_cap`).
+of GNMax at the job's budget). ε_Q is smooth in log α, so each next scale is the secant root through the
+last two tables tried: until a bracket [α_lo, α_hi] (ε_Q(α_lo) > ε_B ≥ ε_Q(α_hi)) is found, extrapolated by
+a factor in [1.02, 2] in the needed direction (1.25 while a secant is undefined); then kept inside the
+bracket (else its midpoint in log α), until the bracket's relative width is ``rtol`` or ε_Q(α_hi) is within
+EPS_RTOL·ε_B below ε_B. The table at α_hi is returned with its composed ε. Each re-solve starts from the
+previous solve's active rows (:mod:`darrm_opt.optimize.shaped`). The slope range ends where the target
+falls to ``floor`` (:func:`darrm_opt.model.shaped.slope_cap`).
 """
 
 from __future__ import annotations
@@ -40,6 +43,10 @@ SLOPES = 120
 FLOOR = 1e-10
 #: relative width of the final scale bracket
 RTOL = 3e-4
+#: or: the table's composed ε is within this fraction below the budget
+EPS_RTOL = 2e-4
+#: the most tables tried
+MAX_STEPS = 40
 
 
 def shaped_profile(params: ShapedPateParams, gamma) -> PrivacyProfile:
@@ -114,23 +121,49 @@ def calibrate_shaped(K: int, queries: int, budget_epsilon: float, budget_delta: 
                 progress("shaped-scale", beta=beta, scale=alpha, epsilon=eps, error=sol.expected_error)
         return cache[alpha][0]
 
-    lo = hi = alpha0
-    if spent(alpha0) <= budget_epsilon:
-        lo = alpha0 / 1.25
-        while spent(lo) <= budget_epsilon:
-            hi, lo = lo, lo / 1.25
+    B = budget_epsilon
+    tried: list[float] = []  # log α in the order evaluated
+
+    def step(u: float) -> None:
+        tried.append(u)
+        spent(math.exp(u))
+
+    def secant() -> float | None:
+        """The root of the line through the last two evaluated points (log α, ε), if both are finite."""
+        if len(tried) < 2:
+            return None
+        u1, u2 = tried[-2:]
+        e1, e2 = spent(math.exp(u1)), spent(math.exp(u2))
+        if not (math.isfinite(e1) and math.isfinite(e2)) or e1 == e2:
+            return None
+        return u2 + (B - e2) * (u2 - u1) / (e2 - e1)
+
+    step(math.log(alpha0))
+    for _ in range(MAX_STEPS):
+        fit = [u for u in tried if spent(math.exp(u)) <= B]
+        over = [u for u in tried if spent(math.exp(u)) > B]
+        if fit and over:
+            lo, hi = max(over), min(fit)
+            if hi - lo <= math.log1p(rtol) or B - spent(math.exp(hi)) <= EPS_RTOL * B:
+                break
+            u = secant()
+            w = hi - lo
+            step(u if u is not None and lo + 0.02 * w < u < hi - 0.02 * w else lo + w / 2)
+            continue
+        up = not fit  # every table so far spends too much: more noise
+        last = tried[-1]
+        u = secant()
+        if u is None:
+            u = last + (1 if up else -1) * math.log(1.25)
+        else:  # extrapolate, by a factor in [1.02, 2] in the needed direction
+            d = min(max(abs(u - last), math.log(1.02)), math.log(2.0))
+            u = last + (d if up else -d)
+        if math.exp(u) > 1e6 * alpha0:
+            raise InvalidParameter("budget_epsilon", "no shaped table fits this budget", B)
+        step(u)
     else:
-        hi = alpha0 * 1.25
-        while spent(hi) > budget_epsilon:
-            lo, hi = hi, hi * 1.25
-            if hi > 1e6 * alpha0:
-                raise InvalidParameter("budget_epsilon", "no shaped table fits this budget", budget_epsilon)
-    while hi / lo > 1.0 + rtol:
-        mid = math.sqrt(lo * hi)
-        if spent(mid) <= budget_epsilon:
-            hi = mid
-        else:
-            lo = mid
+        raise InvalidParameter("budget_epsilon", f"the scale search did not converge in {MAX_STEPS} steps", B)
+    hi = math.exp(min(u for u in tried if spent(math.exp(u)) <= B))
     eps, sol, prof = cache[hi]
     return ShapedPlan(sol, prof, queries, float(budget_epsilon), float(budget_delta), eps, len(cache),
                       time.perf_counter() - t0)
