@@ -9,13 +9,14 @@ may exceed it between them).
 
 The first α is the Gaussian's: Q-fold μ-GDP composes to √Q·μ-GDP (Dong, Roth, Su 2022, Cor. 3.3), and
 the μ_B with δ_{μ_B}(ε_B) = δ_B gives α₀ = √2·√Q/μ_B (the target of shape 2 at that scale is the curve
-of GNMax at the job's budget). ε_Q is smooth in log α, so each next scale is the secant root through the
-last two tables tried: until a bracket [α_lo, α_hi] (ε_Q(α_lo) > ε_B ≥ ε_Q(α_hi)) is found, extrapolated by
-a factor in [1.02, 2] in the needed direction (1.25 while a secant is undefined); then kept inside the
-bracket (else its midpoint in log α), until the bracket's relative width is ``rtol`` or ε_Q(α_hi) is within
-EPS_RTOL·ε_B below ε_B. The table at α_hi is returned with its composed ε. Each re-solve starts from the
-previous solve's active rows (:mod:`darrm_opt.optimize.shaped`). The slope range ends where the target
-falls to ``floor`` (:func:`darrm_opt.model.shaped.slope_cap`).
+of GNMax at the job's budget). ε_Q is smooth in log α, so each next scale is the root of
+ε_Q = ε_B(1 − EPS_RTOL/2) on the secant through the last two tables tried: until a bracket [α_lo, α_hi]
+(ε_Q(α_lo) > ε_B ≥ ε_Q(α_hi)) is found, extrapolated by a factor in [1.02, 2] in the needed direction
+(1.02 while a secant is undefined); then kept inside the bracket (else its midpoint in log α), until the
+bracket's relative width is ``rtol`` or ε_Q(α_hi) is within EPS_RTOL·ε_B below ε_B. The table at α_hi is
+returned with its composed ε. Each re-solve starts from the previous solve's active rows
+(:mod:`darrm_opt.optimize.shaped`). The slope range ends where the target falls to ``floor``
+(:func:`darrm_opt.model.shaped.slope_cap`).
 """
 
 from __future__ import annotations
@@ -122,6 +123,7 @@ def calibrate_shaped(K: int, queries: int, budget_epsilon: float, budget_delta: 
         return cache[alpha][0]
 
     B = budget_epsilon
+    aim = B * (1.0 - EPS_RTOL / 2)  # the secant aims just inside the budget: its root then ends the search
     tried: list[float] = []  # log α in the order evaluated
 
     def step(u: float) -> None:
@@ -136,7 +138,7 @@ def calibrate_shaped(K: int, queries: int, budget_epsilon: float, budget_delta: 
         e1, e2 = spent(math.exp(u1)), spent(math.exp(u2))
         if not (math.isfinite(e1) and math.isfinite(e2)) or e1 == e2:
             return None
-        return u2 + (B - e2) * (u2 - u1) / (e2 - e1)
+        return u2 + (aim - e2) * (u2 - u1) / (e2 - e1)
 
     step(math.log(alpha0))
     for _ in range(MAX_STEPS):
@@ -154,7 +156,7 @@ def calibrate_shaped(K: int, queries: int, budget_epsilon: float, budget_delta: 
         last = tried[-1]
         u = secant()
         if u is None:
-            u = last + (1 if up else -1) * math.log(1.25)
+            u = last + (1 if up else -1) * math.log(1.02)
         else:  # extrapolate, by a factor in [1.02, 2] in the needed direction
             d = min(max(abs(u - last), math.log(1.02)), math.log(2.0))
             u = last + (d if up else -d)
