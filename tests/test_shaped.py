@@ -7,6 +7,8 @@ import mpmath
 import numpy as np
 import pytest
 from dp_accounting.pld import privacy_loss_distribution as pld_lib
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scipy import integrate, stats
 from scipy.optimize import linprog
 
@@ -15,7 +17,7 @@ from darrm_opt.errors import InvalidParameter
 from darrm_opt.mechanisms import mechanism, table_from_document
 from darrm_opt.model.neighbours import signs
 from darrm_opt.model.objective import expected_error, expected_pmf
-from darrm_opt.model.shaped import ShapedPateParams, slope_cap, target_delta
+from darrm_opt.model.shaped import ShapedPateParams, noise_table, slope_cap, target_delta
 from darrm_opt.optimize.shaped import solve_shaped
 from darrm_opt.planning.job import Job
 from darrm_opt.planning.shaped_plan import calibrate_shaped, gdp_mu, shaped_profile
@@ -47,6 +49,26 @@ def test_gennorm_target_against_quadrature(beta, alpha, eps):
     assert target_delta(beta, alpha, eps) == pytest.approx(want, rel=1e-6)
 
 
+@settings(max_examples=25, deadline=None)
+@given(beta=st.floats(1.2, 6.0), alpha=st.floats(2.0, 30.0), K=st.integers(1, 30))
+def test_target_is_convex_decreasing_and_met_by_its_own_noise_table(beta, alpha, K):
+    """δ_T is a privacy curve: decreasing and convex in x = e^ε; the target's noise table (a post-processing
+    of the shift pair) meets it at every slope, by brute force from its output laws."""
+    emax = slope_cap(beta, alpha, 1e-10)
+    eps = np.linspace(emax / 12, emax, 12)
+    d = np.array([target_delta(beta, alpha, float(e)) for e in eps])
+    x = np.exp(eps)
+    assert np.all(np.diff(d) <= 0)
+    chords = d[:-2] + (d[2:] - d[:-2]) * (x[1:-1] - x[:-2]) / (x[2:] - x[:-2])
+    assert np.all(d[1:-1] <= chords * (1 + 1e-9) + 1e-15)
+    params = ShapedPateParams(K, beta, alpha, 12, emax)
+    with mpmath.workdps(40):  # the noise table in 40 digits (in float64 its tail rounds to 1)
+        exact = [mpmath.gammainc(1 / mpmath.mpf(beta), 0, (abs(l - mpmath.mpf(K) / 2) / alpha) ** beta,
+                                 regularized=True) for l in range(K + 1)]
+    assert _worst_excess(params, exact) <= 1e-12
+    assert np.allclose(noise_table(K, beta, alpha), [float(v) for v in exact], rtol=1e-12, atol=1e-15)
+
+
 def test_params_rules_and_document_round_trip():
     p = ShapedPateParams(11, 3.0, 4.0, 10, 1.2)
     m = mechanism("darrm-pate-shaped")
@@ -66,7 +88,7 @@ def test_params_rules_and_document_round_trip():
 def _p1(K, gamma):
     out = []
     for l in range(K + 1):
-        g = mpmath.mpf(float(gamma[l]))
+        g = gamma[l] if isinstance(gamma[l], mpmath.mpf) else mpmath.mpf(float(gamma[l]))
         maj = 1 if 2 * l > K else 0 if 2 * l < K else mpmath.mpf(1) / 2
         out.append(g * maj + (1 - g) / 2)
     return out

@@ -50,7 +50,8 @@ def _log_cdf_left(beta: float, alpha: float, x: float) -> float:
 
 def target_delta(beta: float, alpha: float, eps: float) -> float:
     """δ_T(ε) of (S-2) in float64 (≥ 0): x_ε by Brent's method on ℓ(x) = ε (ℓ(½) = 0, ℓ decreasing),
-    then F(x_ε)(1 − e^{ε + log F(x_ε − 1) − log F(x_ε)}) in logs; 0 where F(x_ε) underflows."""
+    then F(x_ε)(1 − e^{ε + log F(x_ε − 1) − log F(x_ε)}) in logs; 0 where F(x_ε) underflows or ℓ stays
+    below ε (for β = 1, the Laplace curve, ℓ ≤ 1/α: δ_T = 0 for ε ≥ 1/α)."""
     if eps <= 0:
         raise InvalidParameter("slope", "must be > 0", eps)
     ab = alpha**beta
@@ -61,6 +62,8 @@ def target_delta(beta: float, alpha: float, eps: float) -> float:
     lo = -1.0
     while loss(lo) < 0:
         lo *= 2.0
+        if lo < -1e15 * max(alpha, 1.0):  # F(x_ε) < exp(−1e15): 0 (exactly 0 for β = 1, ε ≥ 1/α)
+            return 0.0
     x = optimize.brentq(loss, lo, 0.5, xtol=1e-15, rtol=4 * np.finfo(float).eps)
     if x < 0:
         a = _log_cdf_left(beta, alpha, x)
