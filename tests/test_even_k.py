@@ -129,3 +129,25 @@ def test_even_k_table_states_a_zero_tie_and_samples_a_fair_coin():
     ones = int(smp(votes).sum())
     assert 1800 < ones < 2200  # Binomial(4000, ½): 6.3 standard deviations either side
     assert smp(np.array([[1, 1, 1, 0]] * 50, dtype=np.uint8)).tolist() == [1] * 50
+
+
+@pytest.mark.slow  # a CLI subprocess
+def test_solve_even_k_in_the_pate_setting_cli():
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    res = subprocess.run([sys.executable, "-m", "darrm_opt", "solve", "--K", "10", "--teachers", "disjoint-nonprivate",
+                          "--target-epsilon", "0.3", "--delta", "1e-5", "--format", "json"], capture_output=True,
+                         text=True, env={**os.environ, "PYTHONPATH": str(root)}, timeout=120)
+    assert res.returncode == 0, res.stderr
+    doc = json.loads(res.stdout)
+    assert doc["kind"] == "darrm-pate" and len(doc["gamma"]) == 11 and doc["gamma"][5] == 0.0
+    assert doc["certificate"]["certified"] and _brute_force_ok(PateParams(10, 0.3, 1e-5), doc["gamma"])
+    # the shared setting still needs an odd K (DaRRM's Lemma 3.4 setting)
+    bad = subprocess.run([sys.executable, "-m", "darrm_opt", "solve", "--K", "10", "--m", "3"], capture_output=True,
+                         text=True, env={**os.environ, "PYTHONPATH": str(root)}, timeout=120)
+    assert bad.returncode == 2 and "odd" in bad.stderr and "Traceback" not in bad.stderr
