@@ -223,6 +223,11 @@ def test_the_kind_offers_a_certified_table_for_binary_pate_jobs():
     assert offer.epsilon_spent == exact_epsilon([(table.profile, 10)], 1e-5) <= 1.0
     assert offer.expected_error == table.expected_error == m.expected_error(table.params, np.asarray(table.gamma))
     assert offer.to_dict()["gamma"] == list(table.gamma)
+    # the planner asks every kind: this one offers for the binary PATE-setting job
+    from darrm_opt.mechanisms import plan_job
+
+    best, offers, _ = plan_job(job)
+    assert "darrm-pate-shaped" in [o.mechanism for o in offers] and best.expected_error <= offer.expected_error
     assert m.plan(Job(20, 10, 1.0, 1e-5, teachers="shared")) is None
     assert m.plan(Job(20, 10, 1.0, 1e-5, classes=3)) is None
     # the table's document reads back, certified again, to the same table; a changed γ(K/2) is refused
