@@ -28,7 +28,7 @@ from darrm_opt.mechanisms import (
 from darrm_opt.model.multiclass import MulticlassParams
 from darrm_opt.model.neighbours import PateParams
 from darrm_opt.model.params import Params
-from darrm_opt.model.shaped import ShapedPateParams
+from darrm_opt.model.shaped import ShapedMulticlassParams, ShapedPateParams
 from darrm_opt.privacy.table import table_id
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -37,6 +37,7 @@ EXAMPLES = {
     "darrm-pate": PateParams(5, 0.5, 1e-5),
     "darrm-multiclass": MulticlassParams(5, 3, 1.0, 1e-5),
     "darrm-pate-shaped": ShapedPateParams(6, 3.0, 2.0, 8, 1.0),
+    "darrm-multiclass-shaped": ShapedMulticlassParams(5, 3, 3.0, 2.0, 8, 1.0),
 }
 #: kinds whose documents predate the ``kind`` field (their kind is implied by their fields)
 LEGACY_KINDS = ("darrm", "darrm-pate", "darrm-multiclass")

@@ -10,15 +10,17 @@ bound, max_j max_row cost / (e^{ε′_j} − 1 + 2δ_T(ε′_j)) (≤ 1 when cer
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from darrm_opt.certify.multiclass import certify_multiclass
 from darrm_opt.certify.pairs import certify_pairs
 from darrm_opt.certify.verdict import VerdictFields
 from darrm_opt.model.neighbours import PateParams
-from darrm_opt.model.shaped import ShapedPateParams
+from darrm_opt.model.shaped import ShapedMulticlassParams, ShapedPateParams
 
 
 @dataclass(frozen=True)
@@ -59,3 +61,46 @@ def certify_shaped(params: ShapedPateParams, gamma) -> ShapedCertificate:
             reason = f"slope {j} (ε′ = {e:.6g}, δ_T = {d:.6g}): {cert.reason}"
     return ShapedCertificate(not reason, float(ratio), 1.0, int(eps.size), rows, worst, hp,
                              time.perf_counter() - t0, reason)
+
+
+@dataclass(frozen=True)
+class ShapedMulticlassCertificate(VerdictFields):
+    """The outcome of certifying every slope point of a shaped multi-class table: (MC-2) at every
+    (ε′_j, δ_T(ε′_j)) over every neighbouring histogram type, both orders (:func:`certify_multiclass`)."""
+
+    verdict_fields = ("limit_ratio", "max_ratio", "types_checked", "worst_type")
+    what = "(slope, neighbouring histogram type) pairs"
+
+    certified: bool
+    max_ratio: float  #: max_j (largest divergence at slope j) / δ_T(ε′_j)
+    limit_ratio: float
+    slopes_checked: int
+    types_checked: int
+    worst_type: list[int]  #: [slope index j (1..J), g, t, g′, t′, k]
+    exact_checked: int
+    seconds: float
+    reason: str = ""
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def certify_shaped_multiclass(params: ShapedMulticlassParams, gamma) -> ShapedMulticlassCertificate:
+    """Certify γ against every point (ε′_j, δ_T(ε′_j)) of ``params``: the multi-class certificate (float sweep
+    with an error bound, exact rational re-check near δ) at each slope; certified iff every slope is."""
+    t0 = time.perf_counter()
+    g = np.asarray(gamma, dtype=np.float64)
+    ratio, worst, types, exact, reason = -np.inf, [0], 0, 0, ""
+    for j in range(params.slopes):
+        p = params.at(j)
+        cert = certify_multiclass(p, g)
+        types += cert.types_checked
+        exact += cert.exact_checked
+        r = (cert.max_hockey_stick / p.delta if p.delta > 0 else
+             (0.0 if cert.max_hockey_stick <= 0 else math.inf))
+        if r > ratio:
+            ratio, worst = r, [j + 1, *cert.worst_type]
+        if not cert.certified and not reason:
+            reason = f"slope {j + 1} (ε′ = {p.epsilon:.6g}, δ_T = {p.delta:.6g}): {cert.reason}"
+    return ShapedMulticlassCertificate(not reason, float(ratio), 1.0, params.slopes, types, worst, exact,
+                                       time.perf_counter() - t0, reason)

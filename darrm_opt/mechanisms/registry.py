@@ -5,6 +5,7 @@ from __future__ import annotations
 from .base import Mechanism
 from .darrm import Darrm
 from .darrm_multiclass import DarrmMulticlass
+from .darrm_multiclass_shaped import DarrmMulticlassShaped
 from .darrm_pate import DarrmPate
 from .darrm_pate_shaped import DarrmPateShaped
 
@@ -14,4 +15,5 @@ MECHANISMS: dict[str, Mechanism] = {m.kind: m for m in (
     DarrmPate(),
     DarrmPateShaped(),
     DarrmMulticlass(),
+    DarrmMulticlassShaped(),
 )}

@@ -31,6 +31,7 @@ import numpy as np
 from scipy import optimize, special
 
 from darrm_opt.errors import InvalidParameter
+from darrm_opt.model.multiclass import MulticlassParams, MulticlassPrior
 from darrm_opt.model.params import Prior, digest, finite_number
 
 #: the family's shapes accepted (log-concave: β ≥ 1; the issue's range is [2, 4])
@@ -149,6 +150,54 @@ class ShapedPateParams:
     def canonical(self) -> dict:
         return {"K": self.K, "teachers": "disjoint-nonprivate", "target_family": "gennorm", "beta": self.beta,
                 "target_scale": self.scale, "slopes": self.slopes, "slope_max": self.slope_max,
+                "prior": self.prior.spec}
+
+    def key(self) -> str:
+        return digest(self.canonical())
+
+
+@dataclass(frozen=True)
+class ShapedMulticlassParams:
+    """A composition-shaped multi-class table (the rule MC-1 of :mod:`darrm_opt.model.multiclass`: the top
+    class with probability γ(g), else a uniform class) whose profile stays under the generalized normal
+    curve (β, ``scale`` α) at ``slopes`` = J slopes ε′_j = j·ε_max/J. In the multi-class PATE setting
+    δ_γ(ε′) ≤ δ is exactly (MC-2) at (ε′, δ), so (S-1) is J multi-class certificates.
+
+    Rules: K, C and the prior as :class:`~darrm_opt.model.multiclass.MulticlassParams`; K ≤ MAX_K; β, α, J,
+    ε_max as :class:`ShapedPateParams`."""
+
+    K: int
+    C: int
+    beta: float
+    scale: float
+    slopes: int
+    slope_max: float
+    prior: MulticlassPrior = field(default_factory=MulticlassPrior)
+
+    def __post_init__(self) -> None:
+        base = MulticlassParams(self.K, self.C, 1.0, 0.0, MulticlassPrior.parse(self.prior))  # validates K, C, prior
+        if base.K > MAX_K:
+            raise InvalidParameter("K", f"must be an integer in [1, {MAX_K}]", self.K)
+        shape = ShapedPateParams(1, self.beta, self.scale, self.slopes, self.slope_max)  # validates the target
+        object.__setattr__(self, "K", base.K)
+        object.__setattr__(self, "C", base.C)
+        object.__setattr__(self, "prior", base.prior)
+        for name in ("beta", "scale", "slopes", "slope_max"):
+            object.__setattr__(self, name, getattr(shape, name))
+
+    def slope_points(self) -> tuple[np.ndarray, np.ndarray]:
+        """(ε′_j, δ_T(ε′_j)) for j = 1..J, floats; the certificate checks γ against exactly these."""
+        eps, t = _points(self.beta, self.scale, self.slopes, self.slope_max)
+        return eps.copy(), t.copy()
+
+    def at(self, j: int) -> MulticlassParams:
+        """The multi-class parameters of slope j (0-based): per-answer (ε′_j, δ_T(ε′_j)), the same prior."""
+        eps, t = _points(self.beta, self.scale, self.slopes, self.slope_max)
+        return MulticlassParams(self.K, self.C, float(eps[j]), float(t[j]), self.prior)
+
+    def canonical(self) -> dict:
+        return {"K": self.K, "classes": self.C, "teachers": "disjoint-nonprivate", "target_family": "gennorm",
+                "beta": self.beta, "target_scale": self.scale, "slopes": self.slopes, "slope_max": self.slope_max,
                 "prior": self.prior.spec}
 
     def key(self) -> str:

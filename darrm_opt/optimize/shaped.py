@@ -30,11 +30,18 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from darrm_opt import solvers
-from darrm_opt.certify.shaped import ShapedCertificate, certify_shaped
+from darrm_opt.certify.shaped import (
+    ShapedCertificate,
+    ShapedMulticlassCertificate,
+    certify_shaped,
+    certify_shaped_multiclass,
+)
 from darrm_opt.errors import CertificationFailed, SolverFailed
+from darrm_opt.model.multiclass import accuracy_weights, pair_types, reachable_gaps
+from darrm_opt.model.multiclass import expected_error as mc_expected_error
 from darrm_opt.model.neighbours import signs
 from darrm_opt.model.objective import expected_error, objective_weights
-from darrm_opt.model.shaped import ShapedPateParams, noise_table
+from darrm_opt.model.shaped import ShapedMulticlassParams, ShapedPateParams, noise_table
 from darrm_opt.optimize.optimizer import TIGHTEN_REL, lp_backend
 from darrm_opt.optimize.pate_setting import free_bounds, mirror_matrix
 from darrm_opt.solvers import Status
@@ -152,3 +159,119 @@ def solve_shaped(params: ShapedPateParams, *, solver: str = solvers.DEFAULT_BACK
     return ShapedSolution(params, tuple(float(v) for v in gamma), cert, backend.name,
                           expected_error(gamma, params.prior), time.perf_counter() - t0, rounds,
                           int(pairs.shape[0]), pairs)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# multi-class (rule MC-1): the rows of (MC-2) at every slope
+# ---------------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class ShapedMulticlassSolution:
+    """A certified shaped multi-class table γ(0..K) over the top gap, its expected error and how it was solved."""
+
+    params: ShapedMulticlassParams
+    gamma: tuple[float, ...]
+    certificate: ShapedMulticlassCertificate
+    solver: str
+    expected_error: float
+    seconds: float
+    rounds: int
+    rows: int
+    active: np.ndarray = field(repr=False, compare=False)  #: (slope, row) pairs of the final LP, shape (n, 2)
+
+
+def _type_rows(K: int, C: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Every (ordered pair type, subset S of its four groups) of :func:`darrm_opt.model.multiclass.pair_rows`
+    as (g, g′, c_u, c_v, n_S): at slope x the row is c_u γ(g) − x c_v γ(g′) ≤ δ + (x − 1) n_S / C, with
+    c_u = Σ_S n (1{T}/t − 1/C), c_v = Σ_S n (1{T′}/t′ − 1/C)."""
+    g, g2, cu, cv, ns = [], [], [], [], []
+    masks = ((np.arange(1, 16)[:, None] >> np.arange(4)[None, :]) & 1).astype(bool)
+    for pt in pair_types(K, C):
+        for a in (pt, pt.reversed()):
+            n, inT, inT2 = a.groups(C)
+            u = n * (inT / a.t - 1.0 / C)
+            v = n * (inT2 / a.t2 - 1.0 / C)
+            for sel in masks:
+                if np.any(sel & (n <= 0)):
+                    continue
+                g.append(a.g)
+                g2.append(a.g2)
+                cu.append(float(u[sel].sum()))
+                cv.append(float(v[sel].sum()))
+                ns.append(float(n[sel].sum()))
+    return (np.array(g, dtype=np.intp), np.array(g2, dtype=np.intp), np.array(cu), np.array(cv), np.array(ns))
+
+
+def solve_shaped_multiclass(params: ShapedMulticlassParams, *, solver: str = solvers.DEFAULT_BACKEND,
+                            warm: np.ndarray | None = None, per_round: int = PER_ROUND) -> ShapedMulticlassSolution:
+    """The certified most accurate multi-class γ (MC-1) whose profile meets (S-1) at every slope:
+
+        maximise Σ_g w_g γ(g)  s.t.  (MC-2) at (ε′_j, δ_T(ε′_j)) for every j,  0 ≤ γ ≤ 1 (0 at unreachable gaps)
+
+    (the LP of :mod:`darrm_opt.optimize.multiclass` at every slope), by cutting planes as the binary one, rows
+    tightened by τ_j = min(1e-9, ρ_j/2), ρ_j = δ_T(ε′_j) + (e^{ε′_j} − 1)/C the smallest right-hand side at
+    slope j; a table still above a row is scaled by min_j ρ_j/(ρ_j + excess_j) (each row is linear in γ with
+    right-hand side ≥ ρ_j); certified at every slope (:func:`certify_shaped_multiclass`)."""
+    t0 = time.perf_counter()
+    K, C = params.K, params.C
+    eps, target = params.slope_points()
+    x = np.exp(eps)
+    g1, g2, cu, cv, ns = _type_rows(K, C)
+    bound = target[:, None] + np.expm1(eps)[:, None] * ns[None, :] / C
+    rho = target + np.expm1(eps) / C
+    tau = np.minimum(1e-9, rho / 2)
+    ub = reachable_gaps(K, C).astype(np.float64)
+    w = accuracy_weights(K, C, params.prior)
+    backend = lp_backend(solver)
+    session = backend.session(-w, np.zeros(K + 1), ub, feasibility_tol=1e-9)
+    active = np.zeros((eps.size, g1.size), dtype=bool)
+
+    def slack(gamma: np.ndarray) -> np.ndarray:
+        return cu[None, :] * gamma[g1][None, :] - x[:, None] * cv[None, :] * gamma[g2][None, :] - bound
+
+    def add(jj: np.ndarray, rr: np.ndarray) -> None:
+        A = np.zeros((jj.size, K + 1))
+        n = np.arange(jj.size)
+        np.add.at(A, (n, g1[rr]), cu[rr])
+        np.add.at(A, (n, g2[rr]), -x[jj] * cv[rr])
+        session.add_rows(A, bound[jj, rr] - tau[jj])
+        active[jj, rr] = True
+
+    if warm is not None and len(warm):
+        wj, wr = np.asarray(warm, dtype=np.intp).T
+        ok = (wj < eps.size) & (wr < g1.size)
+        add(wj[ok], wr[ok])
+    gamma = None if active.any() else ub.copy()
+    rounds = 0
+    while True:
+        if gamma is None:
+            res = session.solve()
+            if res.status is not Status.OPTIMAL or res.x is None:
+                raise SolverFailed(f"LP solver {backend.name} returned {res.status.value}: {res.message}")
+            gamma = np.clip(np.asarray(res.x, dtype=np.float64), 0.0, ub)
+            rounds += 1
+        viol = slack(gamma) + (tau / 2)[:, None]
+        viol[active] = -np.inf
+        top = np.argsort(-viol, axis=1)[:, :per_round]
+        jj = np.repeat(np.arange(eps.size), top.shape[1])
+        rr = top.ravel()
+        new = viol[jj, rr] > 0
+        if not new.any():
+            break
+        if rounds >= MAX_ROUNDS:
+            raise SolverFailed(f"the shaped LP did not converge in {MAX_ROUNDS} cutting-plane rounds")
+        add(jj[new], rr[new])
+        gamma = None
+    cert = certify_shaped_multiclass(params, gamma)
+    for _ in range(3):
+        if cert.certified:
+            break
+        excess = np.maximum(slack(gamma).max(axis=1), 0.0) + tau
+        gamma = gamma * float(np.min(rho / (rho + excess)))
+        cert = certify_shaped_multiclass(params, gamma)
+    if not cert.certified:
+        raise CertificationFailed(f"the shaped multi-class table is not under its target curve: {cert.reason}",
+                                  cert)
+    pairs = np.argwhere(active)
+    return ShapedMulticlassSolution(params, tuple(float(v) for v in gamma), cert, backend.name,
+                                    float(mc_expected_error(gamma, K, C, params.prior)), time.perf_counter() - t0,
+                                    rounds, int(pairs.shape[0]), pairs)

@@ -31,10 +31,11 @@ import numpy as np
 from scipy import optimize, stats
 
 from darrm_opt.errors import InvalidParameter
+from darrm_opt.model.multiclass import MulticlassPrior
 from darrm_opt.model.params import Prior
-from darrm_opt.model.shaped import ShapedPateParams, slope_cap
-from darrm_opt.optimize.shaped import ShapedSolution, solve_shaped
-from darrm_opt.privacy.pair_profile import family_profile, pate_family
+from darrm_opt.model.shaped import ShapedMulticlassParams, ShapedPateParams, slope_cap
+from darrm_opt.optimize.shaped import solve_shaped, solve_shaped_multiclass
+from darrm_opt.privacy.pair_profile import family_profile, multiclass_family, pate_family
 from darrm_opt.privacy.pld import exact_epsilon
 from darrm_opt.privacy.profile import PrivacyProfile
 
@@ -58,6 +59,14 @@ def shaped_profile(params: ShapedPateParams, gamma) -> PrivacyProfile:
                           (float(eps[-1]), float(target[-1])))
 
 
+def shaped_multiclass_profile(params: ShapedMulticlassParams, gamma) -> PrivacyProfile:
+    """The exact privacy profile of a shaped multi-class table (``family_profile`` of its histogram-type
+    family), with its certified last slope point as a statement."""
+    eps, target = params.slope_points()
+    return family_profile(multiclass_family(params.K, params.C, np.asarray(gamma, dtype=np.float64)),
+                          (float(eps[-1]), float(target[-1])))
+
+
 def gdp_mu(epsilon: float, delta: float) -> float:
     """The μ with δ_μ(ε) = Φ(−ε/μ + μ/2) − e^ε Φ(−ε/μ − μ/2) = δ (Dong, Roth, Su 2022, Cor. 2.13)."""
     def f(mu: float) -> float:
@@ -72,9 +81,10 @@ def gdp_mu(epsilon: float, delta: float) -> float:
 
 @dataclass(frozen=True)
 class ShapedPlan:
-    """A calibrated shaped table: its solution, profile and the ε of Q answers at δ_B (≤ ε_B)."""
+    """A calibrated shaped table: its solution (a ShapedSolution or ShapedMulticlassSolution), profile and the
+    ε of Q answers at δ_B (≤ ε_B)."""
 
-    solution: ShapedSolution
+    solution: Any
     profile: PrivacyProfile
     queries: int
     budget_epsilon: float
@@ -84,7 +94,7 @@ class ShapedPlan:
     seconds: float
 
     @property
-    def params(self) -> ShapedPateParams:
+    def params(self) -> Any:
         return self.solution.params
 
     def details(self) -> dict[str, Any]:
@@ -93,29 +103,37 @@ class ShapedPlan:
                 "scales_tried": self.tried}
 
 
-def calibrate_shaped(K: int, queries: int, budget_epsilon: float, budget_delta: float, prior: str | Prior = "paper",
+def calibrate_shaped(K: int, queries: int, budget_epsilon: float, budget_delta: float, prior: Any = "paper",
                      *, beta: float = 3.0, slopes: int = SLOPES, floor: float = FLOOR, rtol: float = RTOL,
-                     solver: str = "highs", warm: np.ndarray | None = None,
+                     solver: str = "highs", warm: np.ndarray | None = None, classes: int | None = None,
                      progress: Callable[..., None] | None = None) -> ShapedPlan:
     """The shaped table of shape β with the smallest scale whose Q answers compose within (ε_B, δ_B)
-    (module docstring; ``warm``: active rows of an earlier solve of the same K and slopes, e.g. another
-    shape's). InvalidParameter naming ``budget_epsilon`` when no scale up to 10⁶·α₀ fits."""
+    (module docstring; ``warm``: active rows of an earlier solve of the same K, classes and slopes, e.g.
+    another shape's; ``classes``: a multi-class table of rule MC-1, ``prior`` then a multi-class prior).
+    InvalidParameter naming ``budget_epsilon`` when no scale up to 10⁶·α₀ fits."""
     t0 = time.perf_counter()
     if not (isinstance(queries, int) and queries >= 1):
         raise InvalidParameter("queries", "must be an integer >= 1", queries)
     if not 0 < budget_delta < 1:
         raise InvalidParameter("budget_delta", "a shaped table needs 0 < budget_delta < 1", budget_delta)
-    pr = Prior.parse(prior)
+    pr: Any = Prior.parse(prior) if classes is None else MulticlassPrior.parse(prior)
     alpha0 = math.sqrt(2.0 * queries) / gdp_mu(budget_epsilon, budget_delta)
     start: list[np.ndarray | None] = [warm]
-    cache: dict[float, tuple[float, ShapedSolution, PrivacyProfile]] = {}
+    cache: dict[float, tuple[float, Any, PrivacyProfile]] = {}
 
     def spent(alpha: float) -> float:
         if alpha not in cache:
-            params = ShapedPateParams(K, beta, alpha, slopes, slope_cap(beta, alpha, floor), pr)
-            sol = solve_shaped(params, solver=solver, warm=start[0])
+            cap = slope_cap(beta, alpha, floor)
+            sol: Any
+            if classes is None:
+                params = ShapedPateParams(K, beta, alpha, slopes, cap, pr)
+                sol = solve_shaped(params, solver=solver, warm=start[0])
+                prof = shaped_profile(params, sol.gamma)
+            else:
+                mparams = ShapedMulticlassParams(K, classes, beta, alpha, slopes, cap, pr)
+                sol = solve_shaped_multiclass(mparams, solver=solver, warm=start[0])
+                prof = shaped_multiclass_profile(mparams, sol.gamma)
             start[0] = sol.active
-            prof = shaped_profile(params, sol.gamma)
             eps = exact_epsilon([(prof, queries)], budget_delta)
             cache[alpha] = (eps, sol, prof)
             if progress is not None:
