@@ -12,6 +12,10 @@ Part 2, per prior: the shaped table of each shape β calibrated by exact PLD com
 the objective) and absolute error (Pr[answer ≠ label], the issue's figures), its exact composed ε at δ_B
 (≤ ε_B), the seconds it took; beside GNMax-GDP at the same budget (σ from √Q·μ-GDP composition,
 Dong–Roth–Su): its error. Every shaped table is certified; every ε is the ledger's exact composition.
+
+Part 3 (``--classes C``, default 10; 0 skips it): the same for multi-class tables (rule MC-1) under each of
+``--mc-priors``, beside GNMax-GDP over C classes at the same budget (σ = √Q·σ₁, its exact error:
+darrm_opt.experiments.multiclass_compare.gnmax_error).
 """
 
 from __future__ import annotations
@@ -46,6 +50,8 @@ def main() -> None:
     ap.add_argument("--delta", type=float, default=1e-5)
     ap.add_argument("--priors", default="paper,beta:9,1", help="';'-separated, or the default pair")
     ap.add_argument("--betas", default="2,3", help="target shapes to calibrate")
+    ap.add_argument("--classes", type=int, default=10, help="C of the multi-class rows (0: none)")
+    ap.add_argument("--mc-priors", default="paper", help="';'-separated multi-class priors")
     args = ap.parse_args()
     K, Q, eB, dB = args.K, args.queries, args.epsilon, args.delta
     priors = ["paper", "beta:9,1"] if args.priors == "paper,beta:9,1" else args.priors.split(";")
@@ -80,6 +86,27 @@ def main() -> None:
             name = f"shaped beta={beta:g} ({plan.tried} scales)"
             print(f"{spec:<10} {name:<22} {err:>11.4e} {err + base:>11.4e} {plan.epsilon_spent:>13.4f} "
                   f"{time.perf_counter() - t0:>8.1f}")
+    if args.classes:
+        C = args.classes
+        from darrm_opt.experiments.multiclass_budget import gnmax_sigma_over_answers
+        from darrm_opt.experiments.multiclass_compare import gnmax_error
+        from darrm_opt.model.multiclass import MulticlassPrior
+
+        print()
+        print(f"multi-class, C = {C} (rule MC-1; error = Pr[answer ≠ true class])")
+        print(f"{'prior':<18} {'mechanism':<26} {'error':>11} {'composed eps':>13} {'seconds':>8}")
+        s_mc = gnmax_sigma_over_answers(Q, eB, dB)
+        for spec in args.mc_priors.split(";"):
+            mprior = MulticlassPrior.parse(spec)
+            print(f"{spec:<18} {'GNMax-GDP':<26} {gnmax_error(K, C, s_mc, mprior):>11.4e} {eB:>13.4f} {'':>8}")
+            warm = None
+            for beta in betas:
+                t0 = time.perf_counter()
+                plan = calibrate_shaped(K, Q, eB, dB, mprior, beta=beta, warm=warm, classes=C)
+                warm = plan.solution.active
+                name = f"shaped beta={beta:g} ({plan.tried} scales)"
+                print(f"{spec:<18} {name:<26} {plan.solution.expected_error:>11.4e} {plan.epsilon_spent:>13.4f} "
+                      f"{time.perf_counter() - t0:>8.1f}")
 
 
 if __name__ == "__main__":
