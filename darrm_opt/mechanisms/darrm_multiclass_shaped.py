@@ -21,7 +21,7 @@ from darrm_opt.model.shaped import ShapedMulticlassParams
 
 from .base import Mechanism, Solved
 
-#: the target shapes ``plan`` calibrates (K = 250, C = 10, Q = 100, (2, 1e-5), paper prior: β = 3 5.1e-4
+#: the target shapes ``plan`` calibrates (K = 250, C = 10, Q = 100, (2, 1e-5), paper prior: β = 3 6.8e-4
 #: against β = 2 9.4e-4; benchmarks/shaped_tables.py)
 PLAN_SHAPES = (3.0,)
 
