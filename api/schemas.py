@@ -53,7 +53,8 @@ class TableRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid", strict=True)  # "1", true: not numbers
 
-    K: int = Field(..., ge=1, description="number of teachers (odd for a binary table)")
+    K: int = Field(..., ge=1, description="number of teachers (odd for a binary table, except "
+                                          "disjoint-nonprivate: a tie is a fair coin)")
     m: float | None = Field(None, ge=1, allow_inf_nan=False,
                             description="privacy allowance, 1 <= m <= K (required for a binary table)")
     classes: int | None = Field(None, ge=2, le=1000, description="C: a multi-class table over classes 0..C-1")

@@ -19,7 +19,8 @@ DECIMALS = 6
 
 
 def solve(
-    K: int = typer.Option(..., "--K", "-K", help="number of teachers K (odd)"),
+    K: int = typer.Option(..., "--K", "-K", help="number of teachers K (odd; even with --teachers "
+                                                   "disjoint-nonprivate: a tie is a fair coin)"),
     m: Optional[float] = typer.Option(None, "--m", help="privacy allowance, 1 <= m <= K: each answer is "
                                       "(m·ε, δ)-DP (shared/disjoint-private)"),
     epsilon: Optional[float] = typer.Option(None, "--epsilon", help="each teacher's ε (default 0.1; not with "

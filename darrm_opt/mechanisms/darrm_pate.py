@@ -2,7 +2,9 @@
 
 A neighbouring dataset changes one shard, so one teacher's vote: L moves to L ± 1. The table γ(0..K) is
 (ε, δ)-DP per answer iff every (l, l ± 1, output) row of :mod:`darrm_opt.model.neighbours` holds; its
-privacy profile is exact over those finitely many pairs (:mod:`darrm_opt.privacy.pair_profile`).
+privacy profile is exact over those finitely many pairs (:mod:`darrm_opt.privacy.pair_profile`). For an
+even K the tie L = K/2 is answered by a fair coin, so its table states γ(K/2) = 0 (the tie rule of
+:mod:`darrm_opt.model.neighbours`).
 """
 
 from __future__ import annotations
@@ -13,9 +15,19 @@ from typing import Any
 import numpy as np
 
 from darrm_opt.certify.pairs import PairCertificate
+from darrm_opt.errors import InvalidParameter
 from darrm_opt.model.neighbours import PateParams
 
 from .base import Mechanism, Solved
+
+
+def check_tie(K: int, gamma: np.ndarray) -> np.ndarray:
+    """``gamma``, refused (InvalidParameter naming ``gamma``) unless γ(K/2) = 0 for an even K: the tie is
+    answered by a fair coin whatever γ(K/2), and a table states the one value with that meaning."""
+    if K % 2 == 0 and gamma[K // 2] != 0.0:
+        raise InvalidParameter("gamma", f"γ(K/2) = γ({K // 2}) must be 0 for an even K (the tie L = K/2 is "
+                               "answered by a fair coin)", float(gamma[K // 2]))
+    return gamma
 
 
 class DarrmPate(Mechanism):
@@ -33,6 +45,9 @@ class DarrmPate(Mechanism):
         eps = data["target_epsilon"] if data.get("target_epsilon") is not None else data.get("epsilon")
         delta = 0.0 if data.get("delta") is None else data["delta"]
         return PateParams(data.get("K"), eps, delta, data.get("prior") or "paper")  # type: ignore[arg-type]
+
+    def check_gamma(self, params: PateParams, gamma) -> np.ndarray:  # noqa: ANN001
+        return check_tie(params.K, super().check_gamma(params, gamma))
 
     def per_answer(self, params: PateParams) -> tuple[float, float]:
         return params.epsilon, params.delta

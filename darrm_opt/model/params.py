@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from darrm_opt.errors import InvalidParameter
 
-PRIOR_KINDS = ("paper", "iid-uniform", "common-uniform")
+PRIOR_KINDS = ("paper", "iid-uniform", "common-uniform", "beta")
 
 
 def finite_number(name: str, value: object) -> float:
@@ -113,7 +113,11 @@ class Prior:
 
     - ``paper``: p_i i.i.d. Uniform[0.5, 1] (the paper's prior; exactly Binomial(K, 0.75) weights);
     - ``iid-uniform:A,B``: p_i i.i.d. Uniform[A, B];
-    - ``common-uniform:A,B``: one p ~ Uniform[A, B] shared by every teacher.
+    - ``common-uniform:A,B``: one p ~ Uniform[A, B] shared by every teacher;
+    - ``beta:A,B``: one p ~ Beta(A, B) shared by every teacher (A > B > 0: the teachers lean to the label,
+      e.g. ``beta:9,1``); L is beta-binomial. p < ½ has positive probability, so the error counted is
+      Pr[answer ≠ label] − Pr[majority ≠ label] (the absolute error less the noiseless majority's own,
+      a constant of the prior; ties of an even K broken uniformly), which is linear in E[α].
     """
 
     kind: str = "paper"
@@ -127,14 +131,17 @@ class Prior:
         b = finite_number("prior", self.b)
         if self.kind == "paper" and (a, b) != (0.5, 1.0):
             raise InvalidParameter("prior", "'paper' takes no bounds (it is Uniform[0.5, 1])")
-        if not (0.5 <= a < b <= 1.0):
+        if self.kind == "beta":
+            if not (a > b > 0):
+                raise InvalidParameter("prior", "beta concentrations must satisfy A > B > 0", f"{a},{b}")
+        elif not (0.5 <= a < b <= 1.0):
             raise InvalidParameter("prior", "bounds must satisfy 0.5 <= A < B <= 1", f"{a},{b}")
         object.__setattr__(self, "a", a)
         object.__setattr__(self, "b", b)
 
     @classmethod
     def parse(cls, spec: str | Prior | None) -> Prior:
-        """Parse ``paper``, ``iid-uniform:A,B`` or ``common-uniform:A,B``."""
+        """Parse ``paper``, ``iid-uniform:A,B``, ``common-uniform:A,B`` or ``beta:A,B``."""
         if spec is None:
             return cls()
         if isinstance(spec, Prior):
@@ -147,7 +154,7 @@ class Prior:
         kind, sep, rest = text.partition(":")
         if kind not in PRIOR_KINDS or kind == "paper" or not sep:
             raise InvalidParameter(
-                "prior", "must be 'paper', 'iid-uniform:A,B' or 'common-uniform:A,B'", spec
+                "prior", "must be 'paper', 'iid-uniform:A,B', 'common-uniform:A,B' or 'beta:A,B'", spec
             )
         parts = rest.split(",")
         if len(parts) != 2:
