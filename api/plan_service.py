@@ -1,8 +1,9 @@
 """Budget plans in the service: the planned table is stored and served like any table, and the plan is cached.
 
-A plan's id is a hash of its canonical inputs (K, ε, Δ, Q, ε_B, δ_B, prior; a PATE plan's have no ε, Δ and
-name the setting). A ``disjoint-nonprivate`` (PATE) plan runs :func:`darrm_opt.planning.pate_plan.plan_pate`
-and stores its table as a disjoint-nonprivate table. The search
+A plan's id is a hash of its canonical inputs (K, ε, Δ, Q, ε_B, δ_B, prior). A job of PATE's setting
+(``disjoint-nonprivate``) or with classes asks every mechanism for its offer
+(:func:`darrm_opt.mechanisms.plan_job`, :meth:`PlanService.request_job`) and stores the most accurate. The
+search for shared and disjoint-private teachers
 (:func:`darrm_opt.planning.plan.plan`) runs on the table service's solve pool; identical concurrent
 requests share one run (in-process single flight). The planned table is stored in ``gamma_tables`` under
 its content hash (so ``/v1/tables/{id}``, ``/v1/aggregate`` and ledgers' exact accounting see it; it becomes
@@ -29,19 +30,16 @@ from darrm_opt.mechanisms import mechanism, mechanism_for, params_key, plan_job
 from darrm_opt.model.corners import n_corners, n_multisets
 from darrm_opt.model.params import Params
 from darrm_opt.planning.job import Job
-from darrm_opt.planning.pate_plan import PatePlan, PatePlanRequest, plan_pate
 from darrm_opt.planning.plan import Plan, PlanRequest, plan
 from darrm_opt.privacy import accounting
 from darrm_opt.privacy.pld import exact_epsilon
 
 from .table_service import TableNotServable, TableService, jsonable
 
-PATE = "disjoint-nonprivate"
-
 CACHE_SIZE = 256
 
 
-def plan_key(req: PlanRequest | PatePlanRequest, teachers: str | None = None) -> str:
+def plan_key(req: PlanRequest, teachers: str | None = None) -> str:
     """The plan id: a hash of the canonical inputs (and of ``teachers`` when given: disjoint-private)."""
     canonical = req.canonical() if teachers is None else {**req.canonical(), "teachers": teachers}
     text = json.dumps(canonical, sort_keys=True, separators=(",", ":"))
@@ -64,15 +62,9 @@ class PlanService:
         self._running: dict[str, PlanState] = {}
         self._failed: dict[str, str] = {}
 
-    def _inline(self, req: PlanRequest | PatePlanRequest) -> bool:
+    def _inline(self, req: PlanRequest) -> bool:
         """422 naming K when the plan's problems are too large for this service; True when run inline."""
         settings = self.tables.settings
-        if isinstance(req, PatePlanRequest):
-            max_K = mechanism("darrm-pate").max_K
-            if max_K is not None and req.K > max_K:
-                raise InvalidParameter("K", f"too large for this service: disjoint-nonprivate tables take "
-                                            f"K <= {max_K}", req.K)
-            return True
         size = n_multisets(req.K, n_corners(Params(K=req.K, m=1, epsilon=req.epsilon,
                                                     teacher_delta=req.teacher_delta)))
         if size > settings.max_multisets:
@@ -80,7 +72,7 @@ class PlanService:
                                         f"DARRM_MAX_MULTISETS = {settings.max_multisets}", req.K)
         return size <= settings.inline_max_multisets
 
-    def request(self, req: PlanRequest | PatePlanRequest, solver: str) -> tuple[str, str, dict[str, Any] | None]:
+    def request(self, req: PlanRequest, solver: str) -> tuple[str, str, dict[str, Any] | None]:
         """(plan id, cache status 'hit' | 'miss' | 'shared' | 'pending', the planned table or None)."""
         self.tables.check_solver(solver)
         key = plan_key(req)
@@ -104,18 +96,14 @@ class PlanService:
                 return key, role, state.future.result()  # raises the plan's DarrmError (422)
         return key, "pending", None
 
-    def _run(self, key: str, req: PlanRequest | PatePlanRequest, solver: str, state: PlanState) -> dict[str, Any]:
+    def _run(self, key: str, req: PlanRequest, solver: str, state: PlanState) -> dict[str, Any]:
         def progress(stage: str, **info: Any) -> None:
             state.progress = {"stage": stage, **jsonable(info)}
 
         try:
-            if isinstance(req, PatePlanRequest):
-                doc = self._publish_pate(key, plan_pate(req.K, req.queries, req.budget_epsilon, req.budget_delta,
-                                                        req.prior, solver=solver, progress=progress))
-            else:
-                result = plan(req.K, req.epsilon, req.teacher_delta, req.queries, req.budget_epsilon,
-                              req.budget_delta, req.prior, solver=solver, progress=progress)
-                doc = self._publish(key, result)
+            result = plan(req.K, req.epsilon, req.teacher_delta, req.queries, req.budget_epsilon,
+                          req.budget_delta, req.prior, solver=solver, progress=progress)
+            doc = self._publish(key, result)
         except DarrmError as exc:
             with self._lock:
                 self._failed[key] = str(exc)
@@ -208,7 +196,7 @@ class PlanService:
                 "table": served.to_dict(), "alternatives": [jsonable(o.to_dict()) for o in offers if o is not best],
                 "refused": refused, "plan": info}
 
-    def _served(self, result: Plan | PatePlan, teachers: str):  # noqa: ANN202 - a ServedTable
+    def _served(self, result: Plan, teachers: str):  # noqa: ANN202 - a ServedTable
         """Store the planned table (unless stored already) and serve it."""
         sol = result.solution
         table = mechanism_for(result.params).table(result.params, sol.gamma, sol.certificate, teachers,
@@ -228,18 +216,6 @@ class PlanService:
             raise TableNotServable(f"the planned table {table.id} spends {spent:.6g} > budget "
                                    f"{result.budget_epsilon:g}; not served as this plan")
         info = {**result.plan_dict(), "spent_epsilon": spent}
-        return {**table.to_dict(), "plan_id": key, "plan": info}
-
-    def _publish_pate(self, key: str, result: PatePlan) -> dict[str, Any]:
-        """Store and serve the planned PATE table; its spend is recomputed from its profile by the ledger's
-        accounting and must fit the budget."""
-        table = self._served(result, PATE)
-        q, bd = result.queries, result.budget_delta
-        spend = accounting.account([(table.epsilon0, table.delta0, q)], bd, profiles=[(table.profile, q)]).spend
-        if spend.delta > bd or spend.epsilon > result.budget_epsilon:
-            raise TableNotServable(f"the planned table {table.id} spends {spend.epsilon:.6g} > budget "
-                                   f"{result.budget_epsilon:g}; not served as this plan")
-        info = {**result.plan_dict(), "spent_epsilon": spend.epsilon, "accounting": spend.method}
         return {**table.to_dict(), "plan_id": key, "plan": info}
 
     def remember(self, key: str, doc: dict[str, Any]) -> None:

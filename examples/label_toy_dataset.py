@@ -3,7 +3,8 @@
 1. K = 11 teachers (scikit-learn logistic regressions), each trained on its own disjoint shard of the
    labelled data: one record changes one teacher, so one vote.
 2. A plan for the job: the certified table whose Q answers fit the total budget (ε, δ), from
-   `darrm-opt plan --teachers disjoint-nonprivate` (exact composition of the table's privacy profile).
+   `darrm-opt plan --teachers disjoint-nonprivate`, which weighs every mechanism (DaRRM tables, shaped
+   tables, GNMax) by the exact composition of its privacy profile and picks the most accurate.
 3. The teachers vote on Q unlabelled records; the answers are paid from a durable ledger first, then drawn.
 4. A student trained only on those Q private labels; its accuracy on held-out data.
 
@@ -79,8 +80,8 @@ def main(argv: list[str] | None = None) -> dict:
     # 2. A plan: the certified table whose Q answers fit the budget.
     table = load_certified(plan_table(K, args.queries, args.budget, workdir))
     eps, dlt = (float(v) for v in args.budget.split(","))
-    print(f"planned table: per answer (ε, δ) = ({table.params.epsilon:.4g}, {table.params.delta:.3g}), "
-          f"γ = {np.round(table.gamma, 3).tolist()}")
+    print(f"planned table: the most accurate mechanism for the job is {table.kind}, per answer "
+          f"(ε, δ) = ({table.epsilon0:.4g}, {table.delta0:.3g}), E[error] = {table.expected_error:.4g}")
 
     # 3. Answers paid through a durable ledger, then drawn.
     with Ledger(str(workdir / "ledger.db"), "toy-labels", epsilon_budget=eps, delta_budget=dlt) as ledger:
@@ -95,7 +96,7 @@ def main(argv: list[str] | None = None) -> dict:
     print(f"student trained on {len(labels)} private labels: test accuracy {accuracy:.3f}")
     result = {"queries": int(len(labels)), "epsilon_spent": float(view["epsilon_spent"]), "epsilon_budget": eps,
               "delta_target": float(view["delta_target"]), "composition": view["composition"],
-              "per_answer_epsilon": float(table.params.epsilon), "student_accuracy": accuracy,
+              "mechanism": table.kind, "per_answer_epsilon": float(table.epsilon0), "student_accuracy": accuracy,
               "label_agreement": float(np.mean(labels == (votes.sum(1) > K / 2)))}
     print(json.dumps(result))
     return result

@@ -76,12 +76,19 @@ def test_plan_text_lists_every_offer(planned):
     assert "plan: gnmax offers E[error]" in r.stderr
 
 
-def test_binary_even_K_plans_gnmax_and_says_why_darrm_pate_made_no_offer(tmp_path):
-    r = cli("plan", "--K", "20", "--teachers", "disjoint-nonprivate", "--mechanism", "auto", "--queries", "10",
+def test_binary_even_K_plans_every_mechanism_of_the_pate_setting_by_default(tmp_path):
+    """disjoint-nonprivate binary jobs go through the planner without --mechanism: even K is served by the
+    per-answer and shaped DaRRM tables (a tie is a fair coin) and by the Gaussian kinds; the chosen offer is
+    the most accurate, and every offer fits the budget by the exact composition."""
+    r = cli("plan", "--K", "20", "--teachers", "disjoint-nonprivate", "--queries", "10",
             "--budget", "2,1e-5", "--format", "json", "-q", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
-    assert doc["mechanism"] == "gnmax" and doc["classes"] == 2 and "K" in doc["refused"]["darrm-pate"]
+    alts = {a["mechanism"]: a for a in doc["alternatives"]}
+    assert set(alts) | {doc["mechanism"]} == {"darrm-pate", "darrm-pate-shaped", "gnmax", "confident-gnmax"}
+    assert doc["refused"] == {}
+    assert all(a["expected_error"] >= doc["expected_error"] and a["epsilon_spent"] <= 2.0 for a in alts.values())
+    assert doc["epsilon_spent"] <= 2.0 and doc["plan"]["spent_epsilon"] == doc["epsilon_spent"]
 
 
 def test_one_mechanism_on_request(tmp_path):

@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from darrm_opt.errors import InvalidParameter
 from darrm_opt.model.neighbours import check_setting_options, setting_note
 from darrm_opt.planning.job import Job
-from darrm_opt.planning.pate_plan import PatePlanRequest, majority_free
+from darrm_opt.planning.pate_plan import majority_free
 from darrm_opt.planning.plan import PlanRequest
 
 from ..deps import keyed, services
@@ -159,25 +159,22 @@ def post_plan(body: PlanRequestIn, request: Request, response: Response):
     ``create_ledger`` a ledger with the budget (budget_epsilon, budget_delta) is opened once the budget is
     known to be feasible (200), or at once with a 202 (the budget is the request's either way)."""
     s = services(request)
-    if body.classes is not None or body.mechanism is not None:
-        return _job_plan(body, request, response)
     given = [f for f in ("epsilon", "teacher_delta") if getattr(body, f) is not None]
-    check_setting_options(body.teachers, given, target_needed=False)
-    req: PlanRequest | PatePlanRequest
+    if body.classes is None:
+        check_setting_options(body.teachers, given, target_needed=False)
+    if body.classes is not None or body.mechanism is not None or body.teachers == "disjoint-nonprivate":
+        return _job_plan(body, request, response)  # every mechanism of PATE's setting makes its offer
+    for name in ("epsilon", "teacher_delta"):
+        if getattr(body, name) is None:
+            raise InvalidParameter(name, f"is required with teachers {body.teachers} (the teachers' privacy)")
+    req = PlanRequest.make(body.K, body.epsilon, body.teacher_delta, body.queries, body.budget_epsilon,
+                           body.budget_delta, body.prior)
     cap = None
-    if body.teachers == "disjoint-nonprivate":
-        req = PatePlanRequest.make(body.K, body.queries, body.budget_epsilon, body.budget_delta, body.prior)
-    else:
-        for name in ("epsilon", "teacher_delta"):
-            if getattr(body, name) is None:
-                raise InvalidParameter(name, f"is required with teachers {body.teachers} (the teachers' privacy)")
-        req = PlanRequest.make(body.K, body.epsilon, body.teacher_delta, body.queries, body.budget_epsilon,
-                               body.budget_delta, body.prior)
-        if body.teachers == "disjoint-private":
-            cap = (req.epsilon, req.teacher_delta)
-            free = _majority_free(request, req)
-            if free is not None:
-                return {**free, "ledger": _ledger(s, body, req, cap)}
+    if body.teachers == "disjoint-private":
+        cap = (req.epsilon, req.teacher_delta)
+        free = _majority_free(request, req)
+        if free is not None:
+            return {**free, "ledger": _ledger(s, body, req, cap)}
     key, status, doc = _plans(request).request(req, body.solver or s.settings.default_solver)
     ledger = _ledger(s, body, req, cap)
     if cap is not None and doc is not None:

@@ -35,13 +35,17 @@ def plan(
     classes: Optional[int] = typer.Option(None, "--classes",
                                           help="C class labels per vote (C >= 2): plan over every mechanism"),
     mechanism_name: Optional[str] = typer.Option(
-        None, "--mechanism", help="auto (every mechanism; the default with --classes) or one kind: darrm, "
-                                  "darrm-pate, darrm-multiclass, gnmax, confident-gnmax"),
+        None, "--mechanism", help="auto (every mechanism; the default with --classes or "
+                                  "--teachers disjoint-nonprivate) or one kind: darrm, darrm-pate, "
+                                  "darrm-pate-shaped, darrm-multiclass, darrm-multiclass-shaped, gnmax, "
+                                  "confident-gnmax"),
 ) -> None:
     """Search the per-answer (m, δ) for the certified table of least expected error whose Q-fold exact
     composition (its privacy profile's PLD) fits the budget; the JSON output is a table file that
-    verify, budget --table and the service accept. disjoint-nonprivate plans the per-answer
-    (ε, δ) of a PATE-setting table; disjoint-private states that the plain majority is free when the
+    verify, budget --table and the service accept. With --teachers disjoint-nonprivate (PATE's
+    setting) or --classes, every mechanism that serves the job makes its offer (per-answer and
+    composition-shaped DaRRM tables, GNMax, Confident-GNMax) and the most accurate is chosen, with
+    the others beside it; disjoint-private states that the plain majority is free when the
     teachers' own (ε, Δ) is within the budget.
 
     \b
@@ -53,16 +57,15 @@ def plan(
     from darrm_opt.planning.plan import plan as make_plan
 
     with handle_errors():
-        if classes is not None or mechanism_name is not None:
+        given = [k for k, v in (("epsilon", epsilon), ("teacher_delta", teacher_delta)) if v is not None]
+        check_setting_options((teachers or Teachers.shared).value, given, cli_spelling, target_needed=False)
+        nonprivate = teachers is Teachers.disjoint_nonprivate
+        if classes is not None or mechanism_name is not None or nonprivate:
             setting = teachers or (Teachers.disjoint_nonprivate if classes is not None else Teachers.shared)
             return write_output(_job_plan(K, epsilon, teacher_delta, queries, budget, prior, solver, fmt, quiet,
                                           setting, classes, mechanism_name), out)
         teachers = teachers or Teachers.shared
-        given = [k for k, v in (("epsilon", epsilon), ("teacher_delta", teacher_delta)) if v is not None]
-        check_setting_options(teachers.value, given, cli_spelling, target_needed=False)
         budget_epsilon, budget_delta = number_pair(budget, "budget")
-        if teachers is Teachers.disjoint_nonprivate:
-            return write_output(_pate_plan(K, queries, budget_epsilon, budget_delta, prior, solver, fmt, quiet), out)
         epsilon, teacher_delta = _require_teacher_privacy(epsilon, teacher_delta, teachers)
         free = _majority_free(K, epsilon, teacher_delta, queries, budget_epsilon, budget_delta, prior, teachers)
         if free is not None:
@@ -114,31 +117,6 @@ def _cap_line(result, teachers) -> str:
     return (f"teachers: disjoint-private: their own (ε={p.epsilon:g}, Δ={p.teacher_delta:g}) would cap the total "
             f"(the plain majority free), but it is not within the budget (ε={result.budget_epsilon:g}, "
             f"δ={result.budget_delta:g}); the plan composes the answers as for shared teachers\n")
-
-
-def _pate_plan(K, queries, budget_epsilon, budget_delta, prior, solver, fmt, quiet) -> str:
-    from darrm_opt.planning.pate_plan import plan_pate
-
-    reporter = _PlanProgress(quiet)
-    try:
-        result = plan_pate(K, queries, budget_epsilon, budget_delta, prior, solver=solver, progress=reporter)
-    finally:
-        reporter.close()
-    if fmt is OutputFormat.json:
-        from darrm_opt.mechanisms import document_header
-
-        return json.dumps({**document_header(result.params), **result.to_dict()}, indent=2)
-    from darrm_opt.optimize.pate_setting import certified_pair_decimals
-
-    p = result.params
-    shown, _ = certified_pair_decimals(p, result.solution.gamma, 6)  # rounded down, certified as printed
-    return (f"plan (teachers disjoint-nonprivate, PATE): K={p.K}, per answer ε={p.epsilon:.6g}, δ={p.delta:.6g}; "
-            f"the {result.queries} answers spend ε={result.spent_epsilon:.6g} at δ={result.budget_delta:g} "
-            f"({result.method} accounting of the certified table) within (ε={result.budget_epsilon:g}, "
-            f"δ={result.budget_delta:g}); E[error] = {result.expected_error:.4g}; certificate: "
-            f"{'CERTIFIED' if result.solution.certificate.certified else 'NOT CERTIFIED'} over all "
-            f"{result.solution.certificate.pairs_checked} (l, l ± 1, output) rows; {len(result.candidates)} "
-            f"candidates tried\nγ(0..K), rounded down and certified as printed: {' '.join(shown)}\n")
 
 
 class _PlanProgress(ProgressReporter):
@@ -207,7 +185,9 @@ def _job_plan(K, epsilon, teacher_delta, queries, budget, prior, solver, fmt, qu
     if fmt is OutputFormat.json:
         doc = {**table_document(best.table), "mechanism": best.mechanism, "expected_error": best.expected_error,
                "epsilon_spent": best.epsilon_spent, **best.details,
-               "plan": {"job": job.canonical(), "seconds": best.seconds},
+               "plan": {"job": job.canonical(), "teachers": job.teachers, "queries": job.queries,
+                        "budget_epsilon": job.budget_epsilon, "budget_delta": job.budget_delta,
+                        "spent_epsilon": best.epsilon_spent, "seconds": best.seconds},
                "alternatives": [o.to_dict() for o in offers if o is not best], "refused": refused}
         return json.dumps(doc, indent=2)
     lines = [f"plan: {queries} answers of K={K} teachers ({'0/1 votes' if classes is None else f'{classes} classes'}, "
