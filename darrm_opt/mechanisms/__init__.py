@@ -183,8 +183,8 @@ def plan_job(job: Any, progress: Any = None, kinds: Sequence[str] | None = None
              ) -> tuple[Any, list[Any], dict[str, str]]:
     """Every kind's offer for ``job`` (:class:`darrm_opt.planning.job.Job`, through ``Mechanism.plan``; only
     ``kinds`` when given, else every kind ``planned_by_default``) and the most accurate one: (best offer,
-    all offers by expected error, why each other kind made none: a kind's DarrmError is its refusal). InvalidParameter naming ``budget_epsilon``
-    when no kind fits the job in its budget."""
+    all offers by expected error, why each other kind made none: a kind's DarrmError is its refusal).
+    InvalidParameter naming ``budget_epsilon`` when no kind fits the job in its budget."""
     offers, refused = [], {}
     asked = ([mechanism(k) for k in kinds] if kinds is not None
              else [m for m in MECHANISMS.values() if m.planned_by_default])
