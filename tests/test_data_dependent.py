@@ -15,6 +15,7 @@ from darrm_opt.privacy.data_dependent import (
     account_confident_gnmax,
     account_gnmax,
     account_table,
+    dp_tail,
     gnmax_sensitivity_at_distance,
     gnmax_shape,
     gnss_rdp,
@@ -221,6 +222,18 @@ def test_pate_table2_mnist_row():
     assert abs(fixed - 2.52) < 0.385
 
 
+def test_conversions():
+    from dp_accounting.rdp import compute_epsilon
+
+    assert dp_tail(14.0, 1e-5) == pytest.approx(math.log(1e5) / 13, rel=1e-15)
+    for lam, r, d in [(14.0, 1.18, 1e-5), (11.0, 0.4, 1e-6), (3.0, 2.0, 1e-3)]:
+        eps, order = compute_epsilon([lam], [r], d)
+        assert order == lam and r + dp_tail(lam, d, "improved") == pytest.approx(eps, rel=1e-12)
+        assert dp_tail(lam, d, "improved") < dp_tail(lam, d, "thm5")
+    with pytest.raises(InvalidParameter):
+        dp_tail(14.0, 1e-5, "exact")
+
+
 def test_confident_gnmax_pays_gnmax_only_when_answered():
     votes = np.array([[40, 2, 0], [20, 20, 2], [42, 0, 0]])
     none = account_confident_gnmax(votes, [False] * 3, 30.0, 6.0, 4.0, 3.0, 42)
@@ -247,3 +260,31 @@ def test_gnss_sampler_is_exact_inverse_cdf():
 
     draws = np.array([sample_gnss_noise(0.0, 1.0, 1e-3, os.urandom) for _ in range(400)])
     assert abs(draws.mean()) < 0.25 and 0.8 < draws.std() < 1.2
+
+
+def test_interactive_statistic_has_sensitivity_one():
+    from darrm_opt.privacy.data_dependent import interactive_statistic
+
+    rng = np.random.default_rng(3)
+    student = rng.dirichlet(np.ones(3), size=1)
+    for h in histograms(10, 3):
+        s = interactive_statistic([h], student, 10)[0]
+        for g in neighbours(h):
+            assert abs(interactive_statistic([g], student, 10)[0] - s) <= 1.0 + 1e-12
+
+
+def test_interactive_gnmax_outcomes_and_account():
+    from darrm_opt.privacy.data_dependent import account_interactive_gnmax, interactive_gnmax
+
+    votes = np.array([[250, 0, 0], [0, 250, 0], [90, 80, 80]])
+    student = np.array([[0.98, 0.01, 0.01], [0.98, 0.01, 0.01], [0.4, 0.3, 0.3]])
+    labels, answered = interactive_gnmax(votes, student, 0.9, 100.0, 1.0, 1.0, 250, np.random.default_rng(0))
+    # agreeing confident student: reinforced without the teachers; disagreeing: teachers answer; unsure: ⊥
+    assert answered.tolist() == [False, True, False] and labels.tolist() == [0, 1, -1]
+    acc = account_interactive_gnmax(votes, answered, 150.0, 40.0, 14.0, 250)
+    g = account_gnmax(votes[[1]], 40.0, 14.0, 250)
+    assert acc.rdp == pytest.approx(3 * 14 / (2 * 150.0**2) + g.rdp, rel=1e-12)
+    np.testing.assert_allclose(acc.reach, g.reach)
+    assert (acc.answered, acc.queries) == (1, 3)
+    with pytest.raises(InvalidParameter, match="probability"):
+        interactive_gnmax(votes, student * 2, 0.9, 100.0, 1.0, 1.0, 250, np.random.default_rng(0))

@@ -33,7 +33,7 @@ def dirichlet_votes(K: int, C: int, a_true: float, a_wrong: float, n: int, seed:
     """``n`` histograms (shape (n, C), int64) of K votes i.i.d. from π ~ Dirichlet(a_true, a_wrong, …)."""
     rng = _rng(seed)
     pi = rng.dirichlet([a_true] + [a_wrong] * (C - 1), size=n)
-    return np.array([rng.multinomial(K, p) for p in pi], dtype=np.int64).reshape(n, C)
+    return np.asarray(rng.multinomial(K, pi), dtype=np.int64).reshape(n, C)
 
 
 def mnist_like_votes(n: int = 640, seed: int = 0, K: int = 250, C: int = 10) -> np.ndarray:

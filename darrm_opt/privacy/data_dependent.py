@@ -61,9 +61,17 @@ __all__ = [
     "account_confident_gnmax",
     "account_gnmax",
     "account_table",
+    "account_interactive_gnmax",
+    "interactive_gnmax",
+    "interactive_statistic",
     "sanitised_epsilon",
     "sample_gnss_noise",
+    "CONVERSIONS",
+    "dp_tail",
 ]
+
+#: RDP → (ε, δ) conversions: PATE's Thm. 5, and the tighter one of Canonne, Kamath & Steinke (2020, Prop. 12)
+CONVERSIONS = ("thm5", "improved")
 
 
 def _order(lam: object) -> float:
@@ -490,6 +498,53 @@ def account_confident_gnmax(votes: object, answered: object, threshold: float, s
     return DataDependentAccount(shape.order, rdp, reach, int(ans.sum()), n.shape[0])
 
 
+def interactive_statistic(votes: object, student: object, K: int) -> np.ndarray:
+    """Interactive-GNMax's check statistic (PATE Alg. 2, line 2): s = max_j (n_j − K·p_j), per query.
+    One teacher's vote moving from class a to b moves n_a and n_b by one and no p_j (the student's
+    predictions are public), so every term, and s, moves by at most 1: a sensitivity-1 Gaussian check."""
+    n = np.asarray(votes, dtype=float)
+    p = np.asarray(student, dtype=float)
+    if n.ndim != 2 or p.shape != n.shape:
+        raise InvalidParameter("student", "must hold one prediction vector per query, shaped like votes", p.shape)
+    if np.any(~np.isfinite(p)) or np.any(p < 0) or np.any(np.abs(p.sum(axis=1) - 1.0) > 1e-9):
+        raise InvalidParameter("student", "every prediction must be a probability vector", None)
+    return np.max(n - K * p, axis=1)
+
+
+def interactive_gnmax(votes: object, student: object, confidence: float, threshold: float, sigma1: float,
+                      sigma2: float, K: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """Interactive-GNMax (PATE Alg. 2), simulated with ``rng`` (numpy; for experiments, not for a release):
+    if s + N(0, σ₁²) ≥ T the teachers answer by GNMax at σ₂; else if max_j p_j > ``confidence`` the
+    student's own argmax is returned (reinforced, no vote read); else ⊥. Returns (labels, -1 for ⊥;
+    ``answered``: which the teachers answered), the outcome :func:`account_interactive_gnmax` needs."""
+    conf = _positive("confidence", confidence)
+    s = interactive_statistic(votes, student, K)
+    n = np.asarray(votes, dtype=float)
+    p = np.asarray(student, dtype=float)
+    answered = s + rng.normal(0.0, _positive("sigma1", sigma1), size=s.shape) >= float(threshold)
+    teachers = np.argmax(n + rng.normal(0.0, _positive("sigma2", sigma2), size=n.shape), axis=1)
+    labels = np.where(answered, teachers, np.where(p.max(axis=1) > conf, np.argmax(p, axis=1), -1))
+    return labels.astype(np.int64), answered
+
+
+def account_interactive_gnmax(votes: object, answered: object, sigma1: float, sigma2: float, order: float,
+                              K: int) -> DataDependentAccount:
+    """Interactive-GNMax (Alg. 2): the check, a sensitivity-1 Gaussian on a real statistic
+    (:func:`interactive_statistic`), is paid on every query at its data-independent λ/(2σ₁²) (so it adds
+    nothing to the sensitivity); GNMax at σ₂ only on the queries the teachers answered, data-dependently;
+    reinforcing the student or ⊥ reads no votes. ``answered`` is public (the student sees the source)."""
+    n = np.asarray(votes, dtype=float)
+    if n.ndim != 2 or n.shape[1] < 2:
+        raise InvalidParameter("votes", "must have shape (queries, classes >= 2)", n.shape)
+    ans = np.asarray(answered, dtype=bool)
+    if ans.shape != (n.shape[0],):
+        raise InvalidParameter("answered", "must hold one boolean per query", ans.shape)
+    lam = _order(order)
+    check = n.shape[0] * lam / (2.0 * _positive("sigma1", sigma1) ** 2)
+    g = account_gnmax(n[ans], sigma2, lam, K) if ans.any() else DataDependentAccount(lam, 0.0, np.zeros(K + 1), 0, 0)
+    return DataDependentAccount(lam, check + g.rdp, g.reach, int(ans.sum()), n.shape[0])
+
+
 def account_table(votes: object, shape: TableShape) -> DataDependentAccount:
     """Every histogram answered by the γ table of ``shape``."""
     n = np.asarray(votes)
@@ -500,13 +555,25 @@ def account_table(votes: object, shape: TableShape) -> DataDependentAccount:
                                 len(s), len(s))
 
 
-def sanitised_epsilon(rdp: float, ss: float, z: float, order: float, beta: float, sigma_ss: float,
-                      delta: float) -> float:
-    """The published ε (Thm. 23 + Thm. 5): rdp + z·σ_SS·SS + ε_GNSS(λ) + log(1/δ)/(λ − 1), z ~ N(0, 1)."""
+def dp_tail(order: float, delta: float, conversion: str = "thm5") -> float:
+    """What (λ, ε_RDP)-RDP adds to reach (ε, δ)-DP: ``thm5`` (PATE Thm. 5) log(1/δ)/(λ − 1); ``improved``
+    (Canonne, Kamath & Steinke 2020, Prop. 12; ``dp_accounting.rdp.compute_epsilon``)
+    log(1 − 1/λ) − (log δ + log λ)/(λ − 1)."""
     lam = _order(order)
-    if not 0.0 < float(delta) < 1.0:
+    d = float(delta) if isinstance(delta, (int, float)) and not isinstance(delta, bool) else math.nan
+    if not 0.0 < d < 1.0:
         raise InvalidParameter("delta", "must satisfy 0 < delta < 1", delta)
-    return rdp + z * sigma_ss * ss + gnss_rdp(lam, beta, sigma_ss) + math.log(1.0 / float(delta)) / (lam - 1.0)
+    if conversion == "thm5":
+        return math.log(1.0 / d) / (lam - 1.0)
+    if conversion == "improved":
+        return math.log1p(-1.0 / lam) - (math.log(d) + math.log(lam)) / (lam - 1.0)
+    raise InvalidParameter("conversion", f"must be one of {', '.join(CONVERSIONS)}", conversion)
+
+
+def sanitised_epsilon(rdp: float, ss: float, z: float, order: float, beta: float, sigma_ss: float,
+                      delta: float, conversion: str = "thm5") -> float:
+    """The published ε (Thm. 23 + the conversion): rdp + z·σ_SS·SS + ε_GNSS(λ) + :func:`dp_tail`, z ~ N(0, 1)."""
+    return rdp + z * sigma_ss * ss + gnss_rdp(order, beta, sigma_ss) + dp_tail(order, delta, conversion)
 
 
 def sample_gnss_noise(mean: float, scale: float, grid: float, random_bytes) -> float:  # noqa: ANN001
