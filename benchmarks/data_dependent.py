@@ -51,7 +51,7 @@ SETTINGS = [  # (Q, ε, δ, target error or None)
     (1000, 4.0, 1e-6, None),
     (10000, 8.0, 1e-6, None),
 ]
-ORDERS = (8.0, 11.0, 15.0, 20.0, 27.0, 36.0)
+ORDERS = (3.0, 4.0, 5.0, 6.0, 8.0, 11.0, 15.0, 20.0, 27.0)
 BETAS = (0.2, 0.3, 0.4, 0.45)  #: β·λ (Thm. 23 needs β·λ < ½; App. B.6's rule of thumb is 0.4)
 CONVERSION = "improved"  #: RDP → DP by Canonne, Kamath & Steinke (2020, Prop. 12); "thm5" is PATE's Thm. 5
 
@@ -131,7 +131,7 @@ class DataDependentPlan:
             top = self.evaluate(math.exp(hi), lam)
             if top is None or top["total"] > self.eps:
                 continue
-            for _ in range(14):
+            for _ in range(12):
                 mid = 0.5 * (lo + hi)
                 r = self.evaluate(math.exp(mid), lam)
                 if r is not None and r["total"] <= self.eps:
