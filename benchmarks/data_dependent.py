@@ -6,7 +6,8 @@ h ~ Dirichlet-multinomial(K; 9, 1/9, …, 1/9) (class 0 true; ``dirichlet:9,0.11
 
 * **GNMax-GDP**: the smallest σ whose Q answers compose to (ε, δ) exactly: the dominating pair
   ``GaussianProfile(σ, (1, 1), discrete=False)`` composed Q times by :func:`darrm_opt.privacy.pld.exact_epsilon`
-  (σ found by bisection on Balle–Wang's closed form for the composed Gaussian, then confirmed by the PLD).
+  (σ found by bisection on Balle–Wang's closed form for the composed Gaussian, then confirmed by the PLD;
+  above the PLD's EXACT_MAX_ANSWERS the composed pair, a Gaussian of μ = √(2Q)/σ, by that closed form).
 * **data-dependent**: GNMax at σ with the data-dependent RDP of every answer (Thm. 6), released by GNSS
   (Thm. 23) at order λ, β ∈ {0.2, 0.3, 0.4, 0.45}/λ (App. B.6's rule of thumb is 0.4/λ) and the σ_SS
   minimising ε_GNSS + 2·σ_SS·SS; the smallest σ whose *sanitised ε plus two standard deviations* is within
@@ -31,6 +32,7 @@ import math
 import time
 
 import numpy as np
+from dp_accounting import get_epsilon_gaussian
 from scipy import optimize, special, stats
 
 from darrm_opt.experiments.pate_votes import dirichlet_votes
@@ -38,7 +40,7 @@ from darrm_opt.model.multiclass import MulticlassPrior, expected_error
 from darrm_opt.privacy.data_dependent import dp_tail, gnmax_sensitivity_at_distance, gnmax_shape, gnss_rdp
 from darrm_opt.privacy.gaussian_profile import GaussianProfile
 from darrm_opt.privacy.gnmax import log_q_tilde
-from darrm_opt.privacy.pld import exact_epsilon
+from darrm_opt.privacy.pld import EXACT_MAX_ANSWERS, exact_epsilon
 
 K, C = 250, 10
 A_TRUE, A_WRONG = 9.0, 1.0 / 9.0
@@ -83,8 +85,12 @@ def gdp_sigma(Q: int, eps: float, delta: float) -> float:
         return math.log(max(d, 1e-300)) - math.log(delta)
 
     sigma = math.exp(optimize.brentq(excess, math.log(0.1), math.log(3000.0), xtol=1e-10))
-    while exact_epsilon([(GaussianProfile(sigma, (1, 1), discrete=False), Q)], delta) > eps:
-        sigma *= 1.001
+    if Q <= EXACT_MAX_ANSWERS:
+        while exact_epsilon([(GaussianProfile(sigma, (1, 1), discrete=False), Q)], delta) > eps:
+            sigma *= 1.001
+    else:  # beyond the PLD's answer limit: the composed pair is the Gaussian of μ = √(2Q)/σ, exactly
+        while get_epsilon_gaussian(sigma / math.sqrt(2.0 * Q), delta) > eps:
+            sigma *= 1.001
     return sigma
 
 
@@ -148,6 +154,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--n", type=int, default=1_000_000, help="histograms for the error estimates")
     ap.add_argument("--thm5", action="store_true", help="convert RDP to DP by PATE's Thm. 5")
+    ap.add_argument("--rows", type=int, nargs="*", help="only these rows of SETTINGS (0-based)")
     ap.add_argument("--jobs", type=int, default=40, help="simulated jobs for the expected sanitised ε")
     ap.add_argument("--pool", type=int, default=300, help="histograms the simulated jobs are drawn from")
     args = ap.parse_args()
@@ -168,7 +175,9 @@ def main() -> None:
           f"{'σ_SS':>6} "
           f"{'E[rdp]':>7} {'GNSS':>6} {'tail':>6} {'2SD':>6} {'P(over)':>7} {'DD err':>9} | {'target':>7} "
           f"{'better':>6} {'s':>5}")
-    for Q, eps, delta, target in SETTINGS:
+    for row, (Q, eps, delta, target) in enumerate(SETTINGS):
+        if args.rows and row not in args.rows:
+            continue
         t0 = time.perf_counter()
         s_gdp = gdp_sigma(Q, eps, delta)
         e_gdp = gnmax_error(votes, s_gdp)
