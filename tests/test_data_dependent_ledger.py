@@ -205,3 +205,30 @@ def test_interactive_ledger_pays_gnmax_only_for_teacher_answers():
     hists = list(histograms(12, 3))
     worst, _ = _brute_force_release(p, hists, _single_states(p, hists, True), True)
     assert worst <= gnss_rdp(p.order, p.beta, p.sigma_ss) * (1 + 1e-12)
+
+
+def table_policy(**kw):
+    gamma = np.linspace(0.0, 0.8, 8).tolist()
+    base = dict(aggregator="table", K=7, classes=3, sigma=None, order=2.0, beta=0.1, sigma_ss=3.0, delta=1e-5,
+                quota=2, gamma=gamma)
+    return DataDependentPolicy(**{**base, **kw})
+
+
+def test_table_ledger_release_is_private_by_brute_force():
+    p = table_policy()
+    assert DataDependentPolicy.from_json(p.to_json()) == p
+    hists = list(histograms(7, 3))
+    singles = _single_states(p, hists)
+    assert len({round(s.rdp, 12) for s in singles}) > 3  # the per-state cost varies with the votes
+    worst, pair_rdp = _brute_force_release(p, hists, singles)
+    assert 0.0 < worst <= gnss_rdp(p.order, p.beta, p.sigma_ss) * (1 + 1e-12)
+    assert p.data_independent_epsilon() == pytest.approx(2 * float(p.table().cost.max()) + math.log(1e5), rel=1e-12)
+
+
+def test_table_ledger_refuses_infinite_rdp_and_sigma():
+    with pytest.raises(InvalidParameter, match="infinite"):
+        table_policy(gamma=[1.0] * 8)
+    with pytest.raises(InvalidParameter, match="gamma"):
+        table_policy(sigma=2.0)
+    with pytest.raises(InvalidParameter, match="gamma"):
+        gnmax_policy(gamma=[0.5] * 13)

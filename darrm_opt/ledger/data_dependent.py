@@ -1,7 +1,8 @@
 """The data-dependent ledger mode: PATE's data-dependent accounting, published only as a sanitised ε.
 
-A data-dependent ledger is one job of at most ``quota`` queries answered by GNMax, Confident-GNMax or
-Interactive-GNMax (PATE Alg. 2, the student's predictions deciding which queries reach the teachers) at
+A data-dependent ledger is one job of at most ``quota`` queries answered by GNMax, Confident-GNMax,
+Interactive-GNMax (PATE Alg. 2, the student's predictions deciding which queries reach the teachers) or a
+multi-class γ table with finite RDP (its exact per-state data-dependent RDP, :func:`table_shape`) at
 fixed parameters (:class:`DataDependentPolicy`). It keeps the *private* data-dependent state — the sum of
 each query's data-dependent RDP at order λ and Thm. 24's summed sensitivity-at-distance vector, computed
 from the actual vote histograms (:mod:`darrm_opt.privacy.data_dependent`) — and publishes exactly one
@@ -28,6 +29,7 @@ import json
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -35,17 +37,26 @@ import numpy as np
 from darrm_opt.errors import BudgetExceeded, InvalidParameter
 from darrm_opt.privacy.data_dependent import (
     CONVERSIONS,
+    TableShape,
     account_confident_gnmax,
     account_gnmax,
     account_interactive_gnmax,
+    account_table,
     dp_tail,
     gnmax_shape,
     gnss_rdp,
     sample_gnss_noise,
     smooth_sensitivity,
+    table_shape,
 )
 
-AGGREGATORS = ("gnmax", "confident-gnmax", "interactive-gnmax")
+
+@lru_cache(maxsize=16)
+def _table_shape(K: int, classes: int, gamma: tuple[float, ...], order: float) -> TableShape:
+    return table_shape(K, classes, gamma, order)
+
+
+AGGREGATORS = ("gnmax", "confident-gnmax", "interactive-gnmax", "table")
 MODE = "data-dependent"
 RandomBytes = Callable[[int], bytes]
 
@@ -69,10 +80,10 @@ def _int(name: str, value: object, low: int = 1) -> int:
 class DataDependentPolicy:
     """The public parameters of a data-dependent job (validated once)."""
 
-    aggregator: str  #: gnmax | confident-gnmax | interactive-gnmax
+    aggregator: str  #: gnmax | confident-gnmax | interactive-gnmax | table (a multi-class γ table, MC-1)
     K: int
     classes: int
-    sigma: float  #: GNMax's noise (σ₂ of Confident-GNMax)
+    sigma: float | None  #: GNMax's noise (σ₂ of Confident-GNMax); None for a table
     order: float  #: the Rényi order λ of the account and of GNSS
     beta: float  #: smoothness β, with λ < 1/(2β) (Thm. 23)
     sigma_ss: float  #: GNSS noise σ_SS
@@ -82,6 +93,7 @@ class DataDependentPolicy:
     sigma1: float | None = None  #: their check's σ₁
     grid: float = 1e-4  #: the published ε is rounded to a multiple of this
     conversion: str = "thm5"  #: RDP → DP: thm5 (PATE Thm. 5) or improved (Canonne, Kamath & Steinke 2020)
+    gamma: tuple[float, ...] | None = None  #: the table's γ(0..K) (aggregator "table"), with finite RDP
 
     def __post_init__(self) -> None:
         if self.conversion not in CONVERSIONS:
@@ -90,7 +102,7 @@ class DataDependentPolicy:
             raise InvalidParameter("aggregator", f"must be one of {', '.join(AGGREGATORS)}", self.aggregator)
         object.__setattr__(self, "K", _int("K", self.K))
         object.__setattr__(self, "classes", _int("classes", self.classes, 2))
-        for name in ("sigma", "beta", "sigma_ss", "grid"):
+        for name in ("beta", "sigma_ss", "grid"):
             object.__setattr__(self, name, _num(name, getattr(self, name)))
         object.__setattr__(self, "order", _num("order", self.order, low=1.0))
         delta = _num("delta", self.delta)
@@ -100,6 +112,17 @@ class DataDependentPolicy:
         if not self.order < 1.0 / (2.0 * self.beta):
             raise InvalidParameter("beta", f"GNSS (Thm. 23) needs order < 1/(2β) = {1 / (2 * self.beta):.6g}",
                                    self.beta)
+        if self.aggregator == "table":
+            if self.sigma is not None or self.threshold is not None or self.sigma1 is not None:
+                raise InvalidParameter("sigma", "a table takes gamma, not sigma, threshold or sigma1", self.sigma)
+            if self.gamma is None:
+                raise InvalidParameter("gamma", "a table ledger needs the table's gamma", None)
+            object.__setattr__(self, "gamma", tuple(float(g) for g in self.gamma))
+            self.table()  # validates γ and refuses tables with infinite RDP
+            return
+        if self.gamma is not None:
+            raise InvalidParameter("gamma", "only a table ledger takes gamma", "…")
+        object.__setattr__(self, "sigma", _num("sigma", self.sigma))
         if self.aggregator != "gnmax":
             if self.threshold is None or self.sigma1 is None:
                 raise InvalidParameter("threshold", f"{self.aggregator} needs threshold and sigma1", self.threshold)
@@ -111,6 +134,12 @@ class DataDependentPolicy:
             raise InvalidParameter("sigma", "PATE App. B's conditions C5/C6 fail at this σ and order: no "
                                    "smooth-sensitivity release (choose a larger σ or another order)", self.sigma)
 
+    def table(self) -> TableShape:
+        """The table's data-dependent RDP per state and its sensitivity (:func:`table_shape`, cached)."""
+        if self.gamma is None:
+            raise InvalidParameter("aggregator", "only a table ledger has a table", self.aggregator)
+        return _table_shape(self.K, self.classes, self.gamma, self.order)
+
     @property
     def fixed_epsilon(self) -> float:
         """ε_GNSS(λ) + the RDP → DP term: what the release adds to the data-dependent RDP (Thm. 23, Thm. 5)."""
@@ -121,7 +150,9 @@ class DataDependentPolicy:
         a data-dependent value: Q·(λ/σ² [+ λ/(2σ₁²)]) + the RDP → DP term (Prop. 8; the threshold check is a
         sensitivity-1 Gaussian)."""
         q = self.quota if queries is None else queries
-        per = self.order / self.sigma**2
+        if self.aggregator == "table":  # the table's own RDP at λ: the largest over its states
+            return q * float(self.table().cost.max()) + dp_tail(self.order, self.delta, self.conversion)
+        per = self.order / self.sigma**2  # type: ignore[operator]
         if self.sigma1 is not None:
             per += self.order / (2.0 * self.sigma1**2)
         return q * per + dp_tail(self.order, self.delta, self.conversion)
@@ -196,10 +227,11 @@ def record(policy: DataDependentPolicy, state: DataDependentState, votes: object
         raise BudgetExceeded(f"the job's quota of {policy.quota} queries would be exceeded "
                              f"({state.queries} made, {v.shape[0]} asked)", binding="quota",
                              largest_batch=policy.quota - state.queries)
-    if policy.aggregator == "gnmax":
+    if policy.aggregator in ("gnmax", "table"):
         if answered is not None:
-            raise InvalidParameter("answered", "GNMax answers every query", answered)
-        acc = account_gnmax(v, policy.sigma, policy.order, policy.K)
+            raise InvalidParameter("answered", f"{policy.aggregator} answers every query", answered)
+        acc = (account_table(v, policy.table()) if policy.aggregator == "table"
+               else account_gnmax(v, policy.sigma, policy.order, policy.K))  # type: ignore[arg-type]
     else:
         if answered is None:
             raise InvalidParameter("answered", f"{policy.aggregator} needs which queries were answered", None)
@@ -208,7 +240,7 @@ def record(policy: DataDependentPolicy, state: DataDependentState, votes: object
             raise InvalidParameter("answered", "must be one boolean per query", answered)
         if policy.aggregator == "confident-gnmax":
             acc = account_confident_gnmax(v, ans, policy.threshold, policy.sigma1,  # type: ignore[arg-type]
-                                          policy.sigma, policy.order, policy.K)
+                                          policy.sigma, policy.order, policy.K)  # type: ignore[arg-type]
         else:
             acc = account_interactive_gnmax(v, ans, policy.sigma1, policy.sigma,  # type: ignore[arg-type]
                                             policy.order, policy.K)
