@@ -220,7 +220,7 @@ def test_table_ledger_release_is_private_by_brute_force():
     hists = list(histograms(7, 3))
     singles = _single_states(p, hists)
     assert len({round(s.rdp, 12) for s in singles}) > 3  # the per-state cost varies with the votes
-    worst, pair_rdp = _brute_force_release(p, hists, singles)
+    worst, _ = _brute_force_release(p, hists, singles)
     assert 0.0 < worst <= gnss_rdp(p.order, p.beta, p.sigma_ss) * (1 + 1e-12)
     assert p.data_independent_epsilon() == pytest.approx(2 * float(p.table().cost.max()) + math.log(1e5), rel=1e-12)
 
