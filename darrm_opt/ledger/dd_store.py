@@ -13,7 +13,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import insert, select, update
+from sqlalchemy import insert, or_, select, text, update
 
 from darrm_opt.errors import InvalidParameter
 
@@ -38,22 +38,55 @@ def _view(row: Any) -> dict[str, Any]:
     return view
 
 
+#: pg_advisory_xact_lock key serialising find-or-create of data-dependent ledgers by name (arbitrary, fixed)
+NAME_LOCK = 7_247_301_813
+
+
 class DataDependentStore:
     """Creating, recording on, publishing and reading data-dependent ledgers."""
 
     def __init__(self, db: Database) -> None:
         self.db = db
 
-    def create(self, name: str, policy: DataDependentPolicy | Mapping[str, Any]) -> dict[str, Any]:
+    def find_or_create(self, name: str, policy: DataDependentPolicy | Mapping[str, Any] | None) -> str:
+        """The id of the data-dependent ledger called ``name`` (or with that id), created with ``policy`` if
+        absent, under the write lock (two processes cannot both create it). A policy given for an existing
+        ledger must equal its own: a policy cannot change."""
+        p = None if policy is None else (
+            policy if isinstance(policy, DataDependentPolicy) else DataDependentPolicy.from_mapping(policy))
+        with self.db.write() as conn:
+            if not self.db.is_sqlite:
+                conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": NAME_LOCK})
+            rows = conn.execute(select(DataDependentLedger.id, DataDependentLedger.policy).where(
+                or_(DataDependentLedger.id == name, DataDependentLedger.name == name))).all()
+            if len(rows) > 1:
+                raise InvalidParameter("ledger", f"{len(rows)} data-dependent ledgers are called {name!r}: "
+                                       "give one's id")
+            if rows:
+                if p is not None and DataDependentPolicy.from_json(rows[0].policy) != p:
+                    raise InvalidParameter("policy", f"ledger {name!r} exists with another policy; a policy cannot "
+                                           "change", p.to_json())
+                return str(rows[0].id)
+            if p is None:
+                raise InvalidParameter("ledger", f"no data-dependent ledger {name!r}: give a policy to create it")
+            return self._insert(conn, name, p)
+
+    @staticmethod
+    def _insert(conn: Any, name: str, p: DataDependentPolicy) -> str:
         if not isinstance(name, str) or not name.strip() or len(name) > 200:
             raise InvalidParameter("name", "must be a non-empty string of at most 200 characters", name)
-        p = policy if isinstance(policy, DataDependentPolicy) else DataDependentPolicy.from_mapping(policy)
         ledger_id = uuid.uuid4().hex
         now = utcnow()
+        conn.execute(insert(DataDependentLedger).values(
+            id=ledger_id, name=name, policy=p.to_json(), queries=0, answered=0,
+            state=new_state(p).to_json(), published_epsilon=None, created_at=now, updated_at=now))
+        return ledger_id
+
+    def create(self, name: str, policy: DataDependentPolicy | Mapping[str, Any]) -> dict[str, Any]:
+        """A new data-dependent ledger; its public view."""
+        p = policy if isinstance(policy, DataDependentPolicy) else DataDependentPolicy.from_mapping(policy)
         with self.db.write() as conn:
-            conn.execute(insert(DataDependentLedger).values(
-                id=ledger_id, name=name, policy=p.to_json(), queries=0, answered=0,
-                state=new_state(p).to_json(), published_epsilon=None, created_at=now, updated_at=now))
+            ledger_id = self._insert(conn, name, p)
         return self.get(ledger_id)  # type: ignore[return-value]
 
     def get(self, ledger_id: str) -> dict[str, Any] | None:
