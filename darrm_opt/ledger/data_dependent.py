@@ -204,7 +204,7 @@ def new_state(policy: DataDependentPolicy) -> DataDependentState:
 def _votes(policy: DataDependentPolicy, votes: object) -> np.ndarray:
     try:
         v = np.asarray(votes, dtype=np.int64)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         raise InvalidParameter("votes", "must be vote histograms (queries × classes)", votes) from None
     if v.ndim != 2 or v.shape[1] != policy.classes:
         raise InvalidParameter("votes", f"must have shape (queries, {policy.classes})", v.shape)
