@@ -8,8 +8,9 @@ h ~ Dirichlet-multinomial(K; 9, 1/9, …, 1/9) (class 0 true; ``dirichlet:9,0.11
   ``GaussianProfile(σ, (1, 1), discrete=False)`` composed Q times by :func:`darrm_opt.privacy.pld.exact_epsilon`
   (σ found by bisection on Balle–Wang's closed form for the composed Gaussian, then confirmed by the PLD;
   above the PLD's EXACT_MAX_ANSWERS the composed pair, a Gaussian of μ = √(2Q)/σ, by that closed form).
-* **data-dependent**: GNMax at σ with the data-dependent RDP of every answer (Thm. 6), released by GNSS
-  (Thm. 23) at order λ, β ∈ {0.2, 0.3, 0.4, 0.45}/λ (App. B.6's rule of thumb is 0.4/λ) and the σ_SS
+* **data-dependent** (:func:`darrm_opt.planning.data_dependent.plan_data_dependent`): GNMax at σ with the
+  data-dependent RDP of every answer (Thm. 6), released by GNSS (Thm. 23) at order λ,
+  β ∈ {0.2, 0.3, 0.4, 0.45}/λ (App. B.6's rule of thumb is 0.4/λ) and the σ_SS
   minimising ε_GNSS + 2·σ_SS·SS; the smallest σ whose *sanitised ε plus two standard deviations* is within
   ε, in expectation over simulated jobs:
   E[Σ β(q)] + ε_GNSS(λ) + tail(λ, δ) + 2 σ_SS E[SS_β] ≤ ε, over a grid of λ, with the RDP → DP tail of
@@ -37,9 +38,9 @@ from scipy import optimize, special, stats
 
 from darrm_opt.experiments.pate_votes import dirichlet_votes
 from darrm_opt.model.multiclass import MulticlassPrior, expected_error
-from darrm_opt.privacy.data_dependent import dp_tail, gnmax_sensitivity_at_distance, gnmax_shape, gnss_rdp
+from darrm_opt.planning.data_dependent import DataDependentPlan, plan_data_dependent
+from darrm_opt.planning.plan import BudgetInfeasible
 from darrm_opt.privacy.gaussian_profile import GaussianProfile
-from darrm_opt.privacy.gnmax import log_q_tilde
 from darrm_opt.privacy.pld import EXACT_MAX_ANSWERS, exact_epsilon
 
 K, C = 250, 10
@@ -94,62 +95,6 @@ def gdp_sigma(Q: int, eps: float, delta: float) -> float:
     return sigma
 
 
-class DataDependentPlan:
-    """Expected sanitised ε of a Q-query GNMax job at (σ, λ): the per-histogram β(q) and Alg. 4's A(d) on a
-    pool of sampled histograms, and ``jobs`` simulated jobs of Q histograms drawn from the pool with
-    replacement (Thm. 24 sums their A(d))."""
-
-    def __init__(self, pool: np.ndarray, Q: int, eps: float, delta: float, jobs: int) -> None:
-        self.pool, self.Q, self.eps, self.delta = pool, Q, eps, delta
-        rng = np.random.default_rng(Q)
-        self.jobs = [rng.integers(0, pool.shape[0], size=Q) for _ in range(jobs)]
-
-    def evaluate(self, sigma: float, lam: float) -> dict[str, float] | None:
-        """The plan at (σ, λ) with the best β of BETAS·/λ and σ_SS = (λe^{2β}/E[SS])^{1/3} (which minimises
-        ε_GNSS + 2σ_SS·E[SS]); None where App. B's conditions fail."""
-        shape = gnmax_shape(sigma, lam, C)
-        if not shape.conditions:
-            return None
-        per_rdp = shape.beta(log_q_tilde(self.pool.astype(float), sigma))
-        per_reach = np.array([gnmax_sensitivity_at_distance(h, shape, K) for h in self.pool])
-        job_reach = np.array([per_reach[j].sum(axis=0) for j in self.jobs])
-        rdps = np.array([float(per_rdp[j].sum()) for j in self.jobs])
-        rdp = float(rdps.mean())
-        tail = dp_tail(lam, self.delta, CONVERSION)
-        best: dict[str, float] | None = None
-        for b in BETAS:
-            beta = b / lam
-            sss = np.max(job_reach * np.exp(-beta * np.arange(K + 1)), axis=1)
-            ss = float(sss.mean())
-            sigma_ss = (lam * math.exp(2 * beta) / max(ss, 1e-300)) ** (1.0 / 3.0)
-            g = gnss_rdp(lam, beta, sigma_ss)
-            total = rdp + g + tail + 2.0 * sigma_ss * ss
-            if best is None or total < best["total"]:
-                over = float(np.mean(rdps + g + tail + 2.0 * sigma_ss * sss > self.eps))
-                best = {"sigma": sigma, "order": lam, "beta": beta, "sigma_ss": sigma_ss, "rdp": rdp, "ss": ss,
-                        "gnss": g, "tail": tail, "fixed": rdp + g + tail, "total": total, "over": over}
-        return best
-
-    def best(self) -> dict[str, float] | None:
-        best: dict[str, float] | None = None
-        for lam in ORDERS:
-            lo, hi = math.log(1.0), math.log(2000.0)
-            top = self.evaluate(math.exp(hi), lam)
-            if top is None or top["total"] > self.eps:
-                continue
-            for _ in range(12):
-                mid = 0.5 * (lo + hi)
-                r = self.evaluate(math.exp(mid), lam)
-                if r is not None and r["total"] <= self.eps:
-                    hi = mid
-                else:
-                    lo = mid
-            r = self.evaluate(math.exp(hi), lam)
-            if r is not None and r["total"] <= self.eps and (best is None or r["sigma"] < best["sigma"]):
-                best = r
-        return best
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--n", type=int, default=1_000_000, help="histograms for the error estimates")
@@ -181,16 +126,20 @@ def main() -> None:
         t0 = time.perf_counter()
         s_gdp = gdp_sigma(Q, eps, delta)
         e_gdp = gnmax_error(votes, s_gdp)
-        plan = DataDependentPlan(pool, Q, eps, delta, args.jobs).best()
+        try:
+            plan: DataDependentPlan | None = plan_data_dependent(pool, K, Q, eps, delta, orders=ORDERS, betas=BETAS,
+                                                                conversion=CONVERSION, jobs=args.jobs, seed=Q)
+        except BudgetInfeasible:
+            plan = None
         if plan is None:
             dd = f"{'-':>7} {'-':>4} {'-':>4} {'-':>6} {'-':>7} {'-':>6} {'-':>6} {'-':>6} {'-':>7} {'none':>9}"
             e_dd = math.inf
         else:
             e_dd = gnmax_error(votes, plan["sigma"])
-            dd = (f"{plan['sigma']:7.2f} {plan['order']:4g} {plan['beta'] * plan['order']:4.2f} "
-                  f"{plan['sigma_ss']:6.2f} {plan['rdp']:7.3f} "
-                  f"{plan['gnss']:6.3f} {plan['tail']:6.3f} {2 * plan['sigma_ss'] * plan['ss']:6.3f} "
-                  f"{plan['over']:7.2f} {e_dd:9.3e}")
+            dd = (f"{plan.sigma:7.2f} {plan.order:4g} {plan.beta * plan.order:4.2f} "
+                  f"{plan.sigma_ss:6.2f} {plan.rdp:7.3f} "
+                  f"{plan.gnss:6.3f} {plan.tail:6.3f} {2 * plan.sigma_ss * plan.ss:6.3f} "
+                  f"{plan.over:7.2f} {e_dd:9.3e}")
         tgt = "-" if target is None else f"{target:.1e}"
         better = "DD" if e_dd < e_gdp else "GDP"
         print(f"{Q:6d} {eps:4g} {delta:6.0e} | {s_gdp:7.2f} {e_gdp:9.3e} | {dd} | {tgt:>7} {better:>6} "
