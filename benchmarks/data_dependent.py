@@ -135,7 +135,7 @@ def main() -> None:
             dd = f"{'-':>7} {'-':>4} {'-':>4} {'-':>6} {'-':>7} {'-':>6} {'-':>6} {'-':>6} {'-':>7} {'none':>9}"
             e_dd = math.inf
         else:
-            e_dd = gnmax_error(votes, plan["sigma"])
+            e_dd = gnmax_error(votes, plan.sigma)
             dd = (f"{plan.sigma:7.2f} {plan.order:4g} {plan.beta * plan.order:4.2f} "
                   f"{plan.sigma_ss:6.2f} {plan.rdp:7.3f} "
                   f"{plan.gnss:6.3f} {plan.tail:6.3f} {2 * plan.sigma_ss * plan.ss:6.3f} "
