@@ -191,6 +191,7 @@ class LedgerSpend(BaseModel):
 
     id: str
     name: str
+    tenant: str = Field(..., description="the tenant that owns the ledger (its keys alone spend from it)")
     epsilon_budget: float
     delta_budget: float
     answers: int

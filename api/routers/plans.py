@@ -14,7 +14,7 @@ from darrm_opt.model.neighbours import check_setting_options, setting_note
 from darrm_opt.planning.pate_plan import PatePlanRequest, majority_free
 from darrm_opt.planning.plan import PlanRequest
 
-from ..deps import keyed, services
+from ..deps import keyed, principal, services
 from ..plan_service import PlanService, plan_key
 from ..schemas import ID_PATTERN, ErrorOut, HTTPValidationErrorOut, LedgerOut, PlainText, TableOut, Teachers
 
@@ -136,9 +136,9 @@ def post_plan(body: PlanRequestIn, request: Request, response: Response):
             cap = (req.epsilon, req.teacher_delta)
             free = _majority_free(request, req)
             if free is not None:
-                return {**free, "ledger": _ledger(s, body, req, cap)}
+                return {**free, "ledger": _ledger(s, body, req, cap, principal(request).tenant)}
     key, status, doc = _plans(request).request(req, body.solver or s.settings.default_solver)
-    ledger = _ledger(s, body, req, cap)
+    ledger = _ledger(s, body, req, cap, principal(request).tenant)
     if cap is not None and doc is not None:
         doc = _with_cap(doc, cap)
     if doc is None:
@@ -150,11 +150,12 @@ def post_plan(body: PlanRequestIn, request: Request, response: Response):
     return {**doc, "ledger": ledger}
 
 
-def _ledger(s, body: PlanRequestIn, req, cap) -> dict | None:  # noqa: ANN001
-    """The ledger ``create_ledger`` asks for, with the budget; capped by disjoint-private teachers' (ε, Δ)."""
+def _ledger(s, body: PlanRequestIn, req, cap, tenant: str) -> dict | None:  # noqa: ANN001
+    """The ledger ``create_ledger`` asks for (the tenant's), with the budget; capped by disjoint-private teachers'
+    (ε, Δ)."""
     if body.create_ledger is None:
         return None
-    return s.ledgers.create(body.create_ledger.name, req.budget_epsilon, req.budget_delta, cap=cap)
+    return s.ledgers.create(body.create_ledger.name, req.budget_epsilon, req.budget_delta, cap=cap, tenant=tenant)
 
 
 def _majority_free(request: Request, req: PlanRequest) -> dict[str, Any] | None:
