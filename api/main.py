@@ -22,7 +22,7 @@ from . import docs
 from .auth import BearerKeyMiddleware, KeyRing
 from .deps import Services
 from .errors import install as install_errors
-from .middleware import BodyBudget, BodyLimitMiddleware, install_log_redaction
+from .middleware import AllowMiddleware, BodyBudget, BodyLimitMiddleware, install_log_redaction
 from .routers import aggregate, health, ledgers, plans, tables, ui
 from .settings import Settings
 from .table_service import TableService
@@ -80,7 +80,8 @@ def create_app(settings: Settings | None = None, *, random_bytes: RandomBytes = 
     install_log_redaction()
     app.add_middleware(BodyLimitMiddleware, aggregate_limit=settings.max_body_bytes,
                        default_limit=settings.max_request_bytes)
-    app.add_middleware(BearerKeyMiddleware, keys=keys)  # outermost: 401 before all else
+    app.add_middleware(BearerKeyMiddleware, keys=keys)  # 401 before all else
+    app.add_middleware(AllowMiddleware, routes_of=app)  # OPTIONS needs no key (the routes are public)
     install_errors(app)
     docs.install(app)
     for module in (health, tables, ledgers, aggregate, ui, plans):

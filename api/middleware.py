@@ -162,3 +162,50 @@ def install_log_redaction(logger_name: str = "uvicorn.access") -> None:
     logger = logging.getLogger(logger_name)
     if not any(isinstance(f, RedactQueryFilter) for f in logger.filters):
         logger.addFilter(RedactQueryFilter())
+
+
+#: the methods whose routes :class:`AllowMiddleware` looks for
+METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE")
+
+
+class AllowMiddleware:
+    """``OPTIONS`` answers 204 with ``Allow`` (every method some route of the path takes, and OPTIONS; 404 for a
+    path no route takes), before the key is checked (the routes are public in ``/openapi.json``); a 405
+    names in ``Allow`` every method of the path, not only the first matching route's."""
+
+    def __init__(self, app: Callable[..., Awaitable[None]], *, routes_of: Any) -> None:
+        self.app = app
+        self.routes_of = routes_of  # the FastAPI application, whose router's routes are matched
+
+    def allowed(self, scope: Scope) -> list[str]:
+        from starlette.routing import Match
+
+        out = []
+        for method in METHODS:
+            probe = {**scope, "method": method}
+            if any(route.matches(probe)[0] == Match.FULL for route in self.routes_of.router.routes):
+                out.append(method)
+        return out
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        if scope["method"] == "OPTIONS":
+            methods = self.allowed(scope)
+            if not methods:
+                await _answer(send, 404, "Not Found")
+                return
+            await send({"type": "http.response.start", "status": 204,
+                        "headers": [(b"allow", ", ".join([*methods, "OPTIONS"]).encode())]})
+            await send({"type": "http.response.body", "body": b""})
+            return
+
+        async def send_allow(msg: Message) -> None:
+            if msg["type"] == "http.response.start" and msg["status"] == 405:
+                allow = ", ".join([*self.allowed(scope), "OPTIONS"]).encode()
+                msg = {**msg, "headers": [(k, v) for k, v in msg.get("headers", []) if k.lower() != b"allow"]
+                       + [(b"allow", allow)]}
+            await send(msg)
+
+        await self.app(scope, receive, send_allow)

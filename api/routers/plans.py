@@ -16,7 +16,17 @@ from darrm_opt.planning.plan import PlanRequest
 
 from ..deps import keyed, principal, services
 from ..plan_service import PlanService, plan_key
-from ..schemas import ID_PATTERN, ErrorOut, HTTPValidationErrorOut, LedgerOut, PlainText, TableOut, Teachers
+from ..schemas import (
+    ID_PATTERN,
+    MAX_K,
+    ErrorOut,
+    HTTPValidationErrorOut,
+    LedgerOut,
+    PlainText,
+    TableOut,
+    Teachers,
+    when,
+)
 
 router = APIRouter(prefix="/v1", tags=["plans"], dependencies=keyed)
 _LOCK = threading.Lock()
@@ -34,9 +44,14 @@ class PlanRequestIn(BaseModel):
     422 names them) and the per-answer (ε, δ) is planned; ``disjoint-private``: when the teachers' own
     (ε, Δ) is within the budget the plain majority is free (the answer says so, no table is searched)."""
 
-    model_config = ConfigDict(extra="forbid", strict=True)
+    model_config = ConfigDict(extra="forbid", strict=True, json_schema_extra={"allOf": [when(
+        "teachers", "disjoint-nonprivate",
+        {"properties": {"epsilon": {"type": "null"}, "teacher_delta": {"type": "null"}}},
+        {"required": ["epsilon", "teacher_delta"],
+         "properties": {"epsilon": {"type": "number"}, "teacher_delta": {"type": "number"}}},
+    )]})
 
-    K: int = Field(..., ge=1, description="number of teachers (odd)")
+    K: int = Field(..., ge=1, le=MAX_K, description="number of teachers (odd)")
     epsilon: float | None = Field(None, gt=0, allow_inf_nan=False,
                                   description="each teacher's epsilon (required unless disjoint-nonprivate)")
     teacher_delta: float | None = Field(None, ge=0, lt=1,
