@@ -205,10 +205,12 @@ class DebitWriter:
         self.db = db
         self.max_batch = max_batch
         self.profile_of = profile_of
-        self._queue: queue.Queue[Debit | None] = queue.Queue()
+        #: new debits; a list is a group of debits set aside for an exact composition, decided as one batch
+        self._queue: queue.Queue[Debit | list[Debit] | None] = queue.Queue()
         self._exact = ThreadPoolExecutor(exact_workers, thread_name_prefix="darrm-exact")
-        #: ledger id -> its debits set aside while a composition of that ledger is computed
-        self._warming: dict[str, list[Debit]] = {}
+        #: ledger id -> (the debits whose decision asked for the composition being computed, the debits of that
+        #: ledger that arrived meanwhile)
+        self._warming: dict[str, tuple[list[Debit], list[Debit]]] = {}
         self._warm_lock = threading.Lock()
         self._thread = threading.Thread(target=self._run, name="darrm-debit-writer", daemon=True)
         self._stopped = False
@@ -226,7 +228,7 @@ class DebitWriter:
         self._thread.join(timeout)
         self._exact.shutdown(wait=False, cancel_futures=True)
         with self._warm_lock:
-            waiting = [d for ds in self._warming.values() for d in ds]
+            waiting = [d for asked, late in self._warming.values() for d in asked + late]
             self._warming.clear()
         for d in waiting:
             if not d.future.done():
@@ -238,9 +240,17 @@ class DebitWriter:
             first = self._queue.get()
             if first is None:
                 return
-            batch = [first]
+            fresh: list[Debit] = []
+            groups: list[list[Debit]] = []
             stop = False
-            while len(batch) < self.max_batch:
+            item: Debit | list[Debit] | None = first
+            while True:
+                if isinstance(item, list):
+                    groups.append(item)
+                else:
+                    fresh.append(item)  # type: ignore[arg-type]
+                if len(fresh) >= self.max_batch:
+                    break
                 try:
                     item = self._queue.get_nowait()
                 except queue.Empty:
@@ -248,10 +258,11 @@ class DebitWriter:
                 if item is None:
                     stop = True
                     break
-                batch.append(item)
-            # a debit queued again after an exact composition is running already
-            live = [d for d in batch if d.future.running() or d.future.set_running_or_notify_cancel()]
-            live = self._wait_for_warm(live)
+            # a group set aside for a composition is decided alone, as it was when it asked (its composition
+            # is then in the cache); the new debits together
+            for group in groups:
+                self._process(self._wait_for_warm(group))
+            live = self._wait_for_warm([d for d in fresh if d.future.set_running_or_notify_cancel()])
             if live:
                 self._process(live)
             if stop:
@@ -269,7 +280,7 @@ class DebitWriter:
                 if waiting is None:
                     rest.append(d)
                 else:
-                    waiting.append(d)
+                    waiting[1].append(d)
             return rest
 
     def _process(self, batch: list[Debit]) -> None:
@@ -314,9 +325,9 @@ class DebitWriter:
         with self._warm_lock:
             waiting = self._warming.get(need.ledger_id)
             if waiting is not None:  # one computation per ledger at a time: wait for the running one
-                waiting.extend(keep)
+                waiting[1].extend(keep)
                 return
-            self._warming[need.ledger_id] = keep
+            self._warming[need.ledger_id] = (keep, [])
         try:
             self._exact.submit(self._warm_and_requeue, need)
         except RuntimeError as exc:  # the pool is shut down: the writer is stopping
@@ -329,14 +340,17 @@ class DebitWriter:
         self._release(need.ledger_id, error)
 
     def _release(self, ledger_id: str, error: BaseException | None) -> None:
-        """Queue the debits set aside for ``ledger_id`` again, or fail them with ``error``."""
+        """Queue the debits set aside for ``ledger_id`` again (those that asked for the composition as one
+        group, decided as they were; those that came meanwhile as the next), or fail them with ``error``."""
         with self._warm_lock:
-            debits = self._warming.pop(ledger_id, [])
-        for d in debits:
-            if error is not None:
+            asked, late = self._warming.pop(ledger_id, ([], []))
+        if error is not None:
+            for d in asked + late:
                 d.future.set_exception(error)
-            else:
-                self._queue.put(d)
+            return
+        for group in (asked, late):
+            if group:
+                self._queue.put(group)
 
     @staticmethod
     def _warm(need: NeedsExact) -> BaseException | None:
