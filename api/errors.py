@@ -6,6 +6,7 @@
 - :class:`~darrm_opt.errors.InvalidParameter` → 422 in the same shape, ``loc = ["body", parameter]``;
 - other :class:`~darrm_opt.errors.DarrmError` (solver unavailable or failed, certification failed) → 422
   with a message; a stored table that fails its re-check → 409;
+- a tenant over its quota of background solves → 429 with ``Retry-After``;
 - the database failing (SQLAlchemy's errors) → 503 ``{"detail": ...}`` with ``Retry-After`` (logged by
   type only; nothing was written that the answer does not report);
 - a client that disconnects before its body arrived → logged at INFO without a traceback (no one reads
@@ -26,7 +27,7 @@ from starlette.requests import ClientDisconnect
 
 from darrm_opt.errors import DarrmError, InvalidParameter
 
-from .table_service import TableNotServable
+from .table_service import SolveQuotaExceeded, TableNotServable
 
 log = logging.getLogger("darrm.api")
 
@@ -76,6 +77,10 @@ def install(app: FastAPI) -> None:
         return JSONResponse(status_code=422, content={"detail": [
             {"loc": ["body"], "msg": str(exc)[:1000], "type": type(exc).__name__}
         ]})
+
+    @app.exception_handler(SolveQuotaExceeded)
+    async def _quota(_request: Request, exc: SolveQuotaExceeded) -> JSONResponse:
+        return JSONResponse(status_code=429, headers={"Retry-After": "10"}, content={"detail": str(exc)})
 
     @app.exception_handler(SQLAlchemyError)
     async def _database(request: Request, exc: SQLAlchemyError) -> JSONResponse:

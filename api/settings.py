@@ -13,6 +13,10 @@
 ``DARRM_INLINE_MAX_MULTISETS``, ``DARRM_INLINE_TIMEOUT_S``: a table whose LP has at most this many corner
                          multisets is solved inline (200) if it finishes within the timeout, else 202 + job
 ``DARRM_MAX_MULTISETS``  larger problems are refused (422 naming K)
+``DARRM_SMALL_SOLVE_WORKERS``  threads solving the inline-sized problems (2), apart from the large ones
+                         (``DARRM_SOLVE_WORKERS``, 1), so a small table never waits behind a large solve
+``DARRM_SOLVE_QUOTA``    background solves one tenant may have running or queued per process (2); one more
+                         is answered 429 with Retry-After
 ``DARRM_MAX_ROWS``       vote rows per aggregate request
 ``DARRM_MAX_BODY_BYTES`` body limit of ``POST /v1/aggregate`` (16 MiB: 100 000 rows of K = 41 votes
                          take 8.4 MB); larger bodies get 413 before they are read
@@ -45,6 +49,8 @@ class Settings(BaseSettings):
     inline_timeout_s: float = Field(20.0, gt=0)
     max_multisets: int = Field(200_000_000, ge=1)  # K <= 45 with Δ > 0
     solve_workers: int = Field(1, ge=1)
+    small_solve_workers: int = Field(2, ge=1)
+    solve_quota: int = Field(2, ge=1)
     job_stale_s: float = Field(120.0, gt=0)
     # aggregation and the ledger
     max_rows: int = Field(100_000, ge=1)
