@@ -18,7 +18,9 @@ Exact compositions are never computed by the writer: a decision that needs one n
 and the composition is computed on a small pool of its own (``exact_workers`` threads, one computation per
 ledger at a time); the debits set aside, and any that arrive for that ledger meanwhile, are then queued again
 and decided with the cached composition. So a ledger near its budget, whose every debit asks for a new fine
-composition (0.4–4 s each), delays only its own debits, never another ledger's.
+composition (0.4–4 s each), delays only its own debits, never another ledger's. Fine compositions run on
+threads of their own at a lower CPU priority (Linux nice +10, :data:`FINE_NICE`), so on a busy machine they
+take the CPU that the requests and the coarse compositions of ledgers within their budgets leave.
 
 Only after the commit returns are the callers woken, and only accepted callers release answers. A crash
 before the commit releases nothing; a crash after it wastes the budget of answers never delivered, never
@@ -31,6 +33,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import queue
 import random
 import threading
@@ -62,6 +65,9 @@ from .db import Database
 from .schema import DEFAULT_TENANT, Ledger, LedgerUsage, SpendRecord, aware, utcnow
 
 log = logging.getLogger("darrm.ledger")
+
+#: niceness added to the threads computing fine compositions (those of ledgers near their budgets)
+FINE_NICE = 10
 
 RETRIES = 5
 #: a debit set aside this many times for exact compositions of its ledger fails (never reached in practice:
@@ -196,6 +202,16 @@ class LedgerStore:
         return ledger_view(row, usage)
 
 
+def _lower_priority() -> None:
+    """Raise this thread's niceness by FINE_NICE (Linux schedules threads by their own nice value; elsewhere,
+    or when refused, the thread keeps its priority)."""
+    try:
+        tid = threading.get_native_id()
+        os.setpriority(os.PRIO_PROCESS, tid, os.getpriority(os.PRIO_PROCESS, tid) + FINE_NICE)
+    except (AttributeError, OSError):
+        pass
+
+
 class DebitWriter:
     """The process's single writer of debits (see the module docstring); ``exact_workers``: threads that
     compute exact compositions for it."""
@@ -208,6 +224,8 @@ class DebitWriter:
         #: new debits; a list is a group of debits set aside for an exact composition, decided as one batch
         self._queue: queue.Queue[Debit | list[Debit] | None] = queue.Queue()
         self._exact = ThreadPoolExecutor(exact_workers, thread_name_prefix="darrm-exact")
+        self._exact_fine = ThreadPoolExecutor(exact_workers, thread_name_prefix="darrm-exact-fine",
+                                              initializer=_lower_priority)
         #: ledger id -> (the debits whose decision asked for the composition being computed, the debits of that
         #: ledger that arrived meanwhile)
         self._warming: dict[str, tuple[list[Debit], list[Debit]]] = {}
@@ -227,6 +245,7 @@ class DebitWriter:
         self._queue.put(None)
         self._thread.join(timeout)
         self._exact.shutdown(wait=False, cancel_futures=True)
+        self._exact_fine.shutdown(wait=False, cancel_futures=True)
         with self._warm_lock:
             waiting = [d for asked, late in self._warming.values() for d in asked + late]
             self._warming.clear()
@@ -329,7 +348,7 @@ class DebitWriter:
                 return
             self._warming[need.ledger_id] = (keep, [])
         try:
-            self._exact.submit(self._warm_and_requeue, need)
+            (self._exact if need.coarse else self._exact_fine).submit(self._warm_and_requeue, need)
         except RuntimeError as exc:  # the pool is shut down: the writer is stopping
             self._release(need.ledger_id, exc)
 
