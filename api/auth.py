@@ -1,47 +1,93 @@
-"""Bearer-key authentication for every ``/v1`` path, checked before the request is read.
+"""Bearer-key authentication for every ``/v1`` path, checked before the request is read; the key's tenant.
 
 An ASGI middleware rather than a FastAPI dependency: dependencies run after the body has been parsed, so a
 request without a valid key could otherwise learn from a 422 or 404 what it sent wrong. Here it gets 401
-and nothing else. Keys are compared by SHA-256 digest with ``hmac.compare_digest`` against every
-configured key (no early exit). With no keys configured every keyed endpoint refuses.
+and nothing else. A valid key's :class:`darrm_opt.ledger.keys.Principal` (tenant, admin scope) is put in
+the request's scope (``darrm.principal``), where :func:`darrm_opt.api.deps.principal` reads it.
+
+The keys (:class:`KeyRing`): those of ``DARRM_API_KEYS`` / ``DARRM_ADMIN_KEYS`` and the unrevoked ones of
+the database's ``api_keys`` table, which a thread rereads every ``DARRM_KEY_REFRESH_S`` seconds (keys are
+added and revoked without a restart; see docs/tenancy.md). A presented key is hashed (SHA-256) and looked
+up by its digest; only digests are held. With no key configured anywhere every keyed endpoint refuses.
 """
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import json
+import logging
+import threading
 
 from fastapi.security import HTTPBearer
 
+from darrm_opt.ledger.db import Database
+from darrm_opt.ledger.keys import Principal, digest, load_keys
+
 PROTECTED_PREFIX = "/v1/"
+#: the scope key holding the request's principal
+PRINCIPAL = "darrm.principal"
+
+log = logging.getLogger("darrm.api.auth")
 
 #: documents the scheme in OpenAPI; enforcement is the middleware's
-bearer_scheme = HTTPBearer(auto_error=False, description="an API key from DARRM_API_KEYS")
+bearer_scheme = HTTPBearer(auto_error=False, description="an API key (DARRM_API_KEYS or `darrm-opt keys add`)")
 
 _BODY = json.dumps({"detail": "missing or invalid API key"}).encode()
 
 
-def _digest(key: bytes) -> bytes:
-    return hashlib.sha256(key).digest()
+class KeyRing:
+    """The keys a process accepts: fixed environment keys and the database's, reread periodically."""
+
+    def __init__(self, env: dict[str, Principal]) -> None:
+        self._env = dict(env)
+        self._stored: dict[str, Principal] = {}
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def lookup(self, key: bytes) -> Principal | None:
+        d = digest(key)
+        return self._stored.get(d) or self._env.get(d)
+
+    def __len__(self) -> int:
+        return len(self._env) + len(self._stored)
+
+    def refresh(self, db: Database) -> None:
+        """Reread the database's keys (a failure keeps the keys read before and is logged)."""
+        self._stored = load_keys(db)
+
+    def start(self, db: Database, interval_s: float) -> None:
+        """Read the database's keys now (errors propagate: the service cannot start without its database),
+        then every ``interval_s`` seconds on a thread until :meth:`stop`."""
+        self.refresh(db)
+
+        def run() -> None:
+            while not self._stop.wait(interval_s):
+                try:
+                    self.refresh(db)
+                except Exception as exc:  # noqa: BLE001 - keep the last keys; the database may come back
+                    log.warning("could not reread the API keys: %s", type(exc).__name__)
+
+        self._thread = threading.Thread(target=run, name="darrm-keys", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(5)
 
 
 class BearerKeyMiddleware:
-    def __init__(self, app, keys: list[str]) -> None:  # noqa: ANN001
+    def __init__(self, app, keys: KeyRing) -> None:  # noqa: ANN001
         self.app = app
-        self._digests = [_digest(k.encode()) for k in keys]
+        self.keys = keys
 
-    def _valid(self, header: bytes | None) -> bool:
-        if not header or not self._digests:
-            return False
+    def _principal(self, header: bytes | None) -> Principal | None:
+        if not header:
+            return None
         scheme, _, token = header.partition(b" ")
-        if scheme.lower() != b"bearer" or not token.strip():
-            return False
-        got = _digest(token.strip())
-        ok = False
-        for d in self._digests:
-            ok |= hmac.compare_digest(got, d)
-        return ok
+        token = token.strip()
+        if scheme.lower() != b"bearer" or not token:
+            return None
+        return self.keys.lookup(token)
 
     async def __call__(self, scope, receive, send) -> None:  # noqa: ANN001
         if scope["type"] == "http" and (scope["path"] + "/").startswith(PROTECTED_PREFIX):
@@ -50,7 +96,8 @@ class BearerKeyMiddleware:
                 if name == b"authorization":
                     header = value
                     break
-            if not self._valid(header):
+            who = self._principal(header)
+            if who is None:
                 await send({
                     "type": "http.response.start",
                     "status": 401,
@@ -62,4 +109,5 @@ class BearerKeyMiddleware:
                 })
                 await send({"type": "http.response.body", "body": _BODY})
                 return
+            scope[PRINCIPAL] = who
         await self.app(scope, receive, send)

@@ -1,4 +1,4 @@
-"""The per-process services the routers use (created in the app's lifespan)."""
+"""The per-process services the routers use (created in the app's lifespan), and the request's tenant."""
 
 from __future__ import annotations
 
@@ -8,9 +8,11 @@ from typing import Annotated
 from fastapi import Depends, Request, Security
 
 from darrm_opt.ledger.db import Database
+from darrm_opt.ledger.keys import Principal
 from darrm_opt.ledger.store import DebitWriter, LedgerStore
 
-from .auth import bearer_scheme
+from .auth import PRINCIPAL, bearer_scheme
+from .middleware import BodyBudget
 from .settings import Settings
 from .table_service import TableService
 
@@ -22,14 +24,27 @@ class Services:
     tables: TableService
     ledgers: LedgerStore
     writer: DebitWriter
+    bodies: BodyBudget
 
 
 def services(request: Request) -> Services:
     return request.app.state.services
 
 
+def principal(request: Request) -> Principal:
+    """The tenant (and scope) of the request's key, set by :class:`darrm_opt.api.auth.BearerKeyMiddleware`."""
+    return request.scope[PRINCIPAL]
+
+
+def readable(who: Principal) -> str | None:
+    """The tenant whose ledgers ``who`` may read: its own, or every tenant's (None) with admin scope."""
+    return None if who.admin else who.tenant
+
+
 #: the process's services, as a route dependency
 ServicesDep = Annotated[Services, Depends(services)]
+#: the request's principal, as a route dependency
+PrincipalDep = Annotated[Principal, Depends(principal)]
 
 
 #: declares the bearer scheme on keyed routes in OpenAPI (the key itself is checked by the middleware)

@@ -6,6 +6,11 @@
 - :class:`~darrm_opt.errors.InvalidParameter` → 422 in the same shape, ``loc = ["body", parameter]``;
 - other :class:`~darrm_opt.errors.DarrmError` (solver unavailable or failed, certification failed) → 422
   with a message; a stored table that fails its re-check → 409;
+- a tenant over its quota of background solves → 429 with ``Retry-After``;
+- the database failing (SQLAlchemy's errors) → 503 ``{"detail": ...}`` with ``Retry-After`` (logged by
+  type only; nothing was written that the answer does not report);
+- a client that disconnects before its body arrived → logged at INFO without a traceback (no one reads
+  the answer);
 - anything else is a bug: logged (with its traceback, never the request body) and answered 500.
 """
 
@@ -15,12 +20,14 @@ import logging
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
+from sqlalchemy.exc import SQLAlchemyError
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import ClientDisconnect
 
 from darrm_opt.errors import DarrmError, InvalidParameter
 
-from .table_service import TableNotServable
+from .table_service import SolveQuotaExceeded, TableNotServable
 
 log = logging.getLogger("darrm.api")
 
@@ -70,6 +77,21 @@ def install(app: FastAPI) -> None:
         return JSONResponse(status_code=422, content={"detail": [
             {"loc": ["body"], "msg": str(exc)[:1000], "type": type(exc).__name__}
         ]})
+
+    @app.exception_handler(SolveQuotaExceeded)
+    async def _quota(_request: Request, exc: SolveQuotaExceeded) -> JSONResponse:
+        return JSONResponse(status_code=429, headers={"Retry-After": "10"}, content={"detail": str(exc)})
+
+    @app.exception_handler(SQLAlchemyError)
+    async def _database(request: Request, exc: SQLAlchemyError) -> JSONResponse:
+        log.error("database error on %s %s: %s", request.method, request.url.path, type(exc).__name__)
+        return JSONResponse(status_code=503, headers={"Retry-After": "1"},
+                            content={"detail": "the database is unavailable; try again"})
+
+    @app.exception_handler(ClientDisconnect)
+    async def _gone(request: Request, _exc: ClientDisconnect) -> Response:
+        log.info("client disconnected before its request body arrived (%s %s)", request.method, request.url.path)
+        return Response(status_code=400)
 
     @app.exception_handler(Exception)
     async def _bug(request: Request, exc: Exception) -> JSONResponse:

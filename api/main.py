@@ -14,14 +14,15 @@ from fastapi import FastAPI
 from fastapi.concurrency import run_in_threadpool
 
 from darrm_opt.ledger.db import Database, migrate
+from darrm_opt.ledger.keys import env_principals
 from darrm_opt.ledger.store import DebitWriter, LedgerStore
 from darrm_opt.mechanisms.samplers import RandomBytes, system_random
 
 from . import docs
-from .auth import BearerKeyMiddleware
+from .auth import BearerKeyMiddleware, KeyRing
 from .deps import Services
 from .errors import install as install_errors
-from .middleware import BodyLimitMiddleware, install_log_redaction
+from .middleware import AllowMiddleware, BodyBudget, BodyLimitMiddleware, install_log_redaction
 from .routers import aggregate, dd_ledgers, health, ledgers, plans, tables, ui
 from .settings import Settings
 from .table_service import TableService
@@ -30,33 +31,40 @@ log = logging.getLogger("darrm.api")
 
 DESCRIPTION = """Certified DaRRM γ tables, private majority answers and an exact privacy ledger.
 
-Every `/v1` endpoint needs `Authorization: Bearer <key>` with a key from `DARRM_API_KEYS`."""
+Every `/v1` endpoint needs `Authorization: Bearer <key>`. Every key belongs to a tenant: ledgers, their spend
+history and idempotency records are the tenant's own (another tenant's ids answer 404); keys of admin scope
+also read every tenant's ledgers."""
 
 
 def create_app(settings: Settings | None = None, *, random_bytes: RandomBytes = system_random) -> FastAPI:
     """The application. ``random_bytes`` is the coin source (the OS CSPRNG; tests may inject one)."""
     settings = settings if settings is not None else Settings()
+    keys = KeyRing({**env_principals(list(settings.api_keys)), **env_principals(list(settings.admin_keys), admin=True)})
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
         db = Database(settings.database_url, sqlite_synchronous=settings.sqlite_synchronous)
         if settings.migrate_on_start:
             await run_in_threadpool(migrate, db)
-        if not settings.api_keys:
-            log.warning("no API keys configured (DARRM_API_KEYS): every /v1 endpoint will answer 401")
+        await run_in_threadpool(keys.start, db, settings.key_refresh_s)
+        if not len(keys):
+            log.warning("no API keys configured (DARRM_API_KEYS, darrm-opt keys add): every /v1 endpoint will "
+                        "answer 401 until one is added")
         tables_svc = TableService(db, settings, random_bytes)
         svc = Services(
             settings=settings,
             db=db,
             tables=tables_svc,
             ledgers=LedgerStore(db),
-            writer=DebitWriter(db, settings.debit_batch, tables_svc.profile_of),
+            writer=DebitWriter(db, settings.debit_batch, tables_svc.profile_of, settings.exact_workers),
+            bodies=BodyBudget(settings.max_body_memory),
         )
         app.state.services = svc
         log.info("darrm-opt service ready on %s", db.description)
         try:
             yield
         finally:
+            keys.stop()
             svc.writer.stop()
             svc.tables.close()
             db.dispose()
@@ -72,7 +80,8 @@ def create_app(settings: Settings | None = None, *, random_bytes: RandomBytes = 
     install_log_redaction()
     app.add_middleware(BodyLimitMiddleware, aggregate_limit=settings.max_body_bytes,
                        default_limit=settings.max_request_bytes)
-    app.add_middleware(BearerKeyMiddleware, keys=list(settings.api_keys))  # outermost: 401 before all else
+    app.add_middleware(BearerKeyMiddleware, keys=keys)  # 401 before all else
+    app.add_middleware(AllowMiddleware, routes_of=app)  # OPTIONS needs no key (the routes are public)
     install_errors(app)
     docs.install(app)
     for module in (health, tables, ledgers, aggregate, ui, plans, dd_ledgers):

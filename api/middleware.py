@@ -12,6 +12,12 @@ the client sees "connection reset" instead. So the declared body is read and dis
 DRAIN_BYTES; it is never stored), then the 413 is sent and the connection closed; a client that asked
 ``Expect: 100-continue`` has sent no body yet and gets the 413 at once.
 
+Bodies are never buffered from a header: :func:`read_body` reads a body as its chunks arrive (the server
+holds at most one flow-control window of unread bytes per connection), the limit above is enforced on the
+bytes received, and :class:`BodyBudget` bounds the bytes of bodies one process holds at once (a body that
+would pass it is refused with 503 and ``Retry-After``). So a connection costs what it sent, whatever its
+``Content-Length`` claims.
+
 :class:`RedactQueryFilter` rewrites uvicorn's access-log records so that the query string of a ``/v1``
 call is never written (a key or id sent as ``?api_key=...`` would otherwise land in the log verbatim).
 """
@@ -35,6 +41,44 @@ REDACTED = "[redacted]"
 #: an over-limit body declared up to this size is read and discarded before the 413 (see the module docstring);
 #: a larger one is answered at once, and a client still sending it may see the connection reset
 DRAIN_BYTES = 1 << 30
+
+
+class BodyBudget:
+    """The bytes of request bodies held at once by this process, at most ``limit`` (used on the event loop's
+    thread only, so without a lock)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.held = 0
+
+    def take(self, n: int) -> bool:
+        if self.held + n > self.limit:
+            return False
+        self.held += n
+        return True
+
+    def give(self, n: int) -> None:
+        self.held -= n
+
+
+class BodyBudgetExceeded(Exception):
+    """The process holds as many body bytes as ``DARRM_MAX_BODY_MEMORY`` allows: try again shortly."""
+
+
+async def read_body(receive_chunks: Any, budget: BodyBudget, taken: list[int]) -> bytearray:
+    """A body from its chunks (an async iterator, e.g. ``request.stream()``) into one buffer grown as bytes
+    arrive (never sized from ``Content-Length``); every byte is counted against ``budget`` first, and the
+    count added to ``taken[0]`` (the caller gives it back when done with the body, whatever happened).
+    Raises :class:`BodyBudgetExceeded` when the budget is spent."""
+    buf = bytearray()
+    async for chunk in receive_chunks:
+        if not chunk:
+            continue
+        if not budget.take(len(chunk)):
+            raise BodyBudgetExceeded
+        taken[0] += len(chunk)
+        buf += chunk
+    return buf
 
 
 def too_large_message(limit: int, setting: str) -> str:
@@ -118,3 +162,50 @@ def install_log_redaction(logger_name: str = "uvicorn.access") -> None:
     logger = logging.getLogger(logger_name)
     if not any(isinstance(f, RedactQueryFilter) for f in logger.filters):
         logger.addFilter(RedactQueryFilter())
+
+
+#: the methods whose routes :class:`AllowMiddleware` looks for
+METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE")
+
+
+class AllowMiddleware:
+    """``OPTIONS`` answers 204 with ``Allow`` (every method some route of the path takes, and OPTIONS; 404 for a
+    path no route takes), before the key is checked (the routes are public in ``/openapi.json``); a 405
+    names in ``Allow`` every method of the path, not only the first matching route's."""
+
+    def __init__(self, app: Callable[..., Awaitable[None]], *, routes_of: Any) -> None:
+        self.app = app
+        self.routes_of = routes_of  # the FastAPI application, whose router's routes are matched
+
+    def allowed(self, scope: Scope) -> list[str]:
+        from starlette.routing import Match
+
+        out = []
+        for method in METHODS:
+            probe = {**scope, "method": method}
+            if any(route.matches(probe)[0] == Match.FULL for route in self.routes_of.router.routes):
+                out.append(method)
+        return out
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        if scope["method"] == "OPTIONS":
+            methods = self.allowed(scope)
+            if not methods:
+                await _answer(send, 404, "Not Found")
+                return
+            await send({"type": "http.response.start", "status": 204,
+                        "headers": [(b"allow", ", ".join([*methods, "OPTIONS"]).encode())]})
+            await send({"type": "http.response.body", "body": b""})
+            return
+
+        async def send_allow(msg: Message) -> None:
+            if msg["type"] == "http.response.start" and msg["status"] == 405:
+                allow = ", ".join([*self.allowed(scope), "OPTIONS"]).encode()
+                msg = {**msg, "headers": [(k, v) for k, v in msg.get("headers", []) if k.lower() != b"allow"]
+                       + [(b"allow", allow)]}
+            await send(msg)
+
+        await self.app(scope, receive, send_allow)

@@ -46,14 +46,43 @@ class BudgetExceededOut(BaseModel):
 Teachers = Literal["shared", "disjoint-private", "disjoint-nonprivate"]
 
 
+#: the most teachers a request may name (the kinds' own limits and DARRM_MAX_MULTISETS refuse far fewer, with
+#: a message; this bound keeps numbers that no float holds out of the parameters)
+MAX_K = 1_000_000
+
+_NULL = {"type": "null"}
+
+
+def absent(*names: str) -> list[dict[str, Any]]:
+    """JSON Schema: none of ``names`` is given."""
+    return [{"not": {"required": [n]}} for n in names]
+
+
+def when(field: str, value: str, then: dict[str, Any], otherwise: dict[str, Any]) -> dict[str, Any]:
+    """JSON Schema: ``then`` when ``field`` is given as ``value``, else ``otherwise`` (a cross-field rule the
+    service enforces, stated so that a client generating requests from the schema meets it)."""
+    return {"if": {"required": [field], "properties": {field: {"const": value}}}, "then": then, "else": otherwise}
+
+
+#: TableRequest's rules (darrm_opt.model.neighbours.check_setting_options): disjoint-nonprivate takes
+#: target_epsilon and none of m, epsilon, teacher_delta; every other setting needs m, takes no target_epsilon
+#: and no classes (a multi-class table is for disjoint-nonprivate teachers only)
+TABLE_RULES: dict[str, Any] = {"allOf": [when(
+    "teachers", "disjoint-nonprivate",
+    {"required": ["target_epsilon"], "properties": {"m": _NULL, "target_epsilon": {"type": "number"}},
+     "allOf": absent("epsilon", "teacher_delta")},
+    {"required": ["m"], "properties": {"m": {"type": "number"}, "target_epsilon": _NULL, "classes": _NULL}},
+)]}
+
+
 class TableRequest(BaseModel):
     """Parameters of a DaRRM problem: K teachers, each (ε, Δ)-DP; the answer is (mε, δ)-DP. With ``classes``:
     a multi-class table (class-label votes) for teachers trained non-privately on disjoint shards, each answer
     (target_epsilon, delta)-DP (m, epsilon and teacher_delta do not apply)."""
 
-    model_config = ConfigDict(extra="forbid", strict=True)  # "1", true: not numbers
+    model_config = ConfigDict(extra="forbid", strict=True, json_schema_extra=TABLE_RULES)  # "1", true: not numbers
 
-    K: int = Field(..., ge=1, description="number of teachers (odd for a binary table, except "
+    K: int = Field(..., ge=1, le=MAX_K, description="number of teachers (odd for a binary table, except "
                                           "disjoint-nonprivate: a tie is a fair coin)")
     m: float | None = Field(None, ge=1, allow_inf_nan=False,
                             description="privacy allowance, 1 <= m <= K (required for a binary table)")
@@ -176,7 +205,12 @@ class JobOut(BaseModel):
 
 
 class LedgerRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True)  # "1", true: not numbers
+    model_config = ConfigDict(extra="forbid", strict=True, json_schema_extra={"allOf": [when(  # "1", true: not numbers
+        "teachers", "disjoint-private",
+        {"required": ["teacher_epsilon", "teacher_delta"],
+         "properties": {"teacher_epsilon": {"type": "number"}, "teacher_delta": {"type": "number"}}},
+        {"properties": {"teacher_epsilon": _NULL, "teacher_delta": _NULL}},
+    )]})
 
     name: PlainText = Field(..., min_length=1, max_length=200)
     epsilon_budget: float = Field(..., gt=0, allow_inf_nan=False)
@@ -216,6 +250,7 @@ class LedgerSpend(BaseModel):
 
     id: str
     name: str
+    tenant: str = Field(..., description="the tenant that owns the ledger (its keys alone spend from it)")
     epsilon_budget: float
     delta_budget: float
     answers: int

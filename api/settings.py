@@ -2,16 +2,29 @@
 
 ``DARRM_DATABASE_URL``   ``sqlite:///darrm.db`` (default: a SQLite file in the working directory, WAL mode)
                          or ``postgresql://user@host/db`` (rewritten to the psycopg 3 driver)
-``DARRM_API_KEYS``       comma-separated bearer keys; with none configured every keyed endpoint answers 401
+``DARRM_API_KEYS``       comma-separated bearer keys, each ``KEY`` (tenant ``default``) or ``TENANT:KEY``; keys
+                         made with ``darrm-opt keys add`` live in the database instead (docs/tenancy.md);
+                         with no key anywhere every keyed endpoint answers 401
+``DARRM_ADMIN_KEYS``     the same for operators' keys (admin scope: read every tenant's ledgers)
+``DARRM_KEY_REFRESH_S``  how often the database's keys are reread (2 s): a key added or revoked with
+                         ``darrm-opt keys`` is honoured by running servers within this time
 ``DARRM_SQLITE_SYNCHRONOUS``  FULL (default: a debit survives power loss) or EXTRA; NORMAL survives a
                          process crash only
 ``DARRM_INLINE_MAX_MULTISETS``, ``DARRM_INLINE_TIMEOUT_S``: a table whose LP has at most this many corner
                          multisets is solved inline (200) if it finishes within the timeout, else 202 + job
 ``DARRM_MAX_MULTISETS``  larger problems are refused (422 naming K)
+``DARRM_SMALL_SOLVE_WORKERS``  threads solving the inline-sized problems (2), apart from the large ones
+                         (``DARRM_SOLVE_WORKERS``, 1), so a small table never waits behind a large solve
+``DARRM_SOLVE_QUOTA``    background solves one tenant may have running or queued per process (2); one more
+                         is answered 429 with Retry-After
 ``DARRM_MAX_ROWS``       vote rows per aggregate request
 ``DARRM_MAX_BODY_BYTES`` body limit of ``POST /v1/aggregate`` (16 MiB: 100 000 rows of K = 41 votes
                          take 8.4 MB); larger bodies get 413 before they are read
 ``DARRM_MAX_REQUEST_BYTES``  body limit of every other endpoint (64 KiB)
+``DARRM_MAX_BODY_MEMORY``  bytes of ``POST /v1/aggregate`` bodies one process holds at once (256 MiB): a
+                         body arriving past it is answered 503 (Retry-After); bodies are read as they
+                         arrive, so a connection holds what it sent, whatever its Content-Length says
+``DARRM_EXACT_WORKERS``  threads computing exact compositions for the debit writer (2), off its thread
 """
 
 from __future__ import annotations
@@ -27,6 +40,8 @@ class Settings(BaseSettings):
 
     database_url: str = "sqlite:///darrm.db"
     api_keys: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    admin_keys: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    key_refresh_s: float = Field(2.0, gt=0)
     sqlite_synchronous: Literal["FULL", "EXTRA", "NORMAL"] = "FULL"
     # tables
     default_solver: str = "highs"
@@ -34,16 +49,20 @@ class Settings(BaseSettings):
     inline_timeout_s: float = Field(20.0, gt=0)
     max_multisets: int = Field(200_000_000, ge=1)  # K <= 45 with Δ > 0
     solve_workers: int = Field(1, ge=1)
+    small_solve_workers: int = Field(2, ge=1)
+    solve_quota: int = Field(2, ge=1)
     job_stale_s: float = Field(120.0, gt=0)
     # aggregation and the ledger
     max_rows: int = Field(100_000, ge=1)
     max_body_bytes: int = Field(16 * 1024 * 1024, ge=1024)
     max_request_bytes: int = Field(64 * 1024, ge=1024)
+    max_body_memory: int = Field(256 * 1024 * 1024, ge=1024)
+    exact_workers: int = Field(2, ge=1)
     debit_batch: int = Field(512, ge=1)
     debit_timeout_s: float = Field(60.0, gt=0)
     migrate_on_start: bool = True
 
-    @field_validator("api_keys", mode="before")
+    @field_validator("api_keys", "admin_keys", mode="before")
     @classmethod
     def _split_keys(cls, value: object) -> object:
         if isinstance(value, str):

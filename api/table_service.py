@@ -12,6 +12,11 @@ Solves run on a small thread pool. Identical concurrent requests share one solve
 a map of in-flight futures, across processes through the ``solve_jobs`` row (job id = params key) that one
 process claims; a claim whose owner has not reported progress for ``job_stale_s`` is taken over.
 
+Two pools: problems solved inline (below) on ``small_solve_workers`` threads of their own, so a small table
+never waits behind a large solve; the others on ``solve_workers`` threads, where each tenant may have at
+most ``solve_quota`` solves started in this process running or queued (another one is refused with 429
+until one finishes; joining a solve already under way is always allowed).
+
 200 or 202: a problem with at most ``inline_max_multisets`` corner multisets (K ≤ 25 with Δ > 0, K ≤ 101
 pure) is solved while the request waits, up to ``inline_timeout_s``; anything larger, or slower, answers
 202 with the job id and keeps solving; ``GET /v1/jobs/{id}`` reports progress and then the table.
@@ -154,6 +159,14 @@ def jsonable(info: dict) -> dict:
     return out
 
 
+class SolveQuotaExceeded(Exception):
+    """A tenant has as many background solves running or queued in this process as ``solve_quota``."""
+
+    def __init__(self, tenant: str, quota: int) -> None:
+        super().__init__(f"tenant {tenant!r} has {quota} background solve(s) under way (DARRM_SOLVE_QUOTA); "
+                         "poll them (GET /v1/jobs/{id}) and try again when one is done")
+
+
 class TableService:
     def __init__(self, db: Database, settings: Settings, random_bytes: RandomBytes = system_random) -> None:
         self.db = db
@@ -166,11 +179,14 @@ class TableService:
         self._progress: dict[str, dict] = {}
         self._solver_errors: dict[str, str | None] = {}
         self._executor = ThreadPoolExecutor(settings.solve_workers, thread_name_prefix="darrm-solve")
+        self._small = ThreadPoolExecutor(settings.small_solve_workers, thread_name_prefix="darrm-solve-small")
+        self._by_tenant: dict[str, set[str]] = {}  # tenant -> keys of the background solves it started here
         self.rows = TableRepository(db)
         self.jobs = JobCoordinator(db, settings.job_stale_s)
 
     def close(self) -> None:
         self._executor.shutdown(wait=False, cancel_futures=True)
+        self._small.shutdown(wait=False, cancel_futures=True)
 
     # --- reading ---------------------------------------------------------------------------------------
     def _served(self, row: Any) -> ServedTable:  # a GammaTable row (Core select)
@@ -259,16 +275,16 @@ class TableService:
             )
         return size <= self.settings.inline_max_multisets
 
-    def request(self, params: Any, solver: str, teachers: str = "shared") -> Outcome:
+    def request(self, params: Any, solver: str, teachers: str = "shared", tenant: str | None = None) -> Outcome:
         """A certified table for ``params`` in the setting ``teachers``: cached, solved now, or a pending job
-        (see the module doc)."""
+        (see the module doc); ``tenant``: whose quota of background solves a new one counts against."""
         self.check_solver(solver)
         key = params_key(params, teachers)
         cached = self.solved(key)
         if cached is not None:
             return Outcome("hit", key, cached)
         inline = self._inline(params)
-        future, role = self._flight(key, params, solver, teachers)
+        future, role = self._flight(key, params, solver, teachers, inline, tenant)
         if inline:
             deadline = time.monotonic() + self.settings.inline_timeout_s
             if future is not None:
@@ -302,11 +318,15 @@ class TableService:
         if error is not None:
             raise InvalidParameter("solver", error)
 
-    def _flight(self, key: str, params: Any, solver: str, teachers: str) -> tuple[Future | None, str]:
+    def _flight(self, key: str, params: Any, solver: str, teachers: str, inline: bool = True,
+                tenant: str | None = None) -> tuple[Future | None, str]:
         with self._lock:
             running = self._flights.get(key)
             if running is not None:
                 return running, "shared"
+            mine = None if inline or tenant is None else self._by_tenant.setdefault(tenant, set())
+            if mine is not None and len(mine) >= self.settings.solve_quota:
+                raise SolveQuotaExceeded(tenant or "", self.settings.solve_quota)
             claim = self.jobs.claim(key, {**params.canonical(), "teachers": teachers}, solver)
             if claim == "foreign":
                 return None, "foreign"
@@ -316,14 +336,18 @@ class TableService:
                 if table is not None:
                     done.set_result(table)
                     return done, "hit"
-            future = self._executor.submit(self._solve, key, params, solver, teachers)
+            future = (self._small if inline else self._executor).submit(self._solve, key, params, solver, teachers)
             self._flights[key] = future
+            if mine is not None:
+                mine.add(key)
         future.add_done_callback(lambda _f: self._land(key))
         return future, "miss"
 
     def _land(self, key: str) -> None:
         with self._lock:
             self._flights.pop(key, None)
+            for keys in self._by_tenant.values():
+                keys.discard(key)
 
     def _solve(self, key: str, params: Any, solver: str, teachers: str) -> ServedTable:
         self._progress[key] = {"stage": "starting"}

@@ -1,4 +1,9 @@
-"""Private majority answers, paid from a ledger before they leave (see :mod:`darrm_opt.ledger.store`)."""
+"""Private majority answers, paid from a ledger before they leave (see :mod:`darrm_opt.ledger.store`).
+
+Only a ledger of the key's tenant pays (an admin key's too): another tenant's ledger id answers 404 as an
+unknown one, and its idempotency records are never replayed (the tenant is checked in the debit's own
+transaction, :func:`darrm_opt.ledger.core.decide`). The body is read as it arrives, within the process's
+budget of body bytes (:class:`darrm_opt.api.middleware.BodyBudget`)."""
 
 from __future__ import annotations
 
@@ -11,12 +16,14 @@ from fastapi import APIRouter, Request, Response
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 from pydantic import ValidationError
+from starlette.requests import ClientDisconnect
 
 from darrm_opt.ledger.core import Debit, request_digest
 
 from .. import votes as votes_io
-from ..deps import services
+from ..deps import principal, services
 from ..errors import invalid, validation_detail
+from ..middleware import BodyBudgetExceeded, read_body
 from ..schemas import AggregateOut, BudgetExceededOut, ErrorOut, HTTPValidationErrorOut
 
 log = logging.getLogger("darrm.api.aggregate")
@@ -32,22 +39,6 @@ def _request_schema() -> dict:
     schema = votes_io.AggregateRequest.model_json_schema(ref_template="#/components/schemas/{model}")
     schema.pop("$defs", None)
     return schema
-
-
-async def _read_body(request: Request) -> bytearray:
-    """The body into one buffer, preallocated from Content-Length (not a list of chunks joined at the end,
-    which holds the body twice). :class:`darrm_opt.api.middleware.BodyLimitMiddleware` has bounded its size."""
-    declared = request.headers.get("content-length")
-    buf = bytearray(int(declared)) if declared is not None and declared.isdigit() else bytearray()
-    n = 0
-    async for chunk in request.stream():
-        if n + len(chunk) <= len(buf):
-            buf[n : n + len(chunk)] = chunk
-        else:
-            buf[n:] = chunk
-        n += len(chunk)
-    del buf[n:]
-    return buf
 
 
 @router.post(
@@ -67,7 +58,8 @@ async def _read_body(request: Request) -> bytearray:
         422: {"model": HTTPValidationErrorOut,
               "description": "invalid body (the field is named), or the idempotency_key was already used "
                              "for a different request (nothing spent, nothing released)"},
-        503: {"model": ErrorOut, "description": "the ledger database is unavailable; nothing was released"},
+        503: {"model": ErrorOut, "description": "the ledger database is unavailable, or the server holds as many "
+                                               "request bodies as it may (Retry-After); nothing was released"},
     },
 )
 async def aggregate(request: Request) -> Response:
@@ -78,7 +70,21 @@ async def aggregate(request: Request) -> Response:
     committed. A repeated ``idempotency_key`` (per ledger) with the same table and votes returns the stored
     answers and spends nothing; with a different request it is a 422 naming ``idempotency_key``."""
     s = services(request)
-    body = await _read_body(request)
+    taken = [0]
+    try:
+        return await _aggregate(request, s, taken)
+    except BodyBudgetExceeded:
+        return JSONResponse(status_code=503, headers={"Retry-After": "1", "Connection": "close"}, content={
+            "detail": "the server is reading as many request bodies as it may (DARRM_MAX_BODY_MEMORY); try again"})
+    except ClientDisconnect:  # the client left mid-body: nobody reads an answer, nothing was spent
+        log.info("client disconnected before its body arrived")
+        return Response(status_code=400)
+    finally:
+        s.bodies.give(taken[0])
+
+
+async def _aggregate(request: Request, s, taken: list[int]) -> Response:  # noqa: ANN001
+    body = await read_body(request.stream(), s.bodies, taken)
     try:
         if len(body) > votes_io.SMALL_BODY:  # numpy path: off the event loop
             table_id, ledger_id, key, votes = await run_in_threadpool(votes_io.parse, body, s.settings.max_rows)
@@ -89,6 +95,8 @@ async def aggregate(request: Request) -> Response:
     except votes_io.InvalidBody as exc:
         return JSONResponse(status_code=422, content={"detail": exc.detail})
     del body
+    s.bodies.give(taken[0])  # parsed: the body's bytes are gone
+    taken[0] = 0
 
     table = s.tables.cached(table_id) or await run_in_threadpool(s.tables.get, table_id)
     if table is None:
@@ -109,7 +117,8 @@ async def aggregate(request: Request) -> Response:
         digest = (await run_in_threadpool(request_digest, table.id, ledger_id, votes) if n_rows > THREAD_ROWS
                   else request_digest(table.id, ledger_id, votes))
     del votes
-    debit = Debit.of(ledger_id, table, len(answers), answers=answers, idempotency_key=key, request_digest=digest)
+    debit = Debit.of(ledger_id, table, len(answers), answers=answers, idempotency_key=key, request_digest=digest,
+                     tenant=principal(request).tenant)
     try:
         future = s.writer.submit(debit)
         result = await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(future)), s.settings.debit_timeout_s)

@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from darrm_opt.errors import BudgetExceeded
 from darrm_opt.ledger.dd_store import DataDependentStore
 
-from ..deps import ServicesDep, keyed
+from ..deps import PrincipalDep, ServicesDep, keyed, readable
 from ..schemas import ID_PATTERN, ErrorOut, HTTPValidationErrorOut, PlainText
 
 router = APIRouter(prefix="/v1", tags=["data-dependent ledgers"], dependencies=keyed)
@@ -65,6 +65,7 @@ class RecordRequest(BaseModel):
 class DataDependentLedgerOut(BaseModel):
     id: str
     name: str
+    tenant: str = Field(..., description="the tenant whose ledger it is (another tenant gets 404)")
     mode: str
     policy: dict[str, Any]
     queries: int
@@ -93,15 +94,15 @@ def _missing(ledger_id: str) -> JSONResponse:
 
 @router.post("/data-dependent-ledgers", response_model=DataDependentLedgerOut, status_code=201,
              summary="Open a data-dependent ledger (one job; publishes a sanitised ε)", responses=_COMMON)
-async def post_dd_ledger(body: DataDependentLedgerRequest, s: ServicesDep):
+async def post_dd_ledger(body: DataDependentLedgerRequest, s: ServicesDep, who: PrincipalDep):
     policy = body.policy.model_dump()
-    return await run_in_threadpool(DataDependentStore(s.db).create, body.name, policy)
+    return await run_in_threadpool(DataDependentStore(s.db).create, body.name, policy, who.tenant)
 
 
 @router.get("/data-dependent-ledgers/{ledger_id}", response_model=DataDependentLedgerOut,
             summary="A data-dependent ledger's public view (never its unsanitised account)", responses=_FOUND)
-async def get_dd_ledger(s: ServicesDep, ledger_id: str = Path(..., pattern=ID_PATTERN)):
-    view = await run_in_threadpool(DataDependentStore(s.db).get, ledger_id)
+async def get_dd_ledger(s: ServicesDep, who: PrincipalDep, ledger_id: str = Path(..., pattern=ID_PATTERN)):
+    view = await run_in_threadpool(DataDependentStore(s.db).get, ledger_id, readable(who))
     return _missing(ledger_id) if view is None else view
 
 
@@ -109,9 +110,11 @@ async def get_dd_ledger(s: ServicesDep, ledger_id: str = Path(..., pattern=ID_PA
              summary="Account the job's next queries", responses={
                  409: {"model": ErrorOut, "description": "over the quota, or the ledger is sealed (nothing "
                                                          "recorded)"}, **_FOUND})
-async def record_dd(body: RecordRequest, s: ServicesDep, ledger_id: str = Path(..., pattern=ID_PATTERN)):
+async def record_dd(body: RecordRequest, s: ServicesDep, who: PrincipalDep,
+                    ledger_id: str = Path(..., pattern=ID_PATTERN)):
     try:
-        view = await run_in_threadpool(DataDependentStore(s.db).record, ledger_id, body.votes, body.answered)
+        view = await run_in_threadpool(DataDependentStore(s.db).record, ledger_id, body.votes, body.answered,
+                                       who.tenant)
     except BudgetExceeded as exc:
         return JSONResponse(status_code=409, content={"detail": str(exc)})
     return _missing(ledger_id) if view is None else view
@@ -119,6 +122,6 @@ async def record_dd(body: RecordRequest, s: ServicesDep, ledger_id: str = Path(.
 
 @router.post("/data-dependent-ledgers/{ledger_id}/publish", response_model=DataDependentLedgerOut,
              summary="Publish the sanitised ε (once; the ledger is sealed after)", responses=_FOUND)
-async def publish_dd(s: ServicesDep, ledger_id: str = Path(..., pattern=ID_PATTERN)):
-    view = await run_in_threadpool(DataDependentStore(s.db).publish, ledger_id, s.tables.random_bytes)
+async def publish_dd(s: ServicesDep, who: PrincipalDep, ledger_id: str = Path(..., pattern=ID_PATTERN)):
+    view = await run_in_threadpool(DataDependentStore(s.db).publish, ledger_id, s.tables.random_bytes, who.tenant)
     return _missing(ledger_id) if view is None else view

@@ -15,10 +15,11 @@ from darrm_opt.planning.job import Job
 from darrm_opt.planning.pate_plan import majority_free
 from darrm_opt.planning.plan import PlanRequest
 
-from ..deps import keyed, services
+from ..deps import keyed, principal, services
 from ..plan_service import PlanService, plan_key
 from ..schemas import (
     ID_PATTERN,
+    MAX_K,
     AnyTableOut,
     ErrorOut,
     HTTPValidationErrorOut,
@@ -26,6 +27,7 @@ from ..schemas import (
     PlainText,
     TableOut,
     Teachers,
+    when,
 )
 
 router = APIRouter(prefix="/v1", tags=["plans"], dependencies=keyed)
@@ -44,9 +46,14 @@ class PlanRequestIn(BaseModel):
     422 names them) and the per-answer (ε, δ) is planned; ``disjoint-private``: when the teachers' own
     (ε, Δ) is within the budget the plain majority is free (the answer says so, no table is searched)."""
 
-    model_config = ConfigDict(extra="forbid", strict=True)
+    model_config = ConfigDict(extra="forbid", strict=True, json_schema_extra={"allOf": [when(
+        "teachers", "disjoint-nonprivate",
+        {"properties": {"epsilon": {"type": "null"}, "teacher_delta": {"type": "null"}}},
+        {"required": ["epsilon", "teacher_delta"],
+         "properties": {"epsilon": {"type": "number"}, "teacher_delta": {"type": "number"}}},
+    )]})
 
-    K: int = Field(..., ge=1, description="number of teachers (odd for DaRRM's 0/1 tables)")
+    K: int = Field(..., ge=1, le=MAX_K, description="number of teachers (odd for DaRRM's 0/1 tables)")
     epsilon: float | None = Field(None, gt=0, allow_inf_nan=False,
                                   description="each teacher's epsilon (required unless disjoint-nonprivate)")
     teacher_delta: float | None = Field(None, ge=0, lt=1,
@@ -174,9 +181,9 @@ def post_plan(body: PlanRequestIn, request: Request, response: Response):
         cap = (req.epsilon, req.teacher_delta)
         free = _majority_free(request, req)
         if free is not None:
-            return {**free, "ledger": _ledger(s, body, req, cap)}
+            return {**free, "ledger": _ledger(s, body, req, cap, principal(request).tenant)}
     key, status, doc = _plans(request).request(req, body.solver or s.settings.default_solver)
-    ledger = _ledger(s, body, req, cap)
+    ledger = _ledger(s, body, req, cap, principal(request).tenant)
     if cap is not None and doc is not None:
         doc = _with_cap(doc, cap)
     if doc is None:
@@ -203,7 +210,8 @@ def _job_plan(body: PlanRequestIn, request: Request, response: Response):  # noq
         cap = (body.epsilon, body.teacher_delta)
     ledger = None
     if body.create_ledger is not None:
-        ledger = s.ledgers.create(body.create_ledger.name, job.budget_epsilon, job.budget_delta, cap=cap)
+        ledger = s.ledgers.create(body.create_ledger.name, job.budget_epsilon, job.budget_delta, cap=cap,
+                                  tenant=principal(request).tenant)
     if doc is None:
         url = f"/v1/plans/{key}"
         return JSONResponse(status_code=202, headers={"Location": url, "X-Darrm-Cache": "pending"},
@@ -213,11 +221,12 @@ def _job_plan(body: PlanRequestIn, request: Request, response: Response):  # noq
     return {**doc, "ledger": ledger}
 
 
-def _ledger(s, body: PlanRequestIn, req, cap) -> dict | None:  # noqa: ANN001
-    """The ledger ``create_ledger`` asks for, with the budget; capped by disjoint-private teachers' (ε, Δ)."""
+def _ledger(s, body: PlanRequestIn, req, cap, tenant: str) -> dict | None:  # noqa: ANN001
+    """The ledger ``create_ledger`` asks for (the tenant's), with the budget; capped by disjoint-private teachers'
+    (ε, Δ)."""
     if body.create_ledger is None:
         return None
-    return s.ledgers.create(body.create_ledger.name, req.budget_epsilon, req.budget_delta, cap=cap)
+    return s.ledgers.create(body.create_ledger.name, req.budget_epsilon, req.budget_delta, cap=cap, tenant=tenant)
 
 
 def _majority_free(request: Request, req: PlanRequest) -> dict[str, Any] | None:

@@ -11,7 +11,7 @@ from darrm_opt.errors import InvalidParameter
 from darrm_opt.mechanisms import kind_for
 from darrm_opt.model.neighbours import check_setting_options
 
-from ..deps import ServicesDep, keyed
+from ..deps import PrincipalDep, ServicesDep, keyed
 from ..schemas import (
     ID_PATTERN,
     AnyTableOut,
@@ -55,15 +55,16 @@ def table_params(body: TableRequest) -> tuple[Any, str]:
     responses={
         202: {"model": JobAccepted, "description": "solving in the background; poll status_url"},
         409: {"model": ErrorOut, "description": "the stored table failed its re-check"},
+        429: {"model": ErrorOut, "description": "the tenant has DARRM_SOLVE_QUOTA background solves under way"},
         **_UNAUTHORIZED,
         **_INVALID,
     },
 )
-def post_table(body: TableRequest, s: ServicesDep, response: Response):
+def post_table(body: TableRequest, s: ServicesDep, who: PrincipalDep, response: Response):
     """200 with the table when it is cached or solves quickly (``X-Darrm-Cache``: ``hit``, ``miss`` = solved
     by this request, ``shared`` = joined an identical request's solve); otherwise 202 with a job id."""
     params, teachers = table_params(body)
-    outcome = s.tables.request(params, body.solver or s.settings.default_solver, teachers)
+    outcome = s.tables.request(params, body.solver or s.settings.default_solver, teachers, who.tenant)
     if outcome.table is None:
         url = f"/v1/jobs/{outcome.job_id}"
         return JSONResponse(

@@ -28,8 +28,8 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import FileResponse, JSONResponse
 from pydantic import BaseModel, Field
 
-from ..deps import ServicesDep, keyed
-from ..schemas import ID_PATTERN, ErrorOut, LedgerSpend
+from ..deps import PrincipalDep, ServicesDep, keyed, readable
+from ..schemas import ID_PATTERN, ErrorOut, LedgerSpend, PlainText
 
 STATIC = FilePath(__file__).resolve().parent.parent / "static"
 ASSETS = {"app.js": "text/javascript", "app.css": "text/css"}
@@ -91,20 +91,27 @@ class BaselinesOut(BaseModel):
     expected_error: dict[str, float | None]
 
 
-@router.get("/ledgers", response_model=LedgerListOut, summary="Every ledger: budgets, spend and what remains",
+@router.get("/ledgers", response_model=LedgerListOut,
+            summary="The tenant's ledgers (an admin key: every tenant's): budgets, spend and what remains",
             responses=_UNAUTHORIZED)
-def list_ledgers(svc: ServicesDep, limit: int = Query(100, ge=1, le=1000),
-                 offset: int = Query(0, ge=0, le=1_000_000_000)):
-    items, total = svc.ledgers.list(limit, offset)  # the same view as GET /v1/ledgers/{id}: the stated spend
+def list_ledgers(svc: ServicesDep, who: PrincipalDep, limit: int = Query(100, ge=1, le=1000),
+                 offset: int = Query(0, ge=0, le=1_000_000_000),
+                 tenant: PlainText | None = Query(None, max_length=64,
+                                                  description="only this tenant's ledgers (of those the key reads)")):
+    mine = readable(who)
+    if tenant is not None and mine is not None and tenant != mine:  # no ledger of another tenant is readable
+        return {"items": [], "total": 0, "limit": limit, "offset": offset}
+    # the same view as GET /v1/ledgers/{id}: the stated spend
+    items, total = svc.ledgers.list(limit, offset, tenant if tenant is not None else mine)
     return {"items": items, "total": total, "limit": limit, "offset": offset}
 
 
 @router.get("/ledgers/{ledger_id}/spends", response_model=SpendListOut,
             summary="A ledger's spend after each paid request (oldest first)",
             responses={404: {"model": ErrorOut, "description": "unknown ledger_id"}, **_UNAUTHORIZED})
-def ledger_spends(svc: ServicesDep, ledger_id: str = Path(..., pattern=ID_PATTERN),
+def ledger_spends(svc: ServicesDep, who: PrincipalDep, ledger_id: str = Path(..., pattern=ID_PATTERN),
                   limit: int = Query(1000, ge=1, le=10_000)):
-    history = svc.ledgers.spends(ledger_id, limit)
+    history = svc.ledgers.spends(ledger_id, limit, readable(who))
     if history is None:
         return JSONResponse(status_code=404, content={"detail": f"ledger_id {ledger_id!r} not found"})
     return history

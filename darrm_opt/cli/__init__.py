@@ -85,6 +85,12 @@ COMMANDS = ("solve", "verify", "aggregate", "grid", "compare", "plot", "budget",
 for _name in COMMANDS:
     app.command(_name)(getattr(importlib.import_module(f"{__name__}.{_name}"), _name))
 
+#: command groups: the Typer app of the module of the same name
+GROUPS = ("keys",)
+
+for _name in GROUPS:
+    app.add_typer(importlib.import_module(f"{__name__}.{_name}").app, name=_name)
+
 
 def main() -> None:
     app()

@@ -22,7 +22,8 @@ def serve(
 ) -> None:
     """Serve certified γ tables, private majority answers and the privacy ledger over HTTP.
 
-    Settings also come from DARRM_* environment variables (DARRM_API_KEYS: comma-separated bearer keys).
+    Settings also come from DARRM_* environment variables (DARRM_API_KEYS: comma-separated bearer keys, KEY or
+    TENANT:KEY); keys can also be kept in the database with `darrm-opt keys add` (docs/tenancy.md).
     The database schema is migrated before the server starts. Needs the service extra.
 
     \b
@@ -52,7 +53,8 @@ def serve(
     except (ValueError, SQLAlchemyError) as exc:
         err_console.print(f"[bold red]error:[/] cannot use the database: {exc}", soft_wrap=True)
         raise typer.Exit(2) from None
-    if not settings.api_keys:
-        err_console.print("warning: DARRM_API_KEYS is empty: every /v1 endpoint will answer 401")
+    if not settings.api_keys and not settings.admin_keys:
+        err_console.print("note: DARRM_API_KEYS is empty: /v1 takes only the keys made with `darrm-opt keys add` "
+                          "(none: every /v1 endpoint answers 401)")
     uvicorn.run("darrm_opt.api.main:create_app", factory=True, host=host, port=port, workers=workers)
 

@@ -21,6 +21,11 @@ so its ε can move by discretisation error between counts; the maximum keeps wha
 Settings. A ledger capped by private teachers on disjoint shards (``disjoint-private``) refuses tables for
 non-private teachers (``disjoint-nonprivate``, the PATE setting): the cap does not hold for them.
 
+Tenancy. A debit made for a tenant (``Debit.tenant``; the service's, from the request's key) is paid only
+from a ledger of that tenant; for any other it is ``no_ledger``, exactly as for an id that does not exist,
+so its idempotency records and stored answers are never replayed to another tenant. A debit without a
+tenant (the Python API and the CLI, which own their database) is not scoped.
+
 Idempotency. A debit with an ``idempotency_key`` already used on its ledger replays the stored answers
 (same request digest) or is refused as a conflict; every debit also carries a unique ``debit_id``, stored
 with its spend record, so that a transaction whose commit succeeded but whose acknowledgement was lost (a
@@ -104,6 +109,12 @@ class Debit:
     request_digest: str | None = None  #: see :func:`request_digest`; stored with the key
     debit_id: str = field(default_factory=lambda: uuid.uuid4().hex)
     future: Future = field(default_factory=Future)
+    #: the tenant paying (only its own ledgers pay); None: not scoped (see the module docstring)
+    tenant: str | None = None
+    #: times the writer set this debit aside while an exact composition of its ledger was computed
+    parked: int = 0
+    #: it was in a transaction that failed in the database, perhaps after its commit went through
+    uncertain: bool = False
 
     @classmethod
     def of(cls, ledger_id: str, table: Any, rows: int, **kwargs: Any) -> Debit:
@@ -129,13 +140,16 @@ class DebitResult:
 
 
 class NeedsExact(Exception):
-    """A decision needs an exact composition that is not cached yet (see :meth:`LedgerState.account`)."""
+    """A decision needs an exact composition that is not cached yet (see :meth:`LedgerState.account`);
+    ``ledger_id``: the ledger whose decision needs it."""
 
-    def __init__(self, parts: list[tuple[Profile, int]], delta: float, coarse: bool = False) -> None:
+    def __init__(self, parts: list[tuple[Profile, int]], delta: float, coarse: bool = False,
+                 ledger_id: str = "") -> None:
         super().__init__("exact composition not cached")
         self.parts = parts
         self.delta = delta
         self.coarse = coarse
+        self.ledger_id = ledger_id
 
 
 @dataclass(frozen=True)
@@ -146,6 +160,7 @@ class LedgerRow:
     epsilon_budget: float
     delta_budget: float
     cap: tuple[float, float] | None = None  #: disjoint-private teachers' (ε_T, Δ_T), or None
+    tenant: str | None = None  #: the tenant that owns the ledger
 
 
 @dataclass
@@ -198,7 +213,7 @@ class LedgerState:
         coarse = self.fits(acc)
         exact = cached_exact_epsilon(parts, budget_delta, coarse=coarse)
         if exact is None:
-            raise NeedsExact(parts, budget_delta, coarse)
+            raise NeedsExact(parts, budget_delta, coarse, self.row.id)
         exact_bound = accounting.Spend(exact, budget_delta, accounting.EXACT)  # the generic bounds are not redone
         return capped(accounting.with_bound(generic, exact_bound, budget_delta), self.row.cap, budget_delta)
 
@@ -278,7 +293,7 @@ def _classify(
     duplicates: list[tuple[int, int]] = []
     for i, d in enumerate(batch):
         state = states.get(d.ledger_id)
-        if state is None:
+        if state is None or (d.tenant is not None and d.tenant != state.row.tenant):
             results[i] = DebitResult("no_ledger", detail=f"ledger_id {d.ledger_id!r} not found")
             continue
         if d.rows == 0:  # nothing to pay: the ledger's statement as it is

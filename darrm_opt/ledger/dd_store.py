@@ -27,13 +27,13 @@ from .data_dependent import (
     record,
 )
 from .db import Database
-from .schema import DataDependentLedger, aware, utcnow
+from .schema import DEFAULT_TENANT, DataDependentLedger, aware, utcnow
 
 
 def _view(row: Any) -> dict[str, Any]:
     policy = DataDependentPolicy.from_json(row.policy)
     view = public_view(policy, DataDependentState.from_json(row.state))
-    view.update(id=row.id, name=row.name, created_at=aware(row.created_at).isoformat(),
+    view.update(id=row.id, name=row.name, tenant=row.tenant, created_at=aware(row.created_at).isoformat(),
                 updated_at=aware(row.updated_at).isoformat())
     return view
 
@@ -42,13 +42,21 @@ def _view(row: Any) -> dict[str, Any]:
 NAME_LOCK = 7_247_301_813
 
 
+def _of(tenant: str | None) -> list[Any]:
+    """The condition that a ledger belongs to ``tenant`` (none for None: every tenant's, an admin's read)."""
+    return [] if tenant is None else [DataDependentLedger.tenant == tenant]
+
+
 class DataDependentStore:
-    """Creating, recording on, publishing and reading data-dependent ledgers."""
+    """Creating, recording on, publishing and reading data-dependent ledgers, each of one tenant: every
+    method takes the tenant it acts for, and another tenant's ledger is absent to it (reads take None for an
+    admin's view of every tenant's)."""
 
     def __init__(self, db: Database) -> None:
         self.db = db
 
-    def find_or_create(self, name: str, policy: DataDependentPolicy | Mapping[str, Any] | None) -> str:
+    def find_or_create(self, name: str, policy: DataDependentPolicy | Mapping[str, Any] | None,
+                       tenant: str = DEFAULT_TENANT) -> str:
         """The id of the data-dependent ledger called ``name`` (or with that id), created with ``policy`` if
         absent, under the write lock (two processes cannot both create it). A policy given for an existing
         ledger must equal its own: a policy cannot change."""
@@ -58,7 +66,7 @@ class DataDependentStore:
             if not self.db.is_sqlite:
                 conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": NAME_LOCK})
             rows = conn.execute(select(DataDependentLedger.id, DataDependentLedger.policy).where(
-                or_(DataDependentLedger.id == name, DataDependentLedger.name == name))).all()
+                or_(DataDependentLedger.id == name, DataDependentLedger.name == name), *_of(tenant))).all()
             if len(rows) > 1:
                 raise InvalidParameter("ledger", f"{len(rows)} data-dependent ledgers are called {name!r}: "
                                        "give one's id")
@@ -69,34 +77,37 @@ class DataDependentStore:
                 return str(rows[0].id)
             if p is None:
                 raise InvalidParameter("ledger", f"no data-dependent ledger {name!r}: give a policy to create it")
-            return self._insert(conn, name, p)
+            return self._insert(conn, name, p, tenant)
 
     @staticmethod
-    def _insert(conn: Any, name: str, p: DataDependentPolicy) -> str:
+    def _insert(conn: Any, name: str, p: DataDependentPolicy, tenant: str) -> str:
         if not isinstance(name, str) or not name.strip() or len(name) > 200:
             raise InvalidParameter("name", "must be a non-empty string of at most 200 characters", name)
         ledger_id = uuid.uuid4().hex
         now = utcnow()
         conn.execute(insert(DataDependentLedger).values(
             id=ledger_id, name=name, policy=p.to_json(), queries=0, answered=0,
-            state=new_state(p).to_json(), published_epsilon=None, created_at=now, updated_at=now))
+            state=new_state(p).to_json(), published_epsilon=None, created_at=now, updated_at=now, tenant=tenant))
         return ledger_id
 
-    def create(self, name: str, policy: DataDependentPolicy | Mapping[str, Any]) -> dict[str, Any]:
-        """A new data-dependent ledger; its public view."""
+    def create(self, name: str, policy: DataDependentPolicy | Mapping[str, Any],
+               tenant: str = DEFAULT_TENANT) -> dict[str, Any]:
+        """A new data-dependent ledger of ``tenant``; its public view."""
         p = policy if isinstance(policy, DataDependentPolicy) else DataDependentPolicy.from_mapping(policy)
         with self.db.write() as conn:
-            ledger_id = self._insert(conn, name, p)
-        return self.get(ledger_id)  # type: ignore[return-value]
+            ledger_id = self._insert(conn, name, p, tenant)
+        return self.get(ledger_id, tenant)  # type: ignore[return-value]
 
-    def get(self, ledger_id: str) -> dict[str, Any] | None:
+    def get(self, ledger_id: str, tenant: str | None = DEFAULT_TENANT) -> dict[str, Any] | None:
+        """The public view of a ledger of ``tenant`` (None: of any tenant), or None."""
         with self.db.read() as conn:
-            row = conn.execute(select(DataDependentLedger).where(DataDependentLedger.id == ledger_id)).first()
+            row = conn.execute(select(DataDependentLedger).where(DataDependentLedger.id == ledger_id,
+                                                                 *_of(tenant))).first()
         return None if row is None else _view(row)
 
-    def _change(self, ledger_id: str, change) -> dict[str, Any] | None:  # noqa: ANN001
+    def _change(self, ledger_id: str, change, tenant: str) -> dict[str, Any] | None:  # noqa: ANN001
         with self.db.write() as conn:
-            q = select(DataDependentLedger).where(DataDependentLedger.id == ledger_id)
+            q = select(DataDependentLedger).where(DataDependentLedger.id == ledger_id, *_of(tenant))
             if not self.db.is_sqlite:
                 q = q.with_for_update()
             row = conn.execute(q).first()
@@ -107,13 +118,15 @@ class DataDependentStore:
             conn.execute(update(DataDependentLedger).where(DataDependentLedger.id == ledger_id).values(
                 queries=state.queries, answered=state.answered, state=state.to_json(),
                 published_epsilon=state.published, updated_at=utcnow()))
-        return self.get(ledger_id)
+        return self.get(ledger_id, tenant)
 
-    def record(self, ledger_id: str, votes: object, answered: Sequence[bool] | None = None) -> dict[str, Any] | None:
-        """Add the queries ``votes`` (and, for Confident-GNMax, which were answered); the public view, or None
-        for an unknown ledger. BudgetExceeded beyond the quota or once sealed (nothing is written)."""
-        return self._change(ledger_id, lambda p, s: record(p, s, votes, answered))
+    def record(self, ledger_id: str, votes: object, answered: Sequence[bool] | None = None,
+               tenant: str = DEFAULT_TENANT) -> dict[str, Any] | None:
+        """Add the queries ``votes`` (and, for Confident-GNMax, which were answered) to a ledger of ``tenant``;
+        the public view, or None for an unknown ledger (or another tenant's). BudgetExceeded beyond the quota
+        or once sealed (nothing is written)."""
+        return self._change(ledger_id, lambda p, s: record(p, s, votes, answered), tenant)
 
-    def publish(self, ledger_id: str, random_bytes: RandomBytes) -> dict[str, Any] | None:
-        """Publish the sanitised ε (once) and seal the ledger; its public view."""
-        return self._change(ledger_id, lambda p, s: publish(p, s, random_bytes))
+    def publish(self, ledger_id: str, random_bytes: RandomBytes, tenant: str = DEFAULT_TENANT) -> dict[str, Any] | None:
+        """Publish the sanitised ε (once) and seal a ledger of ``tenant``; its public view."""
+        return self._change(ledger_id, lambda p, s: publish(p, s, random_bytes), tenant)

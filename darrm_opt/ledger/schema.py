@@ -4,11 +4,14 @@
   :func:`darrm_opt.privacy.table.table_id`), with γ, certificate and privacy profile as exact JSON text;
   ``params_key`` finds the service's own solve of a parameter set;
 - ``solve_jobs``: one row per table id being (or last) solved, shared by every server process;
-- ``ledgers``: budgets and the current spend (answers, ε, δ, the composition method used);
+- ``ledgers``: budgets and the current spend (answers, ε, δ, the composition method used), and the tenant
+  that owns the ledger (only that tenant's keys spend from it or read it; 0008);
 - ``ledger_usage``: answers per (ledger, table), with the table's per-answer cost (ε₀, δ₀);
 - ``spends``: one row per paid request, committed with the debit; the answers are kept only when the
   request carried an ``idempotency_key``, with a digest of the request, and the debit's own ``debit_id``.
   Votes are never stored.
+- ``api_keys``: the service's bearer keys by SHA-256 digest (never the key itself), each with its tenant
+  and scope (``tenant`` or ``admin``), and when it was revoked (0008; :mod:`darrm_opt.ledger.keys`).
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from sqlalchemy import (
     DateTime,
     Double,
     ForeignKey,
+    Index,
     Integer,
     String,
     Text,
@@ -38,6 +42,10 @@ def utcnow() -> datetime:
 def aware(ts: datetime) -> datetime:
     """A stored time as UTC-aware (SQLite returns times without their zone)."""
     return ts if ts.tzinfo is not None else ts.replace(tzinfo=UTC)
+
+
+#: the tenant of ledgers made before tenancy, and of bearer keys given without one
+DEFAULT_TENANT = "default"
 
 
 class Base(DeclarativeBase):
@@ -92,6 +100,8 @@ class SolveJob(Base):
 
 class Ledger(Base):
     __tablename__ = "ledgers"
+    #: a tenant's ledgers, oldest first (GET /v1/ledgers)
+    __table_args__ = (Index("ix_ledgers_tenant_created", "tenant", "created_at", "id"),)
 
     id: Mapped[str] = mapped_column(String(32), primary_key=True)
     name: Mapped[str] = mapped_column(String(200))
@@ -106,6 +116,8 @@ class Ledger(Base):
     #: disjoint-shard private teachers' (ε, Δ): caps the total (darrm_opt.privacy.parallel); None if shared
     cap_epsilon: Mapped[float | None] = mapped_column(Double, nullable=True)
     cap_delta: Mapped[float | None] = mapped_column(Double, nullable=True)
+    #: the tenant that owns the ledger (darrm_opt.ledger.keys); ledgers made before tenancy: 'default' (0008)
+    tenant: Mapped[str] = mapped_column(String(64), default=DEFAULT_TENANT, server_default=DEFAULT_TENANT)
 
 
 class LedgerUsage(Base):
@@ -157,3 +169,19 @@ class DataDependentLedger(Base):
     published_epsilon: Mapped[float | None] = mapped_column(Double, nullable=True)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    #: the tenant whose ledger it is (another tenant reads it as absent)
+    tenant: Mapped[str] = mapped_column(String(64), default=DEFAULT_TENANT, server_default=DEFAULT_TENANT)
+
+
+class ApiKey(Base):
+    __tablename__ = "api_keys"
+
+    #: a short public handle of the key (list and revoke by it; never enough to use the key)
+    id: Mapped[str] = mapped_column(String(16), primary_key=True)
+    #: SHA-256 (hex) of the key's text; the key itself is shown once, when made, and never stored
+    digest: Mapped[str] = mapped_column(String(64), unique=True)
+    tenant: Mapped[str] = mapped_column(String(64), index=True)  # ix_api_keys_tenant
+    scope: Mapped[str] = mapped_column(String(16))  #: tenant | admin
+    name: Mapped[str] = mapped_column(String(200), default="", server_default="")
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    revoked_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)

@@ -13,6 +13,15 @@ many requests) and, in one transaction:
 4. writes the new ledger state, the usage counts and one ``spends`` row per accepted debit (with its
    ``debit_id``, and with the answers when it has an idempotency key), and COMMITS.
 
+Exact compositions are never computed by the writer: a decision that needs one not cached yet
+(:class:`darrm_opt.ledger.core.NeedsExact`) sets its ledger's debits aside, the batch goes on without them,
+and the composition is computed on a small pool of its own (``exact_workers`` threads, one computation per
+ledger at a time); the debits set aside, and any that arrive for that ledger meanwhile, are then queued again
+and decided with the cached composition. So a ledger near its budget, whose every debit asks for a new fine
+composition (0.4–4 s each), delays only its own debits, never another ledger's. Fine compositions run on
+threads of their own at a lower CPU priority (Linux nice +10, :data:`FINE_NICE`), so on a busy machine they
+take the CPU that the requests and the coarse compositions of ledgers within their budgets leave.
+
 Only after the commit returns are the callers woken, and only accepted callers release answers. A crash
 before the commit releases nothing; a crash after it wastes the budget of answers never delivered, never
 the reverse. With SQLite ``synchronous=FULL`` (the default) the commit is on disk when it returns;
@@ -24,13 +33,15 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import queue
 import random
 import threading
 import time
 import uuid
 from collections.abc import Sequence
-from concurrent.futures import Future
+from concurrent.futures import Future, ThreadPoolExecutor
+from functools import lru_cache
 from typing import Any
 
 from sqlalchemy import func, insert, select, tuple_, update
@@ -51,19 +62,33 @@ from .core import (
     no_profiles,
 )
 from .db import Database
-from .schema import Ledger, LedgerUsage, SpendRecord, aware, utcnow
+from .schema import DEFAULT_TENANT, Ledger, LedgerUsage, SpendRecord, aware, utcnow
 
 log = logging.getLogger("darrm.ledger")
 
+#: niceness added to the threads computing fine compositions (those of ledgers near their budgets)
+FINE_NICE = 10
+
 RETRIES = 5
-#: at most this many exact compositions are computed (outside the transaction) for one batch
+#: a debit set aside this many times for exact compositions of its ledger fails (never reached in practice:
+#: a decision needs O(log n) compositions)
 EXACT_ROUNDS = 64
 
 
 def ledger_row(row: Any) -> LedgerRow:
     """The decision's view of a ``ledgers`` row."""
     cap = None if row.cap_epsilon is None else (row.cap_epsilon, row.cap_delta)
-    return LedgerRow(row.id, row.epsilon_budget, row.delta_budget, cap)
+    return LedgerRow(row.id, row.epsilon_budget, row.delta_budget, cap, row.tenant)
+
+
+@lru_cache(maxsize=4096)
+def _bounds(groups: tuple[tuple[float, float, int], ...], delta_budget: float,
+            cap: tuple[float, float] | None) -> dict[str, dict[str, float | None]]:
+    """Every generic method's bound of a ledger's answers (cached per ledger state: the same answers give
+    the same bounds, and listing many ledgers must not recompute them)."""
+    acc = capped(accounting.account(list(groups), delta_budget), cap, delta_budget)
+    return {name: {"epsilon": s.epsilon if math.isfinite(s.epsilon) else None, "delta": s.delta}
+            for name, s in acc.bounds.items()}
 
 
 def ledger_view(row: Any, usage: Sequence[Any]) -> dict[str, Any]:
@@ -71,10 +96,8 @@ def ledger_view(row: Any, usage: Sequence[Any]) -> dict[str, Any]:
     budget; monotone in the answers, see :mod:`darrm_opt.ledger.core`), the method that gave it, and the
     generic bounds of its answers (cheap; the exact composition is evaluated by debits that need it)."""
     cap = ledger_row(row).cap
-    groups = [(u.epsilon0, u.delta0, int(u.answers)) for u in usage]
-    acc = capped(accounting.account(groups, row.delta_budget), cap, row.delta_budget)
-    bounds = {name: {"epsilon": s.epsilon if math.isfinite(s.epsilon) else None, "delta": s.delta}
-              for name, s in acc.bounds.items()}
+    groups = tuple((float(u.epsilon0), float(u.delta0), int(u.answers)) for u in usage)
+    bounds = dict(_bounds(groups, float(row.delta_budget), cap))
     answers = int(row.answers)
     epsilon = float(row.epsilon_spent) if answers else 0.0
     method = row.composition if answers else accounting.BASIC
@@ -82,6 +105,7 @@ def ledger_view(row: Any, usage: Sequence[Any]) -> dict[str, Any]:
     return {
         "id": row.id,
         "name": row.name,
+        "tenant": row.tenant,
         "epsilon_budget": row.epsilon_budget,
         "delta_budget": row.delta_budget,
         "answers": answers,
@@ -101,39 +125,46 @@ def ledger_view(row: Any, usage: Sequence[Any]) -> dict[str, Any]:
 
 
 def insert_ledger(conn: Any, name: str, epsilon_budget: float, delta_budget: float,
-                  cap: tuple[float, float] | None = None) -> str:
-    """Insert a new, empty ledger in ``conn``'s transaction; its id. ``cap``: the (ε_T, Δ_T) of private
-    teachers on disjoint shards, which caps the ledger's total (parallel composition)."""
+                  cap: tuple[float, float] | None = None, tenant: str = DEFAULT_TENANT) -> str:
+    """Insert a new, empty ledger of ``tenant`` in ``conn``'s transaction; its id. ``cap``: the (ε_T, Δ_T) of
+    private teachers on disjoint shards, which caps the ledger's total (parallel composition)."""
     now = utcnow()
     ledger_id = uuid.uuid4().hex
     conn.execute(insert(Ledger).values(
         id=ledger_id, name=name, epsilon_budget=epsilon_budget, delta_budget=delta_budget,
         answers=0, epsilon_spent=0.0, delta_spent=0.0, composition=accounting.BASIC,
-        created_at=now, updated_at=now,
+        created_at=now, updated_at=now, tenant=tenant,
         **({} if cap is None else dict(zip(("cap_epsilon", "cap_delta"), check_cap(*cap)))),
     ))
     return ledger_id
 
 
+def _of(tenant: str | None) -> list[Any]:
+    """The condition that a ledger belongs to ``tenant`` (none for None: every tenant's, an admin's view)."""
+    return [] if tenant is None else [Ledger.tenant == tenant]
+
+
 class LedgerStore:
-    """Creating and reading ledgers (the debit is :class:`DebitWriter`'s)."""
+    """Creating and reading ledgers (the debit is :class:`DebitWriter`'s). Every read takes the tenant whose
+    ledgers it may see (None: every tenant's); another tenant's ledger reads as absent."""
 
     def __init__(self, db: Database) -> None:
         self.db = db
 
     def create(self, name: str, epsilon_budget: float, delta_budget: float,
-               cap: tuple[float, float] | None = None) -> dict[str, Any]:
-        """Create a ledger; its view."""
+               cap: tuple[float, float] | None = None, tenant: str = DEFAULT_TENANT) -> dict[str, Any]:
+        """Create a ledger of ``tenant``; its view."""
         with self.db.write() as conn:
-            ledger_id = insert_ledger(conn, name, epsilon_budget, delta_budget, cap)
+            ledger_id = insert_ledger(conn, name, epsilon_budget, delta_budget, cap, tenant)
         return self.get(ledger_id)  # type: ignore[return-value]
 
-    def list(self, limit: int, offset: int) -> tuple[list[dict[str, Any]], int]:
-        """The views of ``limit`` ledgers from ``offset`` (oldest first, each with ``updated_at``) and the
-        number of ledgers."""
+    def list(self, limit: int, offset: int, tenant: str | None = None) -> tuple[list[dict[str, Any]], int]:
+        """The views of ``limit`` ledgers of ``tenant`` from ``offset`` (oldest first, each with ``updated_at``)
+        and the number of its ledgers."""
+        mine = _of(tenant)
         with self.db.read() as conn:
-            total = conn.execute(select(func.count()).select_from(Ledger)).scalar_one()
-            rows = conn.execute(select(Ledger.__table__).order_by(Ledger.created_at, Ledger.id)
+            total = conn.execute(select(func.count()).select_from(Ledger).where(*mine)).scalar_one()
+            rows = conn.execute(select(Ledger.__table__).where(*mine).order_by(Ledger.created_at, Ledger.id)
                                 .limit(limit).offset(offset)).all()
             usage: dict[str, list[Any]] = {r.id: [] for r in rows}
             if rows:
@@ -142,11 +173,11 @@ class LedgerStore:
                     usage[u.ledger_id].append(u)
         return [{**ledger_view(r, usage[r.id]), "updated_at": aware(r.updated_at)} for r in rows], int(total)
 
-    def spends(self, ledger_id: str, limit: int) -> dict[str, Any] | None:
+    def spends(self, ledger_id: str, limit: int, tenant: str | None = None) -> dict[str, Any] | None:
         """The ledger's statement after each of its last ``limit`` paid requests (oldest first); None for an
-        unknown ledger."""
+        unknown ledger or one of another tenant."""
         with self.db.read() as conn:
-            ledger = conn.execute(select(Ledger.__table__).where(Ledger.id == ledger_id)).first()
+            ledger = conn.execute(select(Ledger.__table__).where(Ledger.id == ledger_id, *_of(tenant))).first()
             if ledger is None:
                 return None
             rows = conn.execute(
@@ -159,9 +190,10 @@ class LedgerStore:
                 "delta_budget": ledger.delta_budget, "created_at": aware(ledger.created_at), "items": items,
                 "truncated": len(rows) > limit}
 
-    def get(self, ledger_id: str) -> dict[str, Any] | None:
+    def get(self, ledger_id: str, tenant: str | None = None) -> dict[str, Any] | None:
+        """A ledger's view; None for an unknown ledger or one of another tenant."""
         with self.db.read() as conn:
-            row = conn.execute(select(Ledger.__table__).where(Ledger.id == ledger_id)).first()
+            row = conn.execute(select(Ledger.__table__).where(Ledger.id == ledger_id, *_of(tenant))).first()
             if row is None:
                 return None
             usage = conn.execute(
@@ -170,14 +202,34 @@ class LedgerStore:
         return ledger_view(row, usage)
 
 
-class DebitWriter:
-    """The process's single writer of debits (see the module docstring)."""
+def _lower_priority() -> None:
+    """Raise this thread's niceness by FINE_NICE (Linux schedules threads by their own nice value; elsewhere,
+    or when refused, the thread keeps its priority)."""
+    try:
+        tid = threading.get_native_id()
+        os.setpriority(os.PRIO_PROCESS, tid, os.getpriority(os.PRIO_PROCESS, tid) + FINE_NICE)
+    except (AttributeError, OSError):
+        pass
 
-    def __init__(self, db: Database, max_batch: int = 512, profile_of: ProfileOf = no_profiles) -> None:
+
+class DebitWriter:
+    """The process's single writer of debits (see the module docstring); ``exact_workers``: threads that
+    compute exact compositions for it."""
+
+    def __init__(self, db: Database, max_batch: int = 512, profile_of: ProfileOf = no_profiles,
+                 exact_workers: int = 2) -> None:
         self.db = db
         self.max_batch = max_batch
         self.profile_of = profile_of
-        self._queue: queue.Queue[Debit | None] = queue.Queue()
+        #: new debits; a list is a group of debits set aside for an exact composition, decided as one batch
+        self._queue: queue.Queue[Debit | list[Debit] | None] = queue.Queue()
+        self._exact = ThreadPoolExecutor(exact_workers, thread_name_prefix="darrm-exact")
+        self._exact_fine = ThreadPoolExecutor(exact_workers, thread_name_prefix="darrm-exact-fine",
+                                              initializer=_lower_priority)
+        #: ledger id -> (the debits whose decision asked for the composition being computed, the debits of that
+        #: ledger that arrived meanwhile)
+        self._warming: dict[str, tuple[list[Debit], list[Debit]]] = {}
+        self._warm_lock = threading.Lock()
         self._thread = threading.Thread(target=self._run, name="darrm-debit-writer", daemon=True)
         self._stopped = False
         self._thread.start()
@@ -192,6 +244,14 @@ class DebitWriter:
         self._stopped = True
         self._queue.put(None)
         self._thread.join(timeout)
+        self._exact.shutdown(wait=False, cancel_futures=True)
+        self._exact_fine.shutdown(wait=False, cancel_futures=True)
+        with self._warm_lock:
+            waiting = [d for asked, late in self._warming.values() for d in asked + late]
+            self._warming.clear()
+        for d in waiting:
+            if not d.future.done():
+                d.future.set_exception(RuntimeError("the debit writer stopped"))
 
     # --- the writer thread -----------------------------------------------------------------------------
     def _run(self) -> None:
@@ -199,9 +259,17 @@ class DebitWriter:
             first = self._queue.get()
             if first is None:
                 return
-            batch = [first]
+            fresh: list[Debit] = []
+            groups: list[list[Debit]] = []
             stop = False
-            while len(batch) < self.max_batch:
+            item: Debit | list[Debit] | None = first
+            while True:
+                if isinstance(item, list):
+                    groups.append(item)
+                else:
+                    fresh.append(item)  # type: ignore[arg-type]
+                if len(fresh) >= self.max_batch:
+                    break
                 try:
                     item = self._queue.get_nowait()
                 except queue.Empty:
@@ -209,28 +277,45 @@ class DebitWriter:
                 if item is None:
                     stop = True
                     break
-                batch.append(item)
-            live = [d for d in batch if d.future.set_running_or_notify_cancel()]
+            # a group set aside for a composition is decided alone, as it was when it asked (its composition
+            # is then in the cache); the new debits together
+            for group in groups:
+                self._process(self._wait_for_warm(group))
+            live = self._wait_for_warm([d for d in fresh if d.future.set_running_or_notify_cancel()])
             if live:
                 self._process(live)
             if stop:
                 return
 
+    def _wait_for_warm(self, batch: list[Debit]) -> list[Debit]:
+        """``batch`` less the debits of ledgers whose exact composition is being computed (they join that
+        ledger's debits set aside, decided once it is cached)."""
+        with self._warm_lock:
+            if not self._warming:
+                return batch
+            rest = []
+            for d in batch:
+                waiting = self._warming.get(d.ledger_id)
+                if waiting is None:
+                    rest.append(d)
+                else:
+                    waiting[1].append(d)
+            return rest
+
     def _process(self, batch: list[Debit]) -> None:
-        attempt, rounds = 0, 0
+        attempt = 0
         while True:
+            if not batch:
+                return
             try:
-                results = self._transaction(batch, retried=attempt > 0)
+                results = self._transaction(batch)
                 break
-            except NeedsExact as need:  # rolled back; compute it without holding any lock, then decide again
-                rounds += 1
-                error = self._warm(need) if rounds <= EXACT_ROUNDS else RuntimeError("too many exact compositions")
-                if error is not None:
-                    log.error("exact accounting failed for a debit batch: %s", error)
-                    for d in batch:
-                        d.future.set_exception(error)
-                    return
+            except NeedsExact as need:  # rolled back; that ledger's debits wait for it, the others go on
+                self._park(need, [d for d in batch if d.ledger_id == need.ledger_id])
+                batch = [d for d in batch if d.ledger_id != need.ledger_id]
             except (OperationalError, IntegrityError, DBAPIError) as exc:
+                for d in batch:  # the commit may have gone through: the next attempt looks their ids up
+                    d.uncertain = True
                 if attempt == RETRIES - 1:
                     log.error("debit transaction failed after %d attempts: %s", RETRIES, type(exc).__name__)
                     for d in batch:
@@ -246,19 +331,59 @@ class DebitWriter:
         for d, r in zip(batch, results, strict=True):  # committed: now the answers may leave
             d.future.set_result(r)
 
+    def _park(self, need: NeedsExact, debits: list[Debit]) -> None:
+        """Set ``debits`` (of ledger ``need.ledger_id``) aside and compute the composition they need on the
+        exact pool; they are queued again when it is cached."""
+        keep = []
+        for d in debits:
+            d.parked += 1
+            if d.parked > EXACT_ROUNDS:
+                d.future.set_exception(RuntimeError("too many exact compositions"))
+            else:
+                keep.append(d)
+        with self._warm_lock:
+            waiting = self._warming.get(need.ledger_id)
+            if waiting is not None:  # one computation per ledger at a time: wait for the running one
+                waiting[1].extend(keep)
+                return
+            self._warming[need.ledger_id] = (keep, [])
+        try:
+            (self._exact if need.coarse else self._exact_fine).submit(self._warm_and_requeue, need)
+        except RuntimeError as exc:  # the pool is shut down: the writer is stopping
+            self._release(need.ledger_id, exc)
+
+    def _warm_and_requeue(self, need: NeedsExact) -> None:
+        error = self._warm(need)
+        if error is not None:
+            log.error("exact accounting failed for ledger %s: %s", need.ledger_id, error)
+        self._release(need.ledger_id, error)
+
+    def _release(self, ledger_id: str, error: BaseException | None) -> None:
+        """Queue the debits set aside for ``ledger_id`` again (those that asked for the composition as one
+        group, decided as they were; those that came meanwhile as the next), or fail them with ``error``."""
+        with self._warm_lock:
+            asked, late = self._warming.pop(ledger_id, ([], []))
+        if error is not None:
+            for d in asked + late:
+                d.future.set_exception(error)
+            return
+        for group in (asked, late):
+            if group:
+                self._queue.put(group)
+
     @staticmethod
     def _warm(need: NeedsExact) -> BaseException | None:
         """Compute (and cache) the exact composition a decision asked for; the error if it failed."""
         try:
             exact_epsilon(need.parts, need.delta, coarse=need.coarse)
-        except Exception as exc:  # noqa: BLE001 - fail the batch, keep the writer alive
+        except Exception as exc:  # noqa: BLE001 - fail the debits that need it, keep the writer alive
             return exc
         return None
 
-    def _transaction(self, batch: list[Debit], retried: bool = False) -> list[DebitResult]:
-        """Decide and commit ``batch``. ``retried``: an earlier attempt failed in the database, perhaps after
-        its COMMIT went through, so the debits it may have paid are looked up by ``debit_id`` (a first
-        attempt, or one after a rolled-back NeedsExact, cannot have paid any)."""
+    def _transaction(self, batch: list[Debit]) -> list[DebitResult]:
+        """Decide and commit ``batch``. A debit marked ``uncertain`` was in an attempt that failed in the
+        database, perhaps after its COMMIT went through, so the debits such attempts may have paid are looked
+        up by ``debit_id`` (a debit in no failed attempt cannot have been paid)."""
         ledger_ids = sorted({d.ledger_id for d in batch})
         keyed = {(d.ledger_id, d.idempotency_key) for d in batch if d.idempotency_key is not None}
         with self.db.write() as conn:
@@ -285,9 +410,10 @@ class DebitWriter:
                     )
                 ):
                     seen[(s.ledger_id, s.idempotency_key)] = s
+            uncertain = [d.debit_id for d in batch if d.uncertain]
             committed = {s.debit_id: s for s in conn.execute(
-                select(SpendRecord.__table__).where(SpendRecord.debit_id.in_([d.debit_id for d in batch])))
-            } if retried else {}
+                select(SpendRecord.__table__).where(SpendRecord.debit_id.in_(uncertain)))
+            } if uncertain else {}
 
             results, new_spends = decide(batch, states, seen, committed, self.profile_of)
 

@@ -5,7 +5,7 @@ private account (``state``: never served) and the one published, sanitised ε (N
 The data-independent ledgers (``ledgers``) are unchanged.
 
 Revision ID: 0009_ledger_modes
-Revises: 0007_table_content_ids
+Revises: 0008_tenants
 Create Date: 2026-11-24
 """
 
@@ -15,7 +15,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0009_ledger_modes"
-down_revision = "0007_table_content_ids"
+down_revision = "0008_tenants"
 branch_labels = None
 depends_on = None
 
@@ -32,8 +32,11 @@ def upgrade() -> None:
         sa.Column("published_epsilon", sa.Double(), nullable=True),
         sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
         sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
+        sa.Column("tenant", sa.String(64), nullable=False, server_default="default"),
     )
+    op.create_index("ix_data_dependent_ledgers_tenant", "data_dependent_ledgers", ["tenant"])
 
 
 def downgrade() -> None:
+    op.drop_index("ix_data_dependent_ledgers_tenant", table_name="data_dependent_ledgers")
     op.drop_table("data_dependent_ledgers")
