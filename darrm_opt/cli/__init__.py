@@ -32,7 +32,7 @@ def _root(
     """Certified optimal DaRRM noise functions for private majority ensembling."""
 
 #: Each command is the function of the same name in the module of the same name.
-COMMANDS = ("solve", "verify", "aggregate", "grid", "compare", "plot", "budget", "demo", "serve", "plan")
+COMMANDS = ("solve", "verify", "aggregate", "grid", "compare", "plot", "budget", "demo", "serve", "plan", "gaussian")
 
 for _name in COMMANDS:
     app.command(_name)(getattr(importlib.import_module(f"{__name__}.{_name}"), _name))

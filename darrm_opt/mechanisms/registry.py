@@ -6,10 +6,12 @@ from .base import Mechanism
 from .darrm import Darrm
 from .darrm_multiclass import DarrmMulticlass
 from .darrm_pate import DarrmPate
+from .gaussian_mean import GaussianMean
 
 #: every kind of release, by its name
 MECHANISMS: dict[str, Mechanism] = {m.kind: m for m in (
     Darrm(),
     DarrmPate(),
     DarrmMulticlass(),
+    GaussianMean(),
 )}
