@@ -77,10 +77,14 @@ def _bernoulli_exp_py(a: int, b: int, random_bytes: RandomBytes) -> bool:
     """Bernoulli(exp(−a/b)), Python integers (the module's algorithm, one entry)."""
     q, r = divmod(a, b)
     for _ in range(q):
-        if not _bernoulli_exp_py(1, 1, random_bytes):
+        if not _bernoulli_exp_fraction_py(1, 1, random_bytes):
             return False
-    k = 1
-    while _bernoulli_py(r, b * k, random_bytes):
+    return _bernoulli_exp_fraction_py(r, b, random_bytes)
+
+
+def _bernoulli_exp_fraction_py(a: int, b: int, random_bytes: RandomBytes, k: int = 1) -> bool:
+    """Bernoulli(exp(−a/b)) for a ≤ b (CKS Alg. 1), Python integers, the series from its k-th draw on."""
+    while _bernoulli_py(a, b * k, random_bytes):
         k += 1
     return k % 2 == 1
 
@@ -99,10 +103,7 @@ def bernoulli_exp_fraction(a: np.ndarray, b: np.ndarray, random_bytes: RandomByt
         bk = b[todo].astype(np.int64)
         if k > SERIES_K or np.any(bk > _INT63 // k):
             for i in todo.tolist():  # b·k past int64: finish these in Python integers
-                kk = k
-                while _bernoulli_py(int(a[i]), int(b[i]) * kk, random_bytes):
-                    kk += 1
-                out[i] = kk % 2 == 1
+                out[i] = _bernoulli_exp_fraction_py(int(a[i]), int(b[i]), random_bytes, k)
             break
         hit = bernoulli(a[todo], bk * k, random_bytes)
         out[todo[~hit]] = k % 2 == 1

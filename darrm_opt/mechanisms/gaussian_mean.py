@@ -86,7 +86,9 @@ def clip_and_round(z: np.ndarray, radius: float, lattice: float) -> np.ndarray:
     coordinates q with Σ q_i² ≤ (R/g)², checked exactly (a vector the float clip left outside loses one unit
     from its largest coordinate until it is inside)."""
     norm = np.sqrt(np.einsum("...i,...i->...", z, z))
-    scale = np.where(norm > radius, radius / np.maximum(norm, np.finfo(np.float64).tiny) * _CLIP_SLACK, 1.0)
+    scale = np.ones_like(norm)
+    big = norm > radius
+    scale[big] = radius / norm[big] * _CLIP_SLACK
     q = np.trunc(z * (scale[..., None] / lattice)).astype(np.int64)
     r = Fraction(radius) / Fraction(lattice)
     bound = (r * r).numerator // (r * r).denominator  # Σ q² ≤ (R/g)² ⟺ Σ q² ≤ ⌊(R/g)²⌋ for integers

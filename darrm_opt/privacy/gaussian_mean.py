@@ -219,7 +219,8 @@ def calibrate(queries: int, epsilon: float, delta: float, *, K: int, radius: flo
     :func:`~darrm_opt.model.gaussian_params.gaussian_lattice` (n ≥ 4096), n raised until the actual pair's N-fold
     composition is verified within ε, by the closed form (:func:`composed_epsilon`) and, up to the ledger's
     EXACT_MAX_ANSWERS, by the ledger's own PLD composition (so a ledger with budget ε accepts all N); l = ``dim``,
-    or chosen from ``eigenvalues`` by eq. 7 at the released σ. ``answer_delta``: the δ₀ of the per-answer statement (default δ/N)."""
+    or chosen from ``eigenvalues`` by eq. 7 at the released σ. ``answer_delta``: the δ₀ of the per-answer
+    statement (default δ/N)."""
     n = _queries(queries)
     if (dim is None) == (eigenvalues is None):
         raise InvalidParameter("dim", "give either dim or eigenvalues")
