@@ -262,6 +262,12 @@ def test_clip_and_round_never_leaves_the_ball(z, radius, e):
     assert np.all(np.abs(q) * g <= np.abs(z) + 1e-300)  # toward zero: no coordinate grows
 
 
+def test_a_vector_on_the_sphere_is_proven_inside_in_integers():
+    """Σ q² = ⌊(R/g)²⌋ exactly: the float check cannot prove it, the integer one does (nothing is removed)."""
+    q = clip_and_round(np.array([[1.0, 0.0, 0.0], [0.6, 0.8, 0.0]]), 1.0, 2.0**-4)
+    assert q.tolist()[0] == [16, 0, 0] and int((q[1] ** 2).sum()) <= 256
+
+
 def test_the_sampler_checks_clips_and_adds_noise_of_sd_sigma():
     table = gaussian_mean_table(PAPER)
     sampler = mechanism("gaussian-mean").sampler(table, np.random.default_rng(0).bytes)

@@ -34,7 +34,7 @@ from .base import Mechanism, Solved
 from .samplers import RandomBytes, system_random
 
 #: the clipped vector is scaled by this much less than R/‖z‖ (float rounding), then checked exactly
-_CLIP_SLACK = 1 - 2e-15
+_CLIP_SLACK = 1 - 1e-10
 
 
 @dataclass(frozen=True)
@@ -81,25 +81,45 @@ def _statement(params: GaussianMeanParams) -> GaussianCertificate:
                                prof.mu, eta)
 
 
+def _bound(radius: float, lattice: float) -> int:
+    """⌊(R/g)²⌋: integers q satisfy Σ q² ≤ (R/g)² iff Σ q² ≤ ⌊(R/g)²⌋."""
+    r = Fraction(radius) / Fraction(lattice)
+    return (r * r).numerator // (r * r).denominator
+
+
+def _clip_round_float(z: np.ndarray, radius: float, lattice: float, bound: int) -> np.ndarray:
+    """:func:`clip_and_round` on a block, in float64 (integers below 2^31 are exact there): vectors scaled by
+    R/‖z‖·(1 − 10⁻¹⁰) when ‖z‖ > R, divided by g and truncated; Σ q² is then checked in float with a margin
+    above its rounding error (dim·2^-53 relative), and a vector not proven inside by it is checked, and
+    corrected, in exact integers."""
+    norm2 = np.einsum("...i,...i->...", z, z)
+    factor = np.full(norm2.shape, 1.0 / lattice)
+    big = norm2 > radius * radius
+    factor[big] = radius / np.sqrt(norm2[big]) * _CLIP_SLACK / lattice
+    q = z * factor[..., None]
+    np.trunc(q, out=q)
+    threshold = float(bound) * (1 - 8 * (z.shape[-1] + 1) * 2.0**-53)
+    doubt = np.einsum("...i,...i->...", q, q) > threshold
+    if doubt.any():
+        for idx in zip(*np.nonzero(doubt)):
+            row = q[idx].astype(np.int64)
+            while int((row * row).sum()) > bound:  # float rounding only: at most a few units
+                j = int(np.argmax(np.abs(row)))
+                row[j] -= np.sign(row[j])
+            q[idx] = row
+    return q
+
+
 def clip_and_round(z: np.ndarray, radius: float, lattice: float) -> np.ndarray:
     """Each vector of ``z`` (..., dim) clipped to L2 radius R and rounded toward zero onto gℤ^dim: int64 lattice
-    coordinates q with Σ q_i² ≤ (R/g)², checked exactly (a vector the float clip left outside loses one unit
-    from its largest coordinate until it is inside)."""
-    norm = np.sqrt(np.einsum("...i,...i->...", z, z))
-    scale = np.ones_like(norm)
-    big = norm > radius
-    scale[big] = radius / norm[big] * _CLIP_SLACK
-    q = np.trunc(z * (scale[..., None] / lattice)).astype(np.int64)
-    r = Fraction(radius) / Fraction(lattice)
-    bound = (r * r).numerator // (r * r).denominator  # Σ q² ≤ (R/g)² ⟺ Σ q² ≤ ⌊(R/g)²⌋ for integers
-    flat = q.reshape(-1, q.shape[-1])
-    over = np.flatnonzero((flat * flat).sum(axis=1) > bound)
-    for i in over.tolist():  # float rounding only: at most a few units
-        row = flat[i]
-        while int((row * row).sum()) > bound:
-            j = int(np.argmax(np.abs(row)))
-            row[j] -= np.sign(row[j])
-    return q
+    coordinates q with Σ q_i² ≤ (R/g)², proven exactly (rounding toward zero never increases a norm; a vector
+    float rounding left outside loses one unit from its largest coordinate until it is inside)."""
+    z = np.asarray(z, dtype=np.float64)
+    return _clip_round_float(z, radius, lattice, _bound(radius, lattice)).astype(np.int64)
+
+
+#: values (rows × K × dim) checked, clipped and summed per block: the block stays in cache between passes
+BLOCK_VALUES = 1 << 17
 
 
 class GaussianMeanSampler:
@@ -125,15 +145,26 @@ class GaussianMeanSampler:
                                    "numbers") from None
         if v.ndim != 3 or v.shape[1:] != (p.K, p.dim):
             raise InvalidParameter("votes", f"must have shape (rows, K = {p.K}, dim = {p.dim})", tuple(v.shape))
-        bad = ~np.isfinite(v)
+        step = max(1, BLOCK_VALUES // max(1, p.K * p.dim))
+        bound = _bound(p.radius, p.lattice)
+        out = np.empty((v.shape[0], p.dim), dtype=np.int64)
+        for lo in range(0, v.shape[0], step):
+            block = v[lo : lo + step]
+            if block.size:
+                low, high = block.min(), block.max()  # NaN propagates into both
+                if not ((0 <= low and high <= 1) if unit else (math.isfinite(low) and math.isfinite(high))):
+                    self._refuse(block, lo, unit)
+            out[lo : lo + step] = _clip_round_float(block, p.radius, p.lattice, bound).sum(axis=1)
+        return out  # float sums of integers below 2^50: exact
+
+    @staticmethod
+    def _refuse(block: np.ndarray, start: int, unit: bool) -> None:
+        bad = ~np.isfinite(block)
         if unit:
-            bad |= (v < 0) | (v > 1)
-        rows = np.flatnonzero(bad.any(axis=(1, 2)))
-        if rows.size:
-            rule = "every value must be a number in [0, 1]" if unit else "every value must be finite"
-            raise InvalidParameter("votes", f"row {int(rows[0])}: {rule}")
-        q = clip_and_round(v, p.radius, p.lattice)
-        return q.sum(axis=1)
+            bad |= (block < 0) | (block > 1)
+        row = start + int(np.flatnonzero(bad.any(axis=(1, 2)))[0])
+        rule = "every value must be a number in [0, 1]" if unit else "every value must be finite"
+        raise InvalidParameter("votes", f"row {row}: {rule}")
 
     @staticmethod
     def rows(prepared: np.ndarray) -> int:
