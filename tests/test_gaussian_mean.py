@@ -341,3 +341,18 @@ def test_cli_calibrates_a_table_and_aggregates_an_npz_paid_from_a_ledger(tmp_pat
     (tmp_path / "junk.npy").write_text("not an array")
     r = _cli("aggregate", "--table", "t.json", "--votes", "junk.npy", cwd=tmp_path)
     assert r.returncode != 0 and "junk.npy" in r.stderr and "Traceback" not in r.stderr
+
+
+@pytest.mark.slow  # a subprocess fitting 20 teachers
+def test_the_digits_example_runs_small_and_writes_its_plot(tmp_path):
+    plot = tmp_path / "gm.png"
+    r = subprocess.run([sys.executable, str(ROOT / "examples" / "gaussian_mean_digits.py"), str(plot), "--small"],
+                       capture_output=True, text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert r.returncode == 0, r.stderr
+    assert "ε = 4: eq. 15 asks for 1.199× the exact σ" in r.stdout
+    rows = [line.split() for line in r.stdout.splitlines() if line.split()[:2] in (["16", "exact"],)]
+    assert [int(row[3]) for row in rows] == [2, 8, 32]
+    mse = [float(row[4]) for row in rows]
+    predicted = [float(row[5]) for row in rows]
+    assert mse[2] == pytest.approx(predicted[2], rel=0.2)  # at l = 32 the noise term l·σ² dominates both
+    assert plot.stat().st_size > 10_000 and plot.read_bytes()[:4] == b"\x89PNG"
