@@ -17,7 +17,6 @@ same kind would be closer); the plot (MSE against l, one curve per σ) is writte
 from __future__ import annotations
 
 import argparse
-import math
 
 import numpy as np
 
@@ -95,13 +94,13 @@ def main() -> None:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    for label, pts in curves.items():
+    for i, (label, pts) in enumerate(curves.items()):
         ls = "--" if "eq. 15" in label else "-"
-        ax.plot([p[0] for p in pts], [p[1] for p in pts], ls, marker="o", ms=3, label=label)
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], ls, color=f"C{i // 2}", marker="o", ms=3, label=label)
     ax.set_xlabel("l (principal components kept)")
     ax.set_ylabel("reconstruction MSE per pixel")
     ax.set_yscale("log")
-    ax.set_title(f"PCA-PATE on digits, K = {K}, N = {N}: exact calibration (solid) vs eq. 15 (dashed)")
+    ax.set_title(f"PCA-PATE on digits, K = {K}, N = {N}: exact σ (solid), eq. 15 σ (dashed)", fontsize=10)
     ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(a.plot)
