@@ -4,8 +4,8 @@ For an integer n ≥ 1 the discrete Gaussian has Pr[X = x] ∝ exp(−x²/(2n²)
 algorithms of Canonne, Kamath and Steinke ("The Discrete Gaussian for Differential Privacy", NeurIPS 2020),
 every step in exact integer arithmetic, no float on the path of a sample:
 
-- Bernoulli(a/b), a, b integers: a uniform integer U in {0..b−1} (64 random bits, rejected when they fall in
-  the top 2^64 mod b values: exactly uniform), output U < a.
+- Bernoulli(a/b), a, b integers: a uniform integer U in {0..b−1} (64 random bits u, rejected when they fall in
+  the top 2^64 mod b values: exactly uniform, U = ⌊u/⌊2^64/b⌋⌋), output U < a, i.e. u < a·⌊2^64/b⌋.
 - Bernoulli(exp(−γ)) for rational γ = a/b ∈ [0, 1] (their Alg. 1): draw A_k ~ Bernoulli(γ/k) for k = 1, 2, …
   until the first A_k = 0; output 1 iff that k is odd (Pr = Σ_{k odd} γ^{k−1}/(k−1)! (1 − γ/k) = e^{−γ}).
   For γ > 1: ⌊γ⌋ draws of Bernoulli(e^{−1}) must all be 1, then Bernoulli(exp(−(γ − ⌊γ⌋))).
@@ -40,26 +40,43 @@ def _u64(random_bytes: RandomBytes, m: int) -> np.ndarray:
     return np.frombuffer(random_bytes(8 * m), dtype=np.uint64, count=m)
 
 
-def uniform_below(b: np.ndarray, random_bytes: RandomBytes) -> np.ndarray:
-    """U uniform in {0..b_i − 1} per entry (b_i ≥ 1, < 2^63), by rejection of 64-bit words."""
-    b = b.astype(np.uint64)
-    out = np.zeros(b.shape[0], dtype=np.uint64)
-    rem = (np.uint64(0) - b) % b  # 2^64 mod b
-    limit = np.uint64(0) - rem  # keep u < 2^64 − rem (rem = 0: keep all)
-    todo = np.arange(b.shape[0])
+def uniform_below(b: int, m: int, random_bytes: RandomBytes) -> np.ndarray:
+    """m draws of U uniform in {0..b − 1} (1 ≤ b < 2^63), uint64: a 64-bit word u below L = b·⌊2^64/b⌋ (words
+    at or above L are drawn again), U = ⌊u / ⌊2^64/b⌋⌋; no word for b = 1."""
+    if b == 1:
+        return np.zeros(m, dtype=np.uint64)
+    step = _TWO64 // b
+    limit = b * step
+    out = np.zeros(m, dtype=np.uint64)
+    todo = np.arange(m)
     while todo.size:
         u = _u64(random_bytes, todo.size)
-        ok = (rem[todo] == 0) | (u < limit[todo])
-        out[todo[ok]] = u[ok] % b[todo[ok]]
+        ok = u < np.uint64(limit) if limit < _TWO64 else np.ones(todo.size, dtype=bool)
+        out[todo[ok]] = u[ok] // np.uint64(step)
         todo = todo[~ok]
     return out
 
 
-def bernoulli(a: np.ndarray, b: np.ndarray, random_bytes: RandomBytes) -> np.ndarray:
-    """Bernoulli(a_i / b_i) per entry, exactly (0 ≤ a_i ≤ b_i < 2^63 integers)."""
-    if a.size == 0:
-        return np.zeros(0, dtype=bool)
-    return uniform_below(b, random_bytes) < a.astype(np.uint64)
+def bernoulli(a: np.ndarray, b: int, random_bytes: RandomBytes) -> np.ndarray:
+    """Bernoulli(a_i / b) per entry, exactly (0 ≤ a_i ≤ b < 2^63 integers): U < a_i for U of
+    :func:`uniform_below`, i.e. u < a_i·⌊2^64/b⌋ for the accepted word u (no division per entry)."""
+    m = a.shape[0]
+    if m == 0 or b == 1:
+        return a >= 1
+    step = _TWO64 // b
+    limit = b * step
+    a = a.astype(np.uint64)
+    full = a == np.uint64(b)  # a·step = L may be 2^64: always true
+    thresholds = np.where(full, np.uint64(0), a) * np.uint64(step)
+    out = np.zeros(m, dtype=bool)
+    todo = np.arange(m)
+    while todo.size:
+        u = _u64(random_bytes, todo.size)
+        ok = u < np.uint64(limit) if limit < _TWO64 else np.ones(todo.size, dtype=bool)
+        idx = todo[ok]
+        out[idx] = full[idx] | (u[ok] < thresholds[idx])
+        todo = todo[~ok]
+    return out
 
 
 def _bernoulli_py(a: int, b: int, random_bytes: RandomBytes) -> bool:
@@ -93,27 +110,26 @@ def _bernoulli_exp_fraction_py(a: int, b: int, random_bytes: RandomBytes, k: int
 SERIES_K = 1 << 9
 
 
-def bernoulli_exp_fraction(a: np.ndarray, b: np.ndarray, random_bytes: RandomBytes) -> np.ndarray:
-    """Bernoulli(exp(−a_i/b_i)) per entry for 0 ≤ a_i ≤ b_i (γ ∈ [0, 1]): CKS Alg. 1."""
+def bernoulli_exp_fraction(a: np.ndarray, b: int, random_bytes: RandomBytes) -> np.ndarray:
+    """Bernoulli(exp(−a_i/b)) per entry for 0 ≤ a_i ≤ b (γ ∈ [0, 1]): CKS Alg. 1."""
     n = a.shape[0]
     out = np.zeros(n, dtype=bool)
     k = 1
     todo = np.arange(n)
     while todo.size:
-        bk = b[todo].astype(np.int64)
-        if k > SERIES_K or np.any(bk > _INT63 // k):
+        if k > SERIES_K or b * k > _INT63:
             for i in todo.tolist():  # b·k past int64: finish these in Python integers
-                out[i] = _bernoulli_exp_fraction_py(int(a[i]), int(b[i]), random_bytes, k)
+                out[i] = _bernoulli_exp_fraction_py(int(a[i]), b, random_bytes, k)
             break
-        hit = bernoulli(a[todo], bk * k, random_bytes)
+        hit = bernoulli(a[todo], b * k, random_bytes)
         out[todo[~hit]] = k % 2 == 1
         todo = todo[hit]
         k += 1
     return out
 
 
-def bernoulli_exp(a: np.ndarray, b: np.ndarray, random_bytes: RandomBytes) -> np.ndarray:
-    """Bernoulli(exp(−a_i/b_i)) per entry for any a_i ≥ 0, b_i ≥ 1 (int64)."""
+def bernoulli_exp(a: np.ndarray, b: int, random_bytes: RandomBytes) -> np.ndarray:
+    """Bernoulli(exp(−a_i/b)) per entry for any a_i ≥ 0 (int64), b ≥ 1."""
     q, r = np.divmod(a, b)
     alive = np.ones(a.shape[0], dtype=bool)
     j = 0
@@ -121,12 +137,11 @@ def bernoulli_exp(a: np.ndarray, b: np.ndarray, random_bytes: RandomBytes) -> np
         todo = np.flatnonzero(alive & (q > j))
         if not todo.size:
             break
-        ones = np.ones(todo.size, dtype=np.int64)
-        alive[todo] = bernoulli_exp_fraction(ones, ones, random_bytes)
+        alive[todo] = bernoulli_exp_fraction(np.ones(todo.size, dtype=np.int64), 1, random_bytes)
         j += 1
     out = np.zeros(a.shape[0], dtype=bool)
     todo = np.flatnonzero(alive)
-    out[todo] = bernoulli_exp_fraction(r[todo], b[todo], random_bytes)
+    out[todo] = bernoulli_exp_fraction(r[todo], b, random_bytes)
     return out
 
 
@@ -136,14 +151,13 @@ def discrete_laplace(t: int, m: int, random_bytes: RandomBytes) -> np.ndarray:
     todo = np.arange(m)
     tt = np.int64(t)
     while todo.size:
-        u = uniform_below(np.full(todo.size, t, dtype=np.uint64), random_bytes).astype(np.int64)
-        keep = bernoulli_exp(u, np.full(todo.size, tt), random_bytes)
+        u = uniform_below(t, todo.size, random_bytes).astype(np.int64)
+        keep = bernoulli_exp(u, t, random_bytes)
         idx, u = todo[keep], u[keep]
         v = np.zeros(idx.size, dtype=np.int64)
         going = np.arange(idx.size)
         while going.size:
-            ones = np.ones(going.size, dtype=np.int64)
-            more = bernoulli_exp_fraction(ones, ones, random_bytes)
+            more = bernoulli_exp_fraction(np.ones(going.size, dtype=np.int64), 1, random_bytes)
             v[going[more]] += 1
             going = going[more]
         x = u + tt * v
@@ -176,7 +190,7 @@ def discrete_gaussian(n: int, m: int, random_bytes: RandomBytes = system_random)
         acc = np.zeros(todo.size, dtype=bool)
         s = np.flatnonzero(small)
         num = (t * ay[s] - nn) ** 2
-        acc[s] = bernoulli_exp(num, np.full(s.size, den, dtype=np.int64), random_bytes)
+        acc[s] = bernoulli_exp(num, den, random_bytes)
         for i in np.flatnonzero(~small).tolist():  # a far tail: Python integers
             acc[i] = _bernoulli_exp_py((t * int(ay[i]) - nn) ** 2, den, random_bytes)
         out[todo[acc]] = y[acc]
