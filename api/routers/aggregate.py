@@ -18,6 +18,7 @@ from .. import votes as votes_io
 from ..deps import services
 from ..errors import invalid, validation_detail
 from ..schemas import AggregateOut, BudgetExceededOut, ErrorOut, HTTPValidationErrorOut
+from . import means
 
 log = logging.getLogger("darrm.api.aggregate")
 
@@ -79,6 +80,8 @@ async def aggregate(request: Request) -> Response:
     answers and spends nothing; with a different request it is a 422 naming ``idempotency_key``."""
     s = services(request)
     body = await _read_body(request)
+    if means.is_vectors_request(body):  # teachers' vectors for a gaussian-mean table
+        return await means.aggregate_vectors(s, body)
     try:
         if len(body) > votes_io.SMALL_BODY:  # numpy path: off the event loop
             table_id, ledger_id, key, votes = await run_in_threadpool(votes_io.parse, body, s.settings.max_rows)
