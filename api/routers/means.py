@@ -3,7 +3,8 @@ teachers' vectors (``POST /v1/aggregate`` with ``vectors``; see :func:`aggregate
 
 A vectors request is ``{"table_id", "ledger_id", "vectors": [[[y_1, …, y_l] × K] × N]}`` with every value a
 number in [0, 1]; the body's size is bounded by DARRM_MAX_BODY_BYTES like every aggregate request (16 MiB:
-about 8·10⁵ values written with 17 significant digits, N × K × l up to that). Each teacher's vector is
+about 8·10⁵ values written with 17 significant digits, N × K × l up to that), N by DARRM_MAX_ROWS and
+N × K × l by :data:`MAX_VECTOR_VALUES`. Each teacher's vector is
 clipped to the table's radius here, on the server; bad shapes, NaN and values outside [0, 1] are a 422 naming
 ``vectors`` and the first bad row; nothing is spent then. The debit is priced by the table's exact profile
 like every other kind's, and the noisy means are returned only after it is committed.
@@ -106,6 +107,8 @@ async def aggregate_vectors(s: Services, body: bytes | bytearray) -> Response:
         table_id, ledger_id, vectors = await run_in_threadpool(_parse, body)
     except InvalidParameter as exc:
         return _invalid(exc)
+    if vectors.ndim >= 1 and vectors.shape[0] > s.settings.max_rows:
+        return invalid("body", "vectors", message=f"at most {s.settings.max_rows} rows per request (DARRM_MAX_ROWS)")
     table = s.tables.cached(table_id) or await run_in_threadpool(s.tables.get, table_id)
     if table is None:
         return JSONResponse(status_code=404, content={"detail": f"table_id {table_id!r} not found"})

@@ -99,3 +99,21 @@ def test_a_budget_too_small_refuses_the_batch(client, table):
                                            "vectors": [[[0.5] * 4] * 8] * 10})
     assert r.status_code == 409 and "answers" in r.json()
     assert client.get(f"/v1/ledgers/{ledger['id']}").json()["answers"] == 0
+
+
+@pytest.mark.slow  # a real server process
+def test_a_real_server_answers_vectors_over_loopback(sqlite_server):
+    with sqlite_server.client() as c:
+        r = c.post("/v1/gaussian-tables", json={**REQUEST, "dim": 16})
+        assert r.status_code == 201, r.text
+        table_id = r.json()["table"]["id"]
+        ledger = make_ledger(c, 8.0, 1e-3)
+        y = np.random.default_rng(0).random((80, 8, 16))
+        r = c.post("/v1/aggregate", json={"table_id": table_id, "ledger_id": ledger["id"], "vectors": y.tolist()})
+        assert r.status_code == 200, r.text
+        assert np.asarray(r.json()["answers"]).shape == (80, 16) and r.json()["epsilon_spent"] <= 8.0
+        r = c.post("/v1/aggregate", json={"table_id": table_id, "ledger_id": ledger["id"], "vectors": y[:1].tolist()})
+        assert r.status_code == 409  # the 80 answers the table was calibrated for have spent the budget
+        over = c.post("/v1/aggregate", json={"table_id": table_id, "ledger_id": ledger["id"],
+                                             "vectors": np.zeros((30_001, 1, 1)).tolist()})
+        assert over.status_code == 422 and over.json()["detail"][0]["loc"] == ["body", "vectors"]
