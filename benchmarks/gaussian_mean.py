@@ -77,25 +77,28 @@ def rate_table(repeat: int) -> None:
     table = gaussian_mean_table(cal.params)
     outputs = np.random.default_rng(0).random((N, K, dim)) * 0.2
     agg = Aggregator(table)
-    best = []
+    runs = []
     for _ in range(repeat):
-        t = time.perf_counter()
+        w, c = time.perf_counter(), time.process_time()
         means = agg(outputs)
-        best.append(time.perf_counter() - t)
+        runs.append((time.perf_counter() - w, time.process_time() - c))
     sampler = agg._sampler
-    t = time.perf_counter()
+    w, c = time.perf_counter(), time.process_time()
     prepared = sampler.prepare(outputs)
-    prep = time.perf_counter() - t
-    t = time.perf_counter()
+    prep = (time.perf_counter() - w, time.process_time() - c)
+    w, c = time.perf_counter(), time.process_time()
     sampler.draw(prepared)
-    draw = time.perf_counter() - t
+    draw = (time.perf_counter() - w, time.process_time() - c)
+    best = min(runs)
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(f"\n3. aggregate rate: {N} queries × K = {K} × l = {dim} ({outputs.nbytes / 2**20:.0f} MiB of float64), "
-          f"σ = {cal.sigma:.4g}, noise n = {cal.params.noise}, {os.cpu_count()} CPUs visible")
-    print(f"{'call':>28} {'seconds (best of ' + str(repeat) + ')':>22}")
-    print(f"{'Aggregator(table)(outputs)':>28} {min(best):>22.3f}")
-    print(f"{'  prepare (check, clip, sum)':>28} {prep:>22.3f}")
-    print(f"{'  draw (N·l discrete Gauss.)':>28} {draw:>22.3f}")
-    print(f"queries per second: {N / min(best):,.0f}; mean |noise| check: std of (release − mean) / σ = "
+          f"σ = {cal.sigma:.4g}, noise n = {cal.params.noise}; {os.cpu_count()} CPUs visible, load average "
+          f"{load:.1f} (CPU seconds: this process's user + system time, unaffected by others' load)")
+    print(f"{'call':>30} {'wall s':>8} {'CPU s':>8}")
+    print(f"{'Aggregator(table)(outputs)':>30} {best[0]:>8.3f} {best[1]:>8.3f}   (best of {repeat})")
+    print(f"{'  prepare (check, clip, sum)':>30} {prep[0]:>8.3f} {prep[1]:>8.3f}")
+    print(f"{'  draw (N·l discrete Gauss.)':>30} {draw[0]:>8.3f} {draw[1]:>8.3f}")
+    print(f"queries per second: {N / best[0]:,.0f}; check: std of (release − mean) / σ = "
           f"{float(np.std(means - outputs.mean(axis=1)) / cal.sigma):.3f}")
 
 
