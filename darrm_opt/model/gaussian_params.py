@@ -33,6 +33,9 @@ LATTICE_MAX_EXP = 20
 #: radius / lattice at most this (lattice coordinates and their squares stay in int64)
 MAX_RADIUS_UNITS = float(1 << 30)
 MAX_DIM = 1 << 16
+#: the largest per-answer μ = 2R/(g·n) (one answer is then (4.4, 1e-5)-DP): a table with less noise than that
+#: protects little, and its PLD (loss range ∝ μ) would cost the ledger seconds per composition
+MU_MAX = 1
 MAX_K = 1 << 20
 
 
@@ -80,6 +83,9 @@ class GaussianMeanParams:
             raise InvalidParameter("lattice", f"radius / lattice must be at most 2^30 (radius {radius:g})",
                                    self.lattice)
         noise = _integer("noise", self.noise, NOISE_MIN, NOISE_MAX)
+        if Fraction(2) * Fraction(radius) / Fraction(lattice) > MU_MAX * noise:
+            raise InvalidParameter("noise", f"too little noise for the clip radius: μ = 2·radius/(lattice·noise) "
+                                   f"must be at most {MU_MAX}", noise)
         delta = self.delta
         if isinstance(delta, bool) or not isinstance(delta, (int, float)) or not 0 < delta < 1:
             raise InvalidParameter("delta", "must satisfy 0 < delta < 1", delta)

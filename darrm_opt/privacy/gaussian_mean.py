@@ -49,7 +49,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from darrm_opt.errors import InvalidParameter
-from darrm_opt.model.gaussian_params import GaussianMeanParams, gaussian_lattice
+from darrm_opt.model.gaussian_params import MU_MAX, GaussianMeanParams, gaussian_lattice
 from darrm_opt.privacy.gaussian_profile import GaussianProfile
 from darrm_opt.privacy.pld import EXACT_MAX_ANSWERS, exact_epsilon
 
@@ -220,14 +220,16 @@ def calibrate(queries: int, epsilon: float, delta: float, *, K: int, radius: flo
     composition is verified within ε, by the closed form (:func:`composed_epsilon`) and, up to the ledger's
     EXACT_MAX_ANSWERS, by the ledger's own PLD composition (so a ledger with budget ε accepts all N); l = ``dim``,
     or chosen from ``eigenvalues`` by eq. 7 at the released σ. ``answer_delta``: the δ₀ of the per-answer
-    statement (default δ/N)."""
+    statement (default δ/N). σ is at least S/MU_MAX (per-answer μ ≤ 1): a budget that would allow less noise
+    per answer is not spent in full (``epsilon_spent`` says what is)."""
     n = _queries(queries)
     if (dim is None) == (eigenvalues is None):
         raise InvalidParameter("dim", "give either dim or eigenvalues")
     S = 2.0 * _check("radius", radius, 0.0, math.inf) / K
     sig_exact = exact_sigma(n, epsilon, delta, S)
     sig15 = eq15_sigma(n, epsilon, delta, S)
-    lattice, noise, _ = gaussian_lattice(sig_exact, K)
+    # at least the noise of μ = MU_MAX per answer (a larger budget per answer is not spent)
+    lattice, noise, _ = gaussian_lattice(max(sig_exact, S / MU_MAX * (1 + 1e-9)), K)
     d0 = delta / n if answer_delta is None else answer_delta
     while True:
         params = GaussianMeanParams(K, dim or 1, radius, lattice, noise, d0)
