@@ -19,14 +19,14 @@ from scipy.special import logsumexp
 
 from darrm_opt.errors import InvalidParameter
 from darrm_opt.mechanisms import document_header, mechanism, mechanism_for, read_document, table_from_document
-from darrm_opt.mechanisms.discrete_gaussian import (
+from darrm_opt.mechanisms.gaussian_mean import clip_and_round, gaussian_mean_table
+from darrm_opt.mechanisms.lattice_noise import (
     _bernoulli_exp_py,
     bernoulli,
     bernoulli_exp,
     discrete_gaussian,
     uniform_below,
 )
-from darrm_opt.mechanisms.gaussian_mean import clip_and_round, gaussian_mean_table
 from darrm_opt.model.gaussian_params import GaussianMeanParams, gaussian_lattice
 from darrm_opt.privacy.gaussian_mean import (
     calibrate,

@@ -3,7 +3,7 @@
 Per query, K teachers on disjoint shards each give a vector of ``dim`` numbers (PCA coefficients A_l y of an
 output y ∈ [0, 1]^d, an autoencoder's latent, or the output itself). Each vector is clipped to the L2 ball of
 radius R, rounded toward zero onto the lattice gℤ^dim, the lattice vectors summed, and exact discrete Gaussian
-noise N_ℤ(0, n²) added per coordinate (:mod:`darrm_opt.mechanisms.discrete_gaussian`); the release is the noisy
+noise N_ℤ(0, n²) added per coordinate (:mod:`darrm_opt.mechanisms.lattice_noise`); the release is the noisy
 mean (sum + noise)·g/K, whose noise has standard deviation σ = n g/K. Its dominating pair, the calibration of σ
 and the choice of l are in :mod:`darrm_opt.privacy.gaussian_mean`.
 
@@ -172,7 +172,7 @@ class GaussianMeanSampler:
 
     def draw(self, prepared: np.ndarray) -> np.ndarray:
         """(S + Z)·g/K with Z ~ N_ℤ(0, n²) per coordinate, exactly."""
-        from .discrete_gaussian import discrete_gaussian
+        from .lattice_noise import discrete_gaussian
 
         p = self.params
         z = discrete_gaussian(p.noise, prepared.size, self.random_bytes).reshape(prepared.shape)
