@@ -22,7 +22,7 @@ from .auth import BearerKeyMiddleware
 from .deps import Services
 from .errors import install as install_errors
 from .middleware import BodyLimitMiddleware, install_log_redaction
-from .routers import aggregate, health, ledgers, means, plans, tables, ui
+from .routers import aggregate, dd_ledgers, health, ledgers, means, plans, tables, ui
 from .settings import Settings
 from .table_service import TableService
 
@@ -75,7 +75,7 @@ def create_app(settings: Settings | None = None, *, random_bytes: RandomBytes = 
     app.add_middleware(BearerKeyMiddleware, keys=list(settings.api_keys))  # outermost: 401 before all else
     install_errors(app)
     docs.install(app)
-    for module in (health, tables, ledgers, aggregate, ui, plans, means):
+    for module in (health, tables, ledgers, aggregate, ui, plans, dd_ledgers, means):
         app.include_router(module.router)
     app.include_router(ui.page)
     return app

@@ -1,8 +1,9 @@
 """Budget plans in the service: the planned table is stored and served like any table, and the plan is cached.
 
-A plan's id is a hash of its canonical inputs (K, ε, Δ, Q, ε_B, δ_B, prior; a PATE plan's have no ε, Δ and
-name the setting). A ``disjoint-nonprivate`` (PATE) plan runs :func:`darrm_opt.planning.pate_plan.plan_pate`
-and stores its table as a disjoint-nonprivate table. The search
+A plan's id is a hash of its canonical inputs (K, ε, Δ, Q, ε_B, δ_B, prior). A job of PATE's setting
+(``disjoint-nonprivate``) or with classes asks every mechanism for its offer
+(:func:`darrm_opt.mechanisms.plan_job`, :meth:`PlanService.request_job`) and stores the most accurate. The
+search for shared and disjoint-private teachers
 (:func:`darrm_opt.planning.plan.plan`) runs on the table service's solve pool; identical concurrent
 requests share one run (in-process single flight). The planned table is stored in ``gamma_tables`` under
 its content hash (so ``/v1/tables/{id}``, ``/v1/aggregate`` and ledgers' exact accounting see it; it becomes
@@ -25,22 +26,20 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from darrm_opt.errors import DarrmError, InvalidParameter
-from darrm_opt.mechanisms import mechanism, mechanism_for, params_key
+from darrm_opt.mechanisms import mechanism, mechanism_for, params_key, plan_job
 from darrm_opt.model.corners import n_corners, n_multisets
 from darrm_opt.model.params import Params
-from darrm_opt.planning.pate_plan import PatePlan, PatePlanRequest, plan_pate
+from darrm_opt.planning.job import Job
 from darrm_opt.planning.plan import Plan, PlanRequest, plan
 from darrm_opt.privacy import accounting
 from darrm_opt.privacy.pld import exact_epsilon
 
 from .table_service import TableNotServable, TableService, jsonable
 
-PATE = "disjoint-nonprivate"
-
 CACHE_SIZE = 256
 
 
-def plan_key(req: PlanRequest | PatePlanRequest, teachers: str | None = None) -> str:
+def plan_key(req: PlanRequest, teachers: str | None = None) -> str:
     """The plan id: a hash of the canonical inputs (and of ``teachers`` when given: disjoint-private)."""
     canonical = req.canonical() if teachers is None else {**req.canonical(), "teachers": teachers}
     text = json.dumps(canonical, sort_keys=True, separators=(",", ":"))
@@ -63,15 +62,9 @@ class PlanService:
         self._running: dict[str, PlanState] = {}
         self._failed: dict[str, str] = {}
 
-    def _inline(self, req: PlanRequest | PatePlanRequest) -> bool:
+    def _inline(self, req: PlanRequest) -> bool:
         """422 naming K when the plan's problems are too large for this service; True when run inline."""
         settings = self.tables.settings
-        if isinstance(req, PatePlanRequest):
-            max_K = mechanism("darrm-pate").max_K
-            if max_K is not None and req.K > max_K:
-                raise InvalidParameter("K", f"too large for this service: disjoint-nonprivate tables take "
-                                            f"K <= {max_K}", req.K)
-            return True
         size = n_multisets(req.K, n_corners(Params(K=req.K, m=1, epsilon=req.epsilon,
                                                     teacher_delta=req.teacher_delta)))
         if size > settings.max_multisets:
@@ -79,7 +72,7 @@ class PlanService:
                                         f"DARRM_MAX_MULTISETS = {settings.max_multisets}", req.K)
         return size <= settings.inline_max_multisets
 
-    def request(self, req: PlanRequest | PatePlanRequest, solver: str) -> tuple[str, str, dict[str, Any] | None]:
+    def request(self, req: PlanRequest, solver: str) -> tuple[str, str, dict[str, Any] | None]:
         """(plan id, cache status 'hit' | 'miss' | 'shared' | 'pending', the planned table or None)."""
         self.tables.check_solver(solver)
         key = plan_key(req)
@@ -103,18 +96,14 @@ class PlanService:
                 return key, role, state.future.result()  # raises the plan's DarrmError (422)
         return key, "pending", None
 
-    def _run(self, key: str, req: PlanRequest | PatePlanRequest, solver: str, state: PlanState) -> dict[str, Any]:
+    def _run(self, key: str, req: PlanRequest, solver: str, state: PlanState) -> dict[str, Any]:
         def progress(stage: str, **info: Any) -> None:
             state.progress = {"stage": stage, **jsonable(info)}
 
         try:
-            if isinstance(req, PatePlanRequest):
-                doc = self._publish_pate(key, plan_pate(req.K, req.queries, req.budget_epsilon, req.budget_delta,
-                                                        req.prior, solver=solver, progress=progress))
-            else:
-                result = plan(req.K, req.epsilon, req.teacher_delta, req.queries, req.budget_epsilon,
-                              req.budget_delta, req.prior, solver=solver, progress=progress)
-                doc = self._publish(key, result)
+            result = plan(req.K, req.epsilon, req.teacher_delta, req.queries, req.budget_epsilon,
+                          req.budget_delta, req.prior, solver=solver, progress=progress)
+            doc = self._publish(key, result)
         except DarrmError as exc:
             with self._lock:
                 self._failed[key] = str(exc)
@@ -132,7 +121,82 @@ class PlanService:
             self._running.pop(key, None)
         return doc
 
-    def _served(self, result: Plan | PatePlan, teachers: str):  # noqa: ANN202 - a ServedTable
+    def request_job(self, job: Job, kinds: list[str] | None) -> tuple[str, str, dict[str, Any] | None]:
+        """A job planned over every mechanism (``plan_job``; only ``kinds`` when given): (plan id, cache
+        status, the document or None while it runs). Runs inline up to ``inline_timeout_s``, like a plan."""
+        self.tables.check_solver(job.solver)
+        for kind in kinds or []:
+            mechanism(kind)  # 422 naming kind before anything runs
+        text = json.dumps({**job.canonical(), "kinds": kinds}, sort_keys=True, separators=(",", ":"))
+        key = hashlib.sha256(("job-plan:" + text).encode()).hexdigest()[:32]
+        with self._lock:
+            hit = self._done.get(key)
+            if hit is not None:
+                self._done.move_to_end(key)
+                return key, "hit", hit
+            state = self._running.get(key)
+            role = "shared" if state is not None else "miss"
+            if state is None:
+                self._failed.pop(key, None)
+                state = PlanState(Future())
+                self._running[key] = state
+                state.future = self.tables._executor.submit(self._run_job, key, job, kinds, state)
+        wait([state.future], timeout=self.tables.settings.inline_timeout_s)
+        if state.future.done():
+            return key, role, state.future.result()
+        return key, "pending", None
+
+    def _run_job(self, key: str, job: Job, kinds: list[str] | None, state: PlanState) -> dict[str, Any]:
+        def progress(stage: str, **info: Any) -> None:
+            state.progress = {"stage": stage, **jsonable(info)}
+
+        try:
+            best, offers, refused = plan_job(job, progress, kinds)
+            doc = self._publish_offer(key, job, best, offers, refused)
+        except DarrmError as exc:
+            with self._lock:
+                self._failed[key] = str(exc)
+                self._running.pop(key, None)
+            raise
+        except Exception:
+            with self._lock:
+                self._failed[key] = "internal error"
+                self._running.pop(key, None)
+            raise
+        with self._lock:
+            self._done[key] = doc
+            while len(self._done) > CACHE_SIZE:
+                self._done.popitem(last=False)
+            self._running.pop(key, None)
+        return doc
+
+    def _publish_offer(self, key: str, job: Job, best: Any, offers: list[Any], refused: dict[str, str]
+                       ) -> dict[str, Any]:
+        """Store and serve the chosen table; its spend is recomputed from the served table's profile by the
+        ledger's accounting and must fit the budget."""
+        table = best.table
+        self.tables.store(table, solver=job.solver, solve_seconds=best.seconds,
+                          params_key=params_key(table.params, table.teachers))
+        served = self.tables.get(table.id)
+        if served is None or served.profile is None:  # pragma: no cover - just stored, with a profile
+            raise TableNotServable(f"planned table {table.id} could not be served")
+        q, bd = job.queries, job.budget_delta
+        spend = accounting.account([(served.epsilon0, served.delta0, q)], bd, profiles=[(served.profile, q)]).spend
+        if spend.delta > bd or spend.epsilon > job.budget_epsilon:
+            raise TableNotServable(f"the planned table {table.id} spends {spend.epsilon:.6g} > budget "
+                                   f"{job.budget_epsilon:g}; not served as this plan")
+        figures = {k: v for k, v in best.details.items() if k in ("sigma", "sigma1", "sigma2", "threshold")}
+        if served.gamma:
+            figures["gamma"] = list(served.gamma)
+        info = {"queries": q, "budget_epsilon": job.budget_epsilon, "budget_delta": bd,
+                "spent_epsilon": spend.epsilon, "accounting": spend.method, "seconds": best.seconds,
+                "teachers": job.teachers}
+        return {"plan_id": key, "mechanism": best.mechanism, "expected_error": best.expected_error,
+                "epsilon_spent": spend.epsilon, **figures, "details": jsonable(dict(best.details)),
+                "table": served.to_dict(), "alternatives": [jsonable(o.to_dict()) for o in offers if o is not best],
+                "refused": refused, "plan": info}
+
+    def _served(self, result: Plan, teachers: str):  # noqa: ANN202 - a ServedTable
         """Store the planned table (unless stored already) and serve it."""
         sol = result.solution
         table = mechanism_for(result.params).table(result.params, sol.gamma, sol.certificate, teachers,
@@ -152,18 +216,6 @@ class PlanService:
             raise TableNotServable(f"the planned table {table.id} spends {spent:.6g} > budget "
                                    f"{result.budget_epsilon:g}; not served as this plan")
         info = {**result.plan_dict(), "spent_epsilon": spent}
-        return {**table.to_dict(), "plan_id": key, "plan": info}
-
-    def _publish_pate(self, key: str, result: PatePlan) -> dict[str, Any]:
-        """Store and serve the planned PATE table; its spend is recomputed from its profile by the ledger's
-        accounting and must fit the budget."""
-        table = self._served(result, PATE)
-        q, bd = result.queries, result.budget_delta
-        spend = accounting.account([(table.epsilon0, table.delta0, q)], bd, profiles=[(table.profile, q)]).spend
-        if spend.delta > bd or spend.epsilon > result.budget_epsilon:
-            raise TableNotServable(f"the planned table {table.id} spends {spend.epsilon:.6g} > budget "
-                                   f"{result.budget_epsilon:g}; not served as this plan")
-        info = {**result.plan_dict(), "spent_epsilon": spend.epsilon, "accounting": spend.method}
         return {**table.to_dict(), "plan_id": key, "plan": info}
 
     def remember(self, key: str, doc: dict[str, Any]) -> None:

@@ -53,7 +53,8 @@ class TableRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid", strict=True)  # "1", true: not numbers
 
-    K: int = Field(..., ge=1, description="number of teachers (odd for a binary table)")
+    K: int = Field(..., ge=1, description="number of teachers (odd for a binary table, except "
+                                          "disjoint-nonprivate: a tie is a fair coin)")
     m: float | None = Field(None, ge=1, allow_inf_nan=False,
                             description="privacy allowance, 1 <= m <= K (required for a binary table)")
     classes: int | None = Field(None, ge=2, le=1000, description="C: a multi-class table over classes 0..C-1")
@@ -124,6 +125,30 @@ class MulticlassTableOut(BaseModel):
     created_at: datetime
 
 
+class GaussianTableOut(BaseModel):
+    """A Gaussian release (GNMax, or Confident-GNMax whose ⊥ answers are written −1): no γ table, its
+    parameters define it; its certificate states the per-answer (ε₀, δ₀) read off its exact Gaussian pair."""
+
+    id: str = Field(..., description="hash of the table's content: kind, parameters (σ, classes), setting")
+    kind: Literal["gnmax", "confident-gnmax"]
+    K: int
+    classes: int
+    teachers: Literal["disjoint-nonprivate"]
+    setting: dict[str, Any] | None = None
+    sigma: float | None = Field(None, description="gnmax: the noise N_Z(0, σ²) per class")
+    threshold: float | None = Field(None, description="confident-gnmax: ⊥ (−1) unless top count + N_Z(0, σ₁²) ≥ T")
+    sigma1: float | None = None
+    sigma2: float | None = None
+    prior: str
+    solver: str
+    gamma: list[float] = Field(..., description="empty: the release has no table")
+    certificate: dict[str, Any]
+    privacy_profile: dict[str, Any] | None = None
+    expected_error: float
+    solve_seconds: float
+    created_at: datetime
+
+
 class GaussianMeanTableOut(BaseModel):
     """A Gaussian mean release (docs/gaussian-mean.md): no γ; its parameters define it."""
 
@@ -146,7 +171,7 @@ class GaussianMeanTableOut(BaseModel):
     created_at: datetime
 
 
-AnyTableOut = TableOut | MulticlassTableOut | GaussianMeanTableOut
+AnyTableOut = TableOut | MulticlassTableOut | GaussianTableOut | GaussianMeanTableOut
 
 
 class TableListOut(BaseModel):

@@ -163,9 +163,11 @@ def test_seeded_answer_frequencies_match_the_exact_distribution(rows_per_call):
 
 
 def test_inputs_are_validated_on_both_paths():
-    for bad in ([0.5, 0.5, 0.5], [0.5], [0.5, 1.5], [0.5, -0.1], [[0.5, 0.5]], [0.5, float("nan")]):
+    for bad in ([0.5], [0.5, 1.5], [0.5, 0.5, -0.1], [[0.5, 0.5]], [0.5, float("nan")]):
         with pytest.raises(InvalidParameter, match="gamma"):
             BinarySampler(bad)
+    # an even K (PATE setting) is served: its tie L = K/2 is a fair coin whatever γ(K/2) says
+    assert BinarySampler([0.5, 0.5, 0.5]).probability_of_one(1) == 0.5
     agg = BinarySampler([1.0, 0.5, 0.5, 1.0], random_bytes=random.Random(1).randbytes)
     for n in (1, SMALL + 1):
         with pytest.raises(InvalidParameter, match="K = 3"):

@@ -151,7 +151,8 @@ def test_compare(tmp_path):
 
 
 def test_compare_pate_setting(tmp_path):
-    rows = json_out("compare", "--K", "5", "--m", "1", "--teachers", "disjoint-nonprivate", cwd=tmp_path)
+    rows = json_out("compare", "--K", "5", "--teachers", "disjoint-nonprivate", "--target-epsilon", "0.1",
+                    "--delta", "1e-5", cwd=tmp_path)
     assert len(rows) == 1 and rows[0]["teachers"] == "disjoint-nonprivate"
     assert 0 < rows[0]["errors"]["opt"] <= rows[0]["errors"]["gnmax"]
 

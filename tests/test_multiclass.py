@@ -303,7 +303,7 @@ def test_darrm_beats_gnmax_at_equal_privacy(eps):
 # ------------------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("kwargs,name", [
     ({"K": 0, "C": 3, "epsilon": 1.0}, "K"), ({"K": 5, "C": 1, "epsilon": 1.0}, "classes"),
-    ({"K": 5, "C": 3, "epsilon": 0.0}, "target-epsilon"), ({"K": 5, "C": 3, "epsilon": 1.0, "delta": 1.0}, "delta"),
+    ({"K": 5, "C": 3, "epsilon": 0.0}, "target_epsilon"), ({"K": 5, "C": 3, "epsilon": 1.0, "delta": 1.0}, "delta"),
 ])
 def test_bad_parameters_name_the_parameter(kwargs, name):
     with pytest.raises(InvalidParameter) as exc:

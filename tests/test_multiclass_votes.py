@@ -298,7 +298,7 @@ def test_aggregate_labels_happy_path_and_ledger(table_file, tmp_path):
 @pytest.mark.parametrize("row, rule", [
     ("0,0,0,0,0,0,3", "row 2: every vote must be a class label, an integer in \\[0, 2\\]"),
     ("0,0,0,0,0,0,-1", "row 2: every vote must be a class label"),
-    ("0,0,0,0,0,0,1.0", "row 2: every vote must be a class label"),
+    ("0,0,0,0,0,0,1.5", "row 2: every vote must be a class label"),
     ("0,0,0,0,0,0,x", "row 2: every vote must be a class label"),
     ("0,0,0,0,0,0", "row 2 has 6 labels; every row needs K = 7"),
 ])

@@ -191,7 +191,8 @@ def test_pate_table_as_printed_certifies():
 
 def test_pate_params_rules():
     with pytest.raises(InvalidParameter, match="K"):
-        PateParams(4, 0.1, 0.0)
+        PateParams(0, 0.1, 0.0)
+    assert PateParams(4, 0.1, 0.0).K == 4  # even K: the tie rule (tests/test_even_k.py)
     with pytest.raises(InvalidParameter, match="target_epsilon"):
         PateParams(11, 0.0, 0.0)
     with pytest.raises(InvalidParameter, match="delta"):

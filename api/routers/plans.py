@@ -11,12 +11,22 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from darrm_opt.errors import InvalidParameter
 from darrm_opt.model.neighbours import check_setting_options, setting_note
-from darrm_opt.planning.pate_plan import PatePlanRequest, majority_free
+from darrm_opt.planning.job import Job
+from darrm_opt.planning.pate_plan import majority_free
 from darrm_opt.planning.plan import PlanRequest
 
 from ..deps import keyed, services
 from ..plan_service import PlanService, plan_key
-from ..schemas import ID_PATTERN, ErrorOut, HTTPValidationErrorOut, LedgerOut, PlainText, TableOut, Teachers
+from ..schemas import (
+    ID_PATTERN,
+    AnyTableOut,
+    ErrorOut,
+    HTTPValidationErrorOut,
+    LedgerOut,
+    PlainText,
+    TableOut,
+    Teachers,
+)
 
 router = APIRouter(prefix="/v1", tags=["plans"], dependencies=keyed)
 _LOCK = threading.Lock()
@@ -36,7 +46,7 @@ class PlanRequestIn(BaseModel):
 
     model_config = ConfigDict(extra="forbid", strict=True)
 
-    K: int = Field(..., ge=1, description="number of teachers (odd)")
+    K: int = Field(..., ge=1, description="number of teachers (odd for DaRRM's 0/1 tables)")
     epsilon: float | None = Field(None, gt=0, allow_inf_nan=False,
                                   description="each teacher's epsilon (required unless disjoint-nonprivate)")
     teacher_delta: float | None = Field(None, ge=0, lt=1,
@@ -49,6 +59,13 @@ class PlanRequestIn(BaseModel):
     solver: PlainText | None = Field(None, min_length=1, max_length=20)
     create_ledger: LedgerSpec | None = Field(
         None, description="also open a ledger with this plan's budget (its id is returned as ledger.id)")
+    classes: int | None = Field(None, ge=2, le=1000, description="C class labels per vote: plan the job over "
+                                                                 "every mechanism (teachers default to "
+                                                                 "disjoint-nonprivate)")
+    mechanism: PlainText | None = Field(None, min_length=1, max_length=40,
+                                        description="auto (every mechanism; the default with classes) or one "
+                                                    "kind (darrm, darrm-pate, darrm-multiclass, gnmax, "
+                                                    "confident-gnmax)")
 
 
 class PlanInfo(BaseModel):
@@ -71,6 +88,28 @@ class PlanInfo(BaseModel):
 class PlanOut(TableOut):
     plan_id: str
     plan: PlanInfo
+    ledger: LedgerOut | None = None
+
+
+class JobPlanOut(BaseModel):
+    """A job planned over every mechanism: the chosen one's table (stored and served), its error and spend
+    (recomputed from the served table's profile by the ledger's accounting), the other offers."""
+
+    plan_id: str
+    mechanism: str = Field(..., description="the kind chosen: the least expected error among the offers")
+    expected_error: float
+    epsilon_spent: float = Field(..., description="ε the Q answers spend at budget_delta (ledger's accounting)")
+    sigma: float | None = None
+    sigma1: float | None = None
+    sigma2: float | None = None
+    threshold: float | None = None
+    gamma: list[float] | None = Field(None, description="the chosen DaRRM table's γ")
+    details: dict[str, Any] = {}
+    table: AnyTableOut
+    alternatives: list[dict[str, Any]] = Field([], description="every other offer: mechanism, expected_error, "
+                                                               "epsilon_spent, table_id and its figures")
+    refused: dict[str, str] = Field({}, description="kinds that made no offer, and why")
+    plan: dict[str, Any]
     ledger: LedgerOut | None = None
 
 
@@ -111,7 +150,7 @@ def _plans(request: Request) -> PlanService:
         return state.plans
 
 
-@router.post("/plans", response_model=PlanOut | MajorityFreeOut,
+@router.post("/plans", response_model=PlanOut | MajorityFreeOut | JobPlanOut,
              summary="Plan the most accurate table for a total budget",
              responses={202: {"model": PlanAccepted, "description": "planning in the background; poll status_url"},
                         409: {"model": ErrorOut}, **_COMMON})
@@ -121,26 +160,50 @@ def post_plan(body: PlanRequestIn, request: Request, response: Response):
     known to be feasible (200), or at once with a 202 (the budget is the request's either way)."""
     s = services(request)
     given = [f for f in ("epsilon", "teacher_delta") if getattr(body, f) is not None]
-    check_setting_options(body.teachers, given, target_needed=False)
-    req: PlanRequest | PatePlanRequest
+    if body.classes is None:
+        check_setting_options(body.teachers, given, target_needed=False)
+    if body.classes is not None or body.mechanism is not None or body.teachers == "disjoint-nonprivate":
+        return _job_plan(body, request, response)  # every mechanism of PATE's setting makes its offer
+    for name in ("epsilon", "teacher_delta"):
+        if getattr(body, name) is None:
+            raise InvalidParameter(name, f"is required with teachers {body.teachers} (the teachers' privacy)")
+    req = PlanRequest.make(body.K, body.epsilon, body.teacher_delta, body.queries, body.budget_epsilon,
+                           body.budget_delta, body.prior)
     cap = None
-    if body.teachers == "disjoint-nonprivate":
-        req = PatePlanRequest.make(body.K, body.queries, body.budget_epsilon, body.budget_delta, body.prior)
-    else:
-        for name in ("epsilon", "teacher_delta"):
-            if getattr(body, name) is None:
-                raise InvalidParameter(name, f"is required with teachers {body.teachers} (the teachers' privacy)")
-        req = PlanRequest.make(body.K, body.epsilon, body.teacher_delta, body.queries, body.budget_epsilon,
-                               body.budget_delta, body.prior)
-        if body.teachers == "disjoint-private":
-            cap = (req.epsilon, req.teacher_delta)
-            free = _majority_free(request, req)
-            if free is not None:
-                return {**free, "ledger": _ledger(s, body, req, cap)}
+    if body.teachers == "disjoint-private":
+        cap = (req.epsilon, req.teacher_delta)
+        free = _majority_free(request, req)
+        if free is not None:
+            return {**free, "ledger": _ledger(s, body, req, cap)}
     key, status, doc = _plans(request).request(req, body.solver or s.settings.default_solver)
     ledger = _ledger(s, body, req, cap)
     if cap is not None and doc is not None:
         doc = _with_cap(doc, cap)
+    if doc is None:
+        url = f"/v1/plans/{key}"
+        return JSONResponse(status_code=202, headers={"Location": url, "X-Darrm-Cache": "pending"},
+                            content={"plan_id": key, "status": "pending", "status_url": url, "progress": {},
+                                     "ledger": _json(ledger)})
+    response.headers["X-Darrm-Cache"] = status
+    return {**doc, "ledger": ledger}
+
+
+def _job_plan(body: PlanRequestIn, request: Request, response: Response):  # noqa: ANN202
+    """Every mechanism's offer (or the one named), the most accurate stored and served."""
+    s = services(request)
+    teachers = body.teachers if "teachers" in body.model_fields_set else (
+        "disjoint-nonprivate" if body.classes is not None else "shared")
+    job = Job(K=body.K, queries=body.queries, budget_epsilon=body.budget_epsilon, budget_delta=body.budget_delta,
+              teachers=teachers, classes=body.classes, prior=body.prior, epsilon=body.epsilon,
+              teacher_delta=body.teacher_delta, solver=body.solver or s.settings.default_solver)
+    kinds = None if body.mechanism in (None, "auto") else [body.mechanism]
+    key, status, doc = _plans(request).request_job(job, kinds)
+    cap = None
+    if teachers == "disjoint-private" and body.epsilon is not None and body.teacher_delta is not None:
+        cap = (body.epsilon, body.teacher_delta)
+    ledger = None
+    if body.create_ledger is not None:
+        ledger = s.ledgers.create(body.create_ledger.name, job.budget_epsilon, job.budget_delta, cap=cap)
     if doc is None:
         url = f"/v1/plans/{key}"
         return JSONResponse(status_code=202, headers={"Location": url, "X-Darrm-Cache": "pending"},
@@ -184,7 +247,8 @@ def _json(ledger: dict | None) -> Any:
     return None if ledger is None else LedgerOut.model_validate(ledger).model_dump(mode="json")
 
 
-@router.get("/plans/{plan_id}", response_model=PlanOut | MajorityFreeOut, summary="A plan: its table, or its progress",
+@router.get("/plans/{plan_id}", response_model=PlanOut | MajorityFreeOut | JobPlanOut,
+            summary="A plan: its table, or its progress",
             responses={202: {"model": PlanAccepted}, 404: {"model": ErrorOut}, **_COMMON})
 def get_plan(request: Request, plan_id: str = Path(..., pattern=ID_PATTERN)):
     status, doc, info = _plans(request).get(plan_id)

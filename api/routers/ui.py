@@ -1,10 +1,14 @@
-"""The read-only dashboard at ``/ui`` and the keyed read endpoints it draws from.
+"""The dashboard at ``/ui`` and the keyed read endpoints it draws from.
 
 ``GET /ui`` and its two assets (``/ui/app.js``, ``/ui/app.css``, served from ``api/static``; nothing from a
-CDN) hold no data and need no key. The page asks for an API key, keeps it in the tab's ``sessionStorage``
-(gone when the tab closes; a ``#key=…`` fragment, never sent to the server, is moved there and erased) and
-sends it as ``Authorization: Bearer`` on every ``/v1`` request, which the middleware checks as for any
-client. A strict Content-Security-Policy allows scripts, styles and requests to this origin only.
+CDN) hold no data and need no key. The page shows its key form at once and says how to link it with a key
+(``/ui#key=…``: the fragment is never sent to the server; the page moves it to the tab's ``sessionStorage``,
+gone when the tab closes, and erases it from the address) and sends the key as ``Authorization: Bearer`` on
+every ``/v1`` request, which the middleware checks as for any client. It shows each ledger's share of its ε
+budget and its spend against the answers paid, each table's γ(l) against the baselines (labelled axes, legends
+as wrapping HTML), and creates ledgers and tables through ``POST /v1/ledgers`` and ``POST /v1/tables`` (a
+long solve is followed through ``GET /v1/jobs/{id}``). A strict Content-Security-Policy allows scripts,
+styles and requests to this origin only (no inline script or style attribute).
 
 Keyed JSON endpoints added here: ``GET /v1/ledgers`` (every ledger with what remains),
 ``GET /v1/ledgers/{id}/spends`` (the spend after each paid request, for the plot over time) and

@@ -43,9 +43,10 @@ function marker(kind, x, y, color) {
   return svg("polygon", { points: pts.map((p) => p.join(",")).join(" "), fill: kind === "triangle" ? color : "#fff", stroke: color, "stroke-width": 1.5 });
 }
 
-// A line chart: series [{key, points: [[x, y]], step}], axes from the domains, optional horizontal lines.
+// A line chart with labelled axes: series [{key, points: [[x, y]], step, legend}], optional horizontal lines.
+// Returns a block: the SVG, then its legend as an HTML list (wraps, never clipped).
 function chart(opts) {
-  const W = 440, H = 230, L = 46, R = 12, T = 10, B = 58;
+  const W = 440, H = 210, L = 58, R = 12, T = 10, B = 40;
   const root = svg("svg", { width: W, height: H, viewBox: `0 0 ${W} ${H}`, role: "img", "aria-label": opts.title });
   const [x0, x1] = opts.x, [y0, y1] = opts.y;
   const sx = (x) => L + ((x - x0) / (x1 - x0 || 1)) * (W - L - R);
@@ -56,24 +57,28 @@ function chart(opts) {
     label.textContent = fmt(t, 3);
     root.append(label);
   }
-  opts.xTicks.forEach(([t, text], i) => {
-    const anchor = i === 0 ? "start" : i === opts.xTicks.length - 1 ? "end" : "middle";
-    const label = svg("text", { x: sx(t), y: H - B + 14, "text-anchor": anchor });
+  for (const [t, text] of opts.xTicks) {
+    root.append(svg("line", { x1: sx(t), x2: sx(t), y1: H - B, y2: H - B + 4, class: "axis" }));
+    const label = svg("text", { x: sx(t), y: H - B + 15, "text-anchor": "middle" });
     label.textContent = text;
     root.append(label);
-  });
+  }
   root.append(svg("line", { x1: L, x2: W - R, y1: H - B, y2: H - B, class: "axis" }));
   root.append(svg("line", { x1: L, x2: L, y1: T, y2: H - B, class: "axis" }));
-  const xl = svg("text", { x: (L + W - R) / 2, y: H - B + 28, "text-anchor": "middle" });
+  const xl = svg("text", { x: (L + W - R) / 2, y: H - 6, "text-anchor": "middle", class: "x-label" });
   xl.textContent = opts.xLabel;
   root.append(xl);
+  const cy = (T + H - B) / 2;
+  const yl = svg("text", { x: 12, y: cy, "text-anchor": "middle", transform: `rotate(-90 12 ${cy})`, class: "y-label" });
+  yl.textContent = opts.yLabel;
+  root.append(yl);
   for (const h of opts.hlines || []) {
     root.append(svg("line", { x1: L, x2: W - R, y1: sy(h.y), y2: sy(h.y), class: h.cls }));
     const t = svg("text", { x: W - R - 2, y: sy(h.y) - 3, "text-anchor": "end" });
     t.textContent = h.label;
     root.append(t);
   }
-  let legendX = L;
+  const legend = el("ul", { class: "legend" });
   for (const s of opts.series) {
     const color = COLORS[s.key];
     let d = "";
@@ -86,24 +91,97 @@ function chart(opts) {
     g.append(svg("path", { d: d, fill: "none", stroke: color, "stroke-width": 1.8, "stroke-dasharray": DASHES[s.key] }));
     for (const [x, y] of s.points) g.append(marker(MARKERS[s.key], sx(x), sy(y), color));
     root.append(g);
-    // legend entry: line sample, marker, name
-    const ly = H - 12;
-    root.append(svg("line", { x1: legendX, x2: legendX + 22, y1: ly, y2: ly, stroke: color, "stroke-width": 1.8, "stroke-dasharray": DASHES[s.key] }));
-    root.append(marker(MARKERS[s.key], legendX + 11, ly, color));
-    const name = svg("text", { x: legendX + 26, y: ly + 4 });
-    name.textContent = s.legend || LABELS[s.key];
-    root.append(name);
-    legendX += 30 + 6.2 * name.textContent.length;
+    const swatch = svg("svg", { width: 26, height: 10, "aria-hidden": "true" });
+    swatch.append(svg("line", { x1: 0, x2: 26, y1: 5, y2: 5, stroke: color, "stroke-width": 1.8, "stroke-dasharray": DASHES[s.key] }));
+    swatch.append(marker(MARKERS[s.key], 13, 5, color));
+    legend.append(el("li", { "data-legend": s.key }, swatch, s.legend || LABELS[s.key]));
   }
-  return root;
+  for (const h of opts.hlines || []) {
+    const swatch = svg("svg", { width: 26, height: 10, "aria-hidden": "true" });
+    swatch.append(svg("line", { x1: 0, x2: 26, y1: 5, y2: 5, class: h.cls }));
+    legend.append(el("li", { "data-legend": h.cls }, swatch, h.legend || h.label));
+  }
+  return el("div", { class: "chart" }, root, legend);
 }
 
-async function api(path) {
+// Integer ticks 0..n (at most about 6 of them).
+function countTicks(n) {
+  const step = Math.max(1, Math.ceil(n / 5));
+  const ticks = [];
+  for (let t = 0; t <= n; t += step) ticks.push([t, String(t)]);
+  if (ticks[ticks.length - 1][0] !== n) ticks.push([n, String(n)]);
+  return ticks;
+}
+
+async function api(path, body) {
   const key = sessionStorage.getItem(KEY_STORE);
-  const r = await fetch(path, { headers: { Authorization: `Bearer ${key}` }, cache: "no-store" });
+  const init = { headers: { Authorization: `Bearer ${key}` }, cache: "no-store" };
+  if (body !== undefined) {
+    init.method = "POST";
+    init.headers["Content-Type"] = "application/json";
+    init.body = JSON.stringify(body);
+  }
+  const r = await fetch(path, init);
   if (r.status === 401) throw new Error("the API key was refused (401): enter a key from DARRM_API_KEYS");
-  if (!r.ok) throw new Error(`${path}: HTTP ${r.status}`);
+  if (!r.ok) {
+    let detail = `HTTP ${r.status}`;
+    try {
+      const j = await r.json();
+      detail = Array.isArray(j.detail) ? j.detail.map((d) => `${(d.loc || []).slice(1).join(".")}: ${d.msg}`).join("; ") : String(j.detail || detail);
+    } catch (e) { /* not JSON */ }
+    throw new Error(`${path}: ${detail}`);
+  }
   return r.json();
+}
+
+// The fields of a creation form that were filled in, numbers as numbers (the API takes no "1" for 1).
+function formBody(form, text) {
+  const body = {};
+  for (const [k, v] of new FormData(form).entries()) {
+    const value = String(v).trim();
+    if (value === "") continue;
+    body[k] = text.includes(k) ? value : Number(value);
+  }
+  return body;
+}
+
+function createStatus(text, isError) {
+  const s = document.getElementById("create-status");
+  s.textContent = text;
+  s.className = isError ? "error" : "";
+}
+
+async function createLedger(ev) {
+  ev.preventDefault();
+  try {
+    const made = await api("/v1/ledgers", formBody(ev.target, ["name"]));
+    createStatus(`created ledger ${made.name} (${made.id})`, false);
+    ev.target.reset();
+    await load();
+  } catch (e) {
+    createStatus(String(e.message || e), true);
+  }
+}
+
+async function createTable(ev) {
+  ev.preventDefault();
+  const body = formBody(ev.target, ["teachers"]);
+  if (body.teachers === "shared") delete body.teachers;
+  try {
+    createStatus("solving and certifying…", false);
+    let made = await api("/v1/tables", body);
+    while (made.job_id && !made.table) {  // a long solve runs as a job: follow it
+      createStatus(`solving in the background (job ${made.job_id}: ${made.stage || made.status || "queued"})…`, false);
+      if (made.status === "failed" || made.status === "stale") throw new Error(made.error || `job ${made.status}`);
+      await new Promise((resolve) => setTimeout(resolve, 1000));
+      made = await api(`/v1/jobs/${made.job_id}`);
+    }
+    const table = made.table || made;
+    createStatus(`table ${table.id}: ${table.certificate && table.certificate.certified ? "CERTIFIED" : "made"}`, false);
+    await load();
+  } catch (e) {
+    createStatus(String(e.message || e), true);
+  }
 }
 
 function facts(pairs) {
@@ -112,13 +190,13 @@ function facts(pairs) {
   return dl;
 }
 
-function timeLabel(ms) {
-  return new Date(ms).toISOString().slice(11, 19);
-}
-
 async function ledgerCard(l) {
   const card = el("div", { class: "card ledger", "data-ledger-id": l.id });
-  card.append(el("h3", {}, `${l.name}`), facts([
+  const share = l.epsilon_budget > 0 ? l.epsilon_spent / l.epsilon_budget : 0;
+  const fill = el("div", { "data-share": share.toFixed(4) });
+  fill.style.width = `${Math.min(100, 100 * share).toFixed(1)}%`;  // CSSOM: the CSP allows no inline style attribute
+  const bar = el("div", { class: share > 1 ? "spendbar over" : "spendbar", title: "ε spent / ε budget" }, fill);
+  card.append(el("h3", {}, `${l.name}: ${fmt(100 * share, 3)} % of the ε budget spent`), bar, facts([
     ["id", l.id],
     ["answers", String(l.answers)],
     ["ε spent", `${fmt(l.epsilon_spent, 4)} of ${fmt(l.epsilon_budget, 4)} (remaining ${fmt(l.epsilon_remaining, 4)})`],
@@ -126,20 +204,25 @@ async function ledgerCard(l) {
     ["composition", l.composition],
   ]));
   const h = await api(`/v1/ledgers/${l.id}/spends`);
-  const start = Date.parse(h.created_at);
-  const eps = [[start, 0]];
+  // x: answers paid so far (the history may hold only the most recent requests: count back from the total)
+  const listed = h.items.reduce((n, s) => n + s.rows, 0);
+  let answers = h.truncated ? l.answers - listed : 0;
+  const eps = [[answers, h.truncated && h.items.length ? null : 0]];
   for (const s of h.items) {
-    eps.push([Date.parse(s.at), s.epsilon_spent / h.epsilon_budget]);
+    answers += s.rows;
+    eps.push([answers, s.epsilon_spent]);
   }
-  const last = eps[eps.length - 1][0];
-  const end = last > start ? last + 0.04 * (last - start) : start + 1000;
-  const top = Math.max(1, ...eps.map((p) => p[1])) * 1.08;
-  const series = [{ key: "epsilon", points: eps, step: true }];
+  if (eps[0][1] === null) eps.shift();
+  const x0 = eps.length ? eps[0][0] : 0;
+  const x1 = Math.max(x0 + 1, answers);
+  const top = Math.max(h.epsilon_budget, ...eps.map((p) => p[1])) * 1.1;
+  const yTicks = [0, 0.25, 0.5, 0.75, 1].map((f) => f * h.epsilon_budget);
   card.append(chart({
-    title: `spend of ledger ${l.name} over time`, x: [start, end], y: [0, top],
-    yTicks: [0, 0.25, 0.5, 0.75, 1], xTicks: [[start, timeLabel(start)], [end, timeLabel(end)]],
-    xLabel: `time (UTC)${h.truncated ? ", most recent spends only" : ""}`,
-    hlines: [{ y: 1, label: "budget", cls: "budget" }], series: series,
+    title: `ε spent by ledger ${l.name} against the answers it paid`, x: [x0, x1], y: [0, top],
+    yTicks: yTicks, xTicks: countTicks(x1).filter(([t]) => t >= x0),
+    xLabel: `answers paid${h.truncated ? " (most recent requests only)" : ""}`, yLabel: `ε spent (at δ = ${fmt(h.delta_budget, 3)})`,
+    hlines: [{ y: h.epsilon_budget, label: "budget", cls: "budget", legend: `ε budget ${fmt(h.epsilon_budget, 4)}` }],
+    series: [{ key: "epsilon", points: eps, step: true, legend: "ε spent after each paid request" }],
   }));
   if (!h.items.length) card.append(el("p", { class: "empty" }, "no answers paid yet"));
   return card;
@@ -169,9 +252,9 @@ async function tableCard(t) {
     const err = b.expected_error[key];
     series.push({ key: key, points: g.map((y, l) => [l, y]), legend: `${LABELS[key]} (E[err] ${fmt(err, 3)})` });
   }
-  const ticks = [0, Math.floor(t.K / 2), t.K].map((l) => [l, String(l)]);
   card.append(chart({ title: `γ of table ${t.id}`, x: [0, t.K], y: [0, 1.05], yTicks: [0, 0.25, 0.5, 0.75, 1],
-    xTicks: ticks, xLabel: "l = number of teachers voting 1", series: series }));
+    xTicks: countTicks(t.K), xLabel: mc ? "gap between the top two class counts" : "l = number of teachers voting 1",
+    yLabel: "γ(l) = P(majority)", series: series }));
   return card;
 }
 
@@ -184,7 +267,9 @@ async function fill(containerId, items, make, emptyText) {
 
 async function load() {
   if (!sessionStorage.getItem(KEY_STORE)) {
-    status("Enter an API key. It is kept in this tab only (sessionStorage) and sent as a Bearer header.", false);
+    status("Enter an API key (a key from the server's DARRM_API_KEYS) in the form above, or open this page as "
+      + "/ui#key=YOUR-KEY. The key is kept in this tab only (sessionStorage; the #key= part of a link is never "
+      + "sent to the server) and sent as a Bearer header.", false);
     return;
   }
   status("loading…", false);
@@ -212,6 +297,8 @@ function init() {
     input.value = "";
     load();
   });
+  document.getElementById("new-ledger").addEventListener("submit", createLedger);
+  document.getElementById("new-table").addEventListener("submit", createTable);
   document.getElementById("forget").addEventListener("click", () => {
     sessionStorage.removeItem(KEY_STORE);
     document.getElementById("ledgers").replaceChildren();

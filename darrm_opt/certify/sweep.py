@@ -322,27 +322,22 @@ def run_many(problems: list[SweepProblem], items: list[WorkItem], kws: list[dict
 def sweep_many(problems: list[SweepProblem], kws: list[dict], *, workers: int | None = None,
                progress=None) -> list[SweepResult]:
     """:func:`sweep` of several problems of one corner set and plan (generic matrix sweeps: same probs, E,
-    K and reflection; their h differ) in one pass on a thread pool: one result per problem, each bitwise
-    that of its own sweep. ``kws``: each problem's threshold, top, near, two_sided, near_cap."""
+    K and reflection; their h differ) in one pass through the same driver: one result per problem, each
+    bitwise that of its own sweep. ``kws``: each problem's threshold, top, near, two_sided, near_cap."""
     p0 = problems[0]
     if any(type(p) is not SweepProblem or p.K != p0.K or p.E != p0.E or p.reflect != p0.reflect
            or not np.array_equal(p.probs, p0.probs) for p in problems):
         raise ValueError("sweep_many needs matrix sweeps of one corner set, E and reflection")
     for p in problems[1:]:
         p._spectra = p0.spectra()  # the same corners: one set of spectra
-    items = p0.plan()
-    total = p0.n_multisets
+    out = [_empty(p0.C) for _ in problems]
     workers = workers or default_workers()
-    n_groups = max(1, min(len(items), max(workers * 8, total // GROUP_MULTISETS))) if total > 200_000 else 1
-    groups = balance_items(p0, items, n_groups)
-    out = [SweepResult(violators=np.zeros((0, p0.C), dtype=np.int16), near=np.zeros((0, p0.C), dtype=np.int16))
-           for _ in problems]
-    with single_threaded_blas(), ThreadPoolExecutor(workers) as pool:
-        for parts in pool.map(lambda g: run_many(problems, g, kws), groups):
-            for o, part, kw in zip(out, parts, kws, strict=True):
-                o.merge(part, kw["top"], kw["near_cap"])
-            if progress:
-                progress(out[0].multisets, total, max(o.max_cost for o in out))
+    groups = _groups(p0, workers)
+    for parts in _drive(lambda g: run_many(problems, g, kws), groups, workers):
+        for o, part, kw in zip(out, parts, kws, strict=True):
+            o.merge(part, kw["top"], kw["near_cap"])
+        if progress:
+            progress(out[0].multisets, p0.n_multisets, max(o.max_cost for o in out))
     return out
 
 
@@ -370,46 +365,50 @@ def sweep(
     partial results, e.g. the Dask adapter). ``progress(done_multisets, total, worst_so_far)`` is
     called as groups finish."""
     t0 = time.perf_counter()
-    items = problem.plan()
-    total = problem.n_multisets
-    out = SweepResult(
-        violators=np.zeros((0, problem.C), dtype=np.int16), near=np.zeros((0, problem.C), dtype=np.int16)
-    )
+    out = _empty(problem.C)
     kwargs: dict[str, Any] = dict(threshold=threshold, top=top, near=near, two_sided=two_sided, near_cap=near_cap)
     workers = workers or default_workers()
-    # groups of about equal work, several per worker and at most ~2·10⁸ multisets each, so progress is
-    # smooth and an interrupt takes effect within a second or two
-    n_groups = max(1, min(len(items), max(workers * 8, total // GROUP_MULTISETS))) if total > 200_000 else 1
-    groups = balance_items(problem, items, n_groups)
+    groups = _groups(problem, workers)
     if executor is not None:
         parts = executor(problem, groups, kwargs)
-    elif workers == 1 or len(groups) == 1:
-        parts = _sequential(problem, groups, kwargs, pin=workers == 1)
     else:
-        parts = _pooled(problem, groups, kwargs, workers)
+        parts = _drive(lambda g: problem.run(g, **kwargs), groups, workers)
     for part in parts:
         out.merge(part, top, near_cap)
         if progress:
-            progress(out.multisets, total, out.max_cost)
+            progress(out.multisets, problem.n_multisets, out.max_cost)
     out.seconds = time.perf_counter() - t0
     return out
 
 
-def _sequential(problem: SweepProblem, groups, kwargs, pin: bool):
-    """Partial results of ``groups`` one after the other; with ``pin`` (one worker asked for) BLAS keeps to one
-    thread too: its idle threads otherwise spin on every small product (4 CPU-s instead of 0.3 for the
-    reduced sweep at K = 101 on 2 cores)."""
-    with single_threaded_blas() if pin else contextlib.nullcontext():
-        for g in groups:
-            yield problem.run(g, **kwargs)
+def _empty(C: int) -> SweepResult:
+    return SweepResult(violators=np.zeros((0, C), dtype=np.int16), near=np.zeros((0, C), dtype=np.int16))
 
 
-def _pooled(problem: SweepProblem, groups, kwargs, workers: int):
-    """Partial results of ``groups`` from a thread pool, as they finish (BLAS pinned to one thread each)."""
+def _groups(problem: SweepProblem, workers: int) -> list[list[WorkItem]]:
+    """The problem's work items in groups of about equal work: several per worker and at most ~2·10⁸
+    multisets each, so progress is smooth and an interrupt takes effect within a second or two (one group
+    for small problems)."""
+    items = problem.plan()
+    total = problem.n_multisets
+    n_groups = max(1, min(len(items), max(workers * 8, total // GROUP_MULTISETS))) if total > 200_000 else 1
+    return balance_items(problem, items, n_groups)
+
+
+def _drive(run, groups, workers: int):
+    """``run(group)`` for every group, yielded as they finish: one after the other when one worker is asked
+    for or there is one group (with one worker BLAS keeps to one thread too: its idle threads otherwise spin
+    on every small product, 4 CPU-s instead of 0.3 for the reduced sweep at K = 101 on 2 cores), else on a
+    thread pool with BLAS pinned to one thread per worker (numpy releases the GIL in the products)."""
+    if workers == 1 or len(groups) == 1:
+        with single_threaded_blas() if workers == 1 else contextlib.nullcontext():
+            for g in groups:
+                yield run(g)
+        return
     with single_threaded_blas():
         pool = ThreadPoolExecutor(workers)
         try:
-            futures = [pool.submit(problem.run, g, **kwargs) for g in groups]
+            futures = [pool.submit(run, g) for g in groups]
             for fut in as_completed(futures):
                 yield fut.result()
         finally:  # on Ctrl-C (or any error) drop the groups not yet started

@@ -1,18 +1,64 @@
-"""The ``darrm-opt`` command line: thin Typer commands over the library, one module per command."""
+"""The ``darrm-opt`` command line: thin Typer commands over the library, one module per command.
+
+Help is plain click text (no boxes), wrapped to the terminal; a usage error is one line on stderr
+(``error: …``, exit 2), like every domain error (:func:`darrm_opt.cli.common.handle_errors`)."""
 
 from __future__ import annotations
 
 import importlib
+import sys
+from collections.abc import Sequence
+from typing import Any
 
 import typer
+from typer.core import TyperGroup
+
+from darrm_opt.cli.common import usage_error_line
+
+#: the exceptions of the click that Typer uses (its own vendored copy in recent releases, click before)
+_click_errors: Any = importlib.import_module(typer.BadParameter.__module__)
+
+
+class _OneLineErrors(TyperGroup):
+    """The root group: click's usage errors (unknown option, bad value, missing option) as one line."""
+
+    def main(self, args: Sequence[str] | None = None, prog_name: str | None = None,
+             complete_var: str | None = None, standalone_mode: bool = True, windows_expand_args: bool = True,
+             **extra: Any) -> Any:
+        try:
+            rv = super().main(args=args, prog_name=prog_name or "darrm-opt", complete_var=complete_var,
+                              standalone_mode=False, windows_expand_args=windows_expand_args, **extra)
+        except _click_errors.UsageError as exc:
+            if type(exc).__name__ == "NoArgsIsHelpError" and exc.ctx is not None:  # `darrm-opt` alone: the help
+                typer.echo(exc.ctx.get_help())
+            else:
+                typer.echo(usage_error_line(exc), err=True)
+            code = 2
+        except _click_errors.ClickException as exc:
+            typer.echo(usage_error_line(exc), err=True)
+            code = exc.exit_code
+        except (_click_errors.Abort, typer.Abort):
+            typer.echo("aborted", err=True)
+            code = 1
+        else:
+            if not standalone_mode:
+                return rv
+            code = rv if isinstance(rv, int) else 0
+        if not standalone_mode:
+            return code
+        sys.exit(code)
+
 
 app = typer.Typer(
     name="darrm-opt",
-    help="Certified optimal DaRRM noise functions for private majority ensembling.",
+    cls=_OneLineErrors,
+    help="Certified optimal DaRRM noise functions for private majority ensembling.\n\n"
+         "Run `darrm-opt COMMAND --help` for a command's options and an example.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
-    context_settings={"help_option_names": ["-h", "--help"]},
+    rich_markup_mode=None,
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
 )
 
 
@@ -29,7 +75,9 @@ def _root(
     version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True,
                                  help="Print the version and exit."),
 ) -> None:
-    """Certified optimal DaRRM noise functions for private majority ensembling."""
+    """Certified optimal DaRRM noise functions for private majority ensembling.
+
+    Run `darrm-opt COMMAND --help` for a command's options and an example."""
 
 #: Each command is the function of the same name in the module of the same name.
 COMMANDS = ("solve", "verify", "aggregate", "grid", "compare", "plot", "budget", "demo", "serve", "plan", "gaussian")

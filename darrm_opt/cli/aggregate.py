@@ -12,58 +12,28 @@ from darrm_opt.cli.common import err_console, handle_errors, write_output
 from darrm_opt.cli.options import TabularFormat
 
 
-def _csv_rows(path: Path, K: int, what: str):
-    """(line number, K stripped cells) for each non-blank line of a votes CSV; an unreadable file or a line
-    without K cells is an error naming the file or the line."""
-    from darrm_opt.errors import InvalidParameter, TableFileError
+def _read_text(path: Path) -> str:
+    from darrm_opt.errors import TableFileError
 
     try:
-        lines = path.read_text().splitlines()
+        return path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise TableFileError(f"cannot read votes file {str(path)!r}: {getattr(exc, 'strerror', None) or exc}") from None
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        cells = [c.strip() for c in line.split(",")]
-        if len(cells) != K:
-            raise InvalidParameter("votes", f"row {number} has {len(cells)} {what}; every row needs K = {K} "
-                                   f"(the table's K)")
-        yield number, cells
 
 
 def read_votes(path: Path, K: int):
-    """The vote rows of a CSV file as a (rows, K) uint8 array: K comma-separated 0/1 values per line.
+    """The vote rows of a CSV file as a (rows, K) uint8 array of 0/1 votes
+    (:func:`darrm_opt.release.votes_csv.read_vote_rows`: header, delimiters and the bad line named)."""
+    from darrm_opt.release.votes_csv import read_vote_rows
 
-    Blank lines are skipped; any other line with a value other than 0/1 or not K values is an error that
-    names its line number."""
-    import numpy as np
-
-    from darrm_opt.errors import InvalidParameter
-
-    rows: list[list[bool]] = []
-    for number, cells in _csv_rows(path, K, "values"):
-        bad = next((c for c in cells if c not in ("0", "1")), None)
-        if bad is not None:
-            raise InvalidParameter("votes", f"row {number}: every vote must be 0 or 1", bad)
-        rows.append([c == "1" for c in cells])
-    return np.array(rows, dtype=np.uint8).reshape(len(rows), K)
+    return read_vote_rows(_read_text(path), K)
 
 
 def read_labels(path: Path, K: int, C: int):
-    """The class-label rows of a CSV file as a (rows, K) array: K comma-separated integers in [0, C − 1]
-    per line. Blank lines are skipped; any other bad line is an error naming its line number and the rule."""
-    import numpy as np
+    """The class-label rows of a CSV file as a (rows, K) array of integers in [0, C − 1]."""
+    from darrm_opt.release.votes_csv import read_vote_rows
 
-    from darrm_opt.errors import InvalidParameter
-
-    rows: list[list[int]] = []
-    for number, cells in _csv_rows(path, K, "labels"):
-        for c in cells:
-            if not (c.isascii() and c.isdigit()) or int(c) >= C:
-                raise InvalidParameter("votes", f"row {number}: every vote must be a class label, an integer in "
-                                       f"[0, {C - 1}] (C = {C} classes)", c)
-        rows.append([int(c) for c in cells])
-    return np.array(rows, dtype=np.uint8 if C <= 256 else np.uint16).reshape(len(rows), K)
+    return read_vote_rows(_read_text(path), K, C)
 
 
 def read_vectors(path: Path):
@@ -93,9 +63,10 @@ def read_vectors(path: Path):
 def aggregate(
     table: Path = typer.Option(..., "--table", help="a γ table JSON file (darrm-opt solve --format json), "
                                "binary or multi-class (--classes)"),
-    votes: Path = typer.Option(..., "--votes", help="CSV: one row of K votes per line: 0/1 for a binary table, "
-                               "class labels 0..C-1 for a multi-class one; for a gaussian-mean table an .npy/.npz "
-                               "array (rows, K, dim) of teachers' outputs in [0, 1]"),
+    votes: Path = typer.Option(..., "--votes", help="CSV: one row of K votes per line (0/1 for a binary table, "
+                               "class labels 0..C-1 for a multi-class one); delimiter , ; tab or spaces, an "
+                               "optional header row, 1.0 read as 1; for a gaussian-mean "
+                               "table an .npy/.npz array (rows, K, dim) of teachers' outputs in [0, 1]"),
     ledger_db: Optional[str] = typer.Option(
         None, "--ledger-db", help="ledger database: sqlite:///PATH, a file path or postgresql://USER@HOST/DB "
         "(default: $DARRM_DATABASE_URL, else sqlite:///darrm.db, as the service)"),
@@ -111,7 +82,13 @@ def aggregate(
 
     The table is certified again before use. With --ledger the batch is paid for first, atomically and
     durably, with the service's ledger code (its answers compose exactly, from the table's privacy profile
-    computed here), and only then drawn; a batch that does not fit releases nothing and exits 1."""
+    computed here), and only then drawn; a batch that does not fit releases nothing and exits 1.
+
+    \b
+    Example:
+      darrm-opt aggregate --table t11.json --votes votes.csv --ledger job-1 \\
+          --epsilon-budget 10 --delta-budget 1e-3
+    """
     import os
 
     from darrm_opt.errors import InvalidParameter

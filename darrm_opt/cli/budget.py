@@ -21,13 +21,19 @@ def budget(
         1e-4, "--delta-prime", help="δ′ of general composition (with --table: δ_total = 1 − (1 − δ)^Q (1 − δ′))"),
     delta_total: Optional[float] = typer.Option(None, "--delta-total", help="total δ target (--table)"),
     fmt: OutputFormat = typer.Option(OutputFormat.table, "--format", help="table | json"),
-    out: Optional[Path] = typer.Option(None, "--out"),
+    out: Optional[Path] = typer.Option(None, "--out", help="write the result here instead of stdout"),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress on stderr"),
 ) -> None:
     """Total privacy loss over Q queries: of a generic per-query (ε, δ) (--per-query: simple, general and
     the best, Table 2), or of a table's own answers (--table, any kind of table file: exact composition of
     its privacy profile against basic, general and optimal composition of its per-answer (ε, δ), at
-    --delta-total)."""
+    --delta-total).
+
+    \b
+    Examples:
+      darrm-opt budget --per-query 0.2676,3e-4 --queries 20,50,100
+      darrm-opt budget --table t11.json --queries 20,50,100
+    """
     from darrm_opt.errors import InvalidParameter
 
     with handle_errors():

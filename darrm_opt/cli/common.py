@@ -60,6 +60,20 @@ def handle_errors():
     except KeyboardInterrupt:
         err_console.print("interrupted: nothing was written")
         raise typer.Exit(130) from None
+    except MemoryError as exc:  # numpy's _ArrayMemoryError says how much it asked for
+        detail = f" ({' '.join(str(exc).split())})" if str(exc) else ""
+        err_console.print(f"[bold red]error:[/] not enough memory for this problem{escape(detail)}; choose a "
+                          "smaller --K (the number of teachers)", soft_wrap=True)
+        raise typer.Exit(2) from None
+
+
+def usage_error_line(exc: Exception) -> str:
+    """One line for a usage error of click (unknown option, bad value, missing option): the message and
+    where to read on, ``error: … (see `darrm-opt solve --help`)``."""
+    message = " ".join(exc.format_message().split())  # type: ignore[attr-defined]
+    ctx = getattr(exc, "ctx", None)
+    hint = f" (see `{ctx.command_path} --help`)" if ctx is not None else ""
+    return f"error: {message}{hint}"
 
 
 class ProgressReporter:
@@ -138,6 +152,23 @@ class ProgressReporter:
             self._progress.stop()
             self._progress = None
         self._task = self._phase_task = None
+
+
+@contextlib.contextmanager
+def working(label: str, quiet: bool = False):
+    """Progress for a command whose steps report nothing themselves: on a terminal a spinner with the elapsed
+    time on stderr, in logs and pipes one plain line when it starts."""
+    if quiet:
+        yield
+        return
+    if not err_console.is_terminal:
+        err_console.print(f"{label} ...", soft_wrap=True)
+        yield
+        return
+    with Progress(TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(), console=err_console,
+                  transient=True) as bar:
+        bar.add_task(label, total=None)
+        yield
 
 
 def write_output(text: str, out: Path | None) -> None:

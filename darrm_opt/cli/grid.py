@@ -16,18 +16,23 @@ from darrm_opt.cli.options import Mode, OutputFormat, dask_executor
 def grid(
     K: str = typer.Option(..., "--K", "-K", help="odd K values: '11,21' or a range '11..31'"),
     m: str = typer.Option(..., "--m", help="m values: '1,2.5,3' or a range '1..7'"),
-    epsilon: float = typer.Option(0.1, "--epsilon"),
-    teacher_delta: float = typer.Option(1e-5, "--teacher-delta"),
-    prior: str = typer.Option("paper", "--prior"),
-    solver: str = typer.Option("highs", "--solver"),
-    mode: Mode = typer.Option(Mode.lazy, "--mode"),
-    fmt: OutputFormat = typer.Option(OutputFormat.table, "--format"),
-    out: Optional[Path] = typer.Option(None, "--out"),
-    quiet: bool = typer.Option(False, "--quiet", "-q"),
+    epsilon: float = typer.Option(0.1, "--epsilon", help="each teacher's ε"),
+    teacher_delta: float = typer.Option(1e-5, "--teacher-delta", help="each teacher's Δ"),
+    prior: str = typer.Option("paper", "--prior", help="paper | iid-uniform:A,B | common-uniform:A,B"),
+    solver: str = typer.Option("highs", "--solver", help="LP solver: highs | gurobi | cbc"),
+    mode: Mode = typer.Option(Mode.lazy, "--mode", help="lazy (cutting planes) | full (every row)"),
+    fmt: OutputFormat = typer.Option(OutputFormat.table, "--format", help="table | json"),
+    out: Optional[Path] = typer.Option(None, "--out", help="write the result here instead of stdout"),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress on stderr"),
     dask_scheduler: Optional[str] = typer.Option(None, "--dask-scheduler",
                                                  help="one task per table on this Dask scheduler"),
 ) -> None:
-    """Solve every (K, m) pair (m ≤ K); every table is certified. δ = 1 − (1 − Δ)^m for each m."""
+    """Solve every (K, m) pair (m ≤ K); every table is certified. δ = 1 − (1 − Δ)^m for each m.
+
+    \b
+    Example:
+      darrm-opt grid --K 11..21 --m 1..3
+    """
     from darrm_opt.cli.render import render_grid
     from darrm_opt.errors import InvalidParameter
     from darrm_opt.model.params import Params, parse_values
@@ -44,7 +49,7 @@ def grid(
 
         def progress(done, total):
             if not quiet:
-                err_console.print(f"solved {done}/{total}", end="\r")
+                err_console.print(f"solved {done}/{total} tables", soft_wrap=True)
 
         sols = solve_grid(params, solver=solver, mode=mode.value, executor=dask_executor(dask_scheduler),
                           progress=progress)

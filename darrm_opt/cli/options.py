@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import re
+import socket
 from enum import Enum
 
 from darrm_opt.errors import InvalidParameter
@@ -31,11 +33,32 @@ class Teachers(str, Enum):
     disjoint_nonprivate = "disjoint-nonprivate"
 
 
+#: a Dask scheduler address as users write it: [SCHEME://]HOST:PORT (HOST a name, an IPv4 or a [bracketed] IPv6)
+_DASK_ADDRESS = re.compile(r"(?:(?P<scheme>tcp|tls|ws|wss|ucx)://)?(?P<host>\[[0-9A-Fa-f:.]+\]|[^\s/:\[\]]+)"
+                           r":(?P<port>[0-9]{1,5})/?")
+
+
+def check_dask_address(address: str) -> str:
+    """``address`` if it is a scheduler address whose host resolves; else InvalidParameter at once (the Dask
+    client itself would retry an unusable address until its connect timeout)."""
+    match = _DASK_ADDRESS.fullmatch(address.strip())
+    if match is None or not 0 < int(match["port"]) < 65536:
+        raise InvalidParameter("dask-scheduler", "must be a Dask scheduler address [tcp://]HOST:PORT, as "
+                               "`dask scheduler` prints it (e.g. tcp://10.0.0.5:8786)", address)
+    host = match["host"].strip("[]")
+    try:
+        socket.getaddrinfo(host, int(match["port"]))
+    except (OSError, UnicodeError):
+        raise InvalidParameter("dask-scheduler", f"the host {host!r} cannot be resolved", address) from None
+    return address.strip()
+
+
 def dask_executor(address: str | None):
     """The sweep executor for ``--dask-scheduler`` (or DARRM_DASK_SCHEDULER); None runs locally."""
     address = address or os.environ.get("DARRM_DASK_SCHEDULER") or None
     if not address:
         return None
+    address = check_dask_address(address)
     from darrm_opt.certify.distributed import DaskSweepExecutor
 
     return DaskSweepExecutor(address)

@@ -14,37 +14,58 @@ from darrm_opt.cli.options import OutputFormat, Teachers, number_pair
 
 
 def plan(
-    K: int = typer.Option(..., "--K", "-K", help="number of teachers (odd)"),
+    K: int = typer.Option(..., "--K", "-K", help="number of teachers (odd for DaRRM's 0/1 tables)"),
     epsilon: Optional[float] = typer.Option(None, "--epsilon",
                                             help="each teacher's ε (required unless disjoint-nonprivate)"),
     teacher_delta: Optional[float] = typer.Option(None, "--teacher-delta",
                                                   help="each teacher's Δ (required unless disjoint-nonprivate)"),
     queries: int = typer.Option(..., "--queries", help="number of answers Q the budget must cover"),
     budget: str = typer.Option(..., "--budget", help="total budget EPS,DELTA of the Q answers"),
-    prior: str = typer.Option("paper", "--prior", help="paper | iid-uniform:A,B | common-uniform:A,B"),
+    prior: str = typer.Option("paper", "--prior", help="paper | iid-uniform:A,B | common-uniform:A,B; with "
+                                                       "--classes also dirichlet:AY,AW"),
     solver: str = typer.Option("highs", "--solver", help="highs | gurobi | cbc"),
     fmt: OutputFormat = typer.Option(OutputFormat.table, "--format", help="table | json"),
     out: Optional[Path] = typer.Option(None, "--out", help="write the result here instead of stdout"),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress on stderr"),
     baselines: bool = typer.Option(True, "--baselines/--no-baselines",
                                    help="also compute the baselines for the chosen (m, δ) (JSON, as solve)"),
-    teachers: Teachers = typer.Option(Teachers.shared, "--teachers",
-                                      help="shared | disjoint-private | disjoint-nonprivate (PATE)"),
+    teachers: Optional[Teachers] = typer.Option(None, "--teachers",
+                                                help="shared | disjoint-private | disjoint-nonprivate (PATE); "
+                                                     "default shared, or disjoint-nonprivate with --classes"),
+    classes: Optional[int] = typer.Option(None, "--classes",
+                                          help="C class labels per vote (C >= 2): plan over every mechanism"),
+    mechanism_name: Optional[str] = typer.Option(
+        None, "--mechanism", help="auto (every mechanism; the default with --classes or "
+                                  "--teachers disjoint-nonprivate) or one kind: darrm, darrm-pate, "
+                                  "darrm-pate-shaped, darrm-multiclass, darrm-multiclass-shaped, gnmax, "
+                                  "confident-gnmax"),
 ) -> None:
     """Search the per-answer (m, δ) for the certified table of least expected error whose Q-fold exact
     composition (its privacy profile's PLD) fits the budget; the JSON output is a table file that
-    ``verify``, ``budget --table`` and the service accept. disjoint-nonprivate plans the per-answer
-    (ε, δ) of a PATE-setting table; disjoint-private states that the plain majority is free when the
-    teachers' own (ε, Δ) is within the budget."""
+    verify, budget --table and the service accept. With --teachers disjoint-nonprivate (PATE's
+    setting) or --classes, every mechanism that serves the job makes its offer (per-answer and
+    composition-shaped DaRRM tables, GNMax, Confident-GNMax) and the most accurate is chosen, with
+    the others beside it; disjoint-private states that the plain majority is free when the
+    teachers' own (ε, Δ) is within the budget.
+
+    \b
+    Example:
+      darrm-opt plan --K 11 --epsilon 0.0892 --teacher-delta 1e-4 \\
+          --queries 100 --budget 15.044,0.030
+    """
     from darrm_opt.model.neighbours import check_setting_options, cli_spelling
     from darrm_opt.planning.plan import plan as make_plan
 
     with handle_errors():
         given = [k for k, v in (("epsilon", epsilon), ("teacher_delta", teacher_delta)) if v is not None]
-        check_setting_options(teachers.value, given, cli_spelling, target_needed=False)
+        check_setting_options((teachers or Teachers.shared).value, given, cli_spelling, target_needed=False)
+        nonprivate = teachers is Teachers.disjoint_nonprivate
+        if classes is not None or mechanism_name is not None or nonprivate:
+            setting = teachers or (Teachers.disjoint_nonprivate if classes is not None else Teachers.shared)
+            return write_output(_job_plan(K, epsilon, teacher_delta, queries, budget, prior, solver, fmt, quiet,
+                                          setting, classes, mechanism_name), out)
+        teachers = teachers or Teachers.shared
         budget_epsilon, budget_delta = number_pair(budget, "budget")
-        if teachers is Teachers.disjoint_nonprivate:
-            return write_output(_pate_plan(K, queries, budget_epsilon, budget_delta, prior, solver, fmt, quiet), out)
         epsilon, teacher_delta = _require_teacher_privacy(epsilon, teacher_delta, teachers)
         free = _majority_free(K, epsilon, teacher_delta, queries, budget_epsilon, budget_delta, prior, teachers)
         if free is not None:
@@ -98,31 +119,6 @@ def _cap_line(result, teachers) -> str:
             f"δ={result.budget_delta:g}); the plan composes the answers as for shared teachers\n")
 
 
-def _pate_plan(K, queries, budget_epsilon, budget_delta, prior, solver, fmt, quiet) -> str:
-    from darrm_opt.planning.pate_plan import plan_pate
-
-    reporter = _PlanProgress(quiet)
-    try:
-        result = plan_pate(K, queries, budget_epsilon, budget_delta, prior, solver=solver, progress=reporter)
-    finally:
-        reporter.close()
-    if fmt is OutputFormat.json:
-        from darrm_opt.mechanisms import document_header
-
-        return json.dumps({**document_header(result.params), **result.to_dict()}, indent=2)
-    from darrm_opt.optimize.pate_setting import certified_pair_decimals
-
-    p = result.params
-    shown, _ = certified_pair_decimals(p, result.solution.gamma, 6)  # rounded down, certified as printed
-    return (f"plan (teachers disjoint-nonprivate, PATE): K={p.K}, per answer ε={p.epsilon:.6g}, δ={p.delta:.6g}; "
-            f"the {result.queries} answers spend ε={result.spent_epsilon:.6g} at δ={result.budget_delta:g} "
-            f"({result.method} accounting of the certified table) within (ε={result.budget_epsilon:g}, "
-            f"δ={result.budget_delta:g}); E[error] = {result.expected_error:.4g}; certificate: "
-            f"{'CERTIFIED' if result.solution.certificate.certified else 'NOT CERTIFIED'} over all "
-            f"{result.solution.certificate.pairs_checked} (l, l ± 1, output) rows; {len(result.candidates)} "
-            f"candidates tried\nγ(0..K), rounded down and certified as printed: {' '.join(shown)}\n")
-
-
 class _PlanProgress(ProgressReporter):
     """One line on stderr per evaluated (m, δ); sweeps' progress bars as ``solve`` shows them."""
 
@@ -165,3 +161,47 @@ def _table_text(result) -> str:
         f"per answer m={params.m:.6g}, δ={result.delta:.6g}; the {result.queries} answers spend "
         f"ε={result.spent_epsilon:.6g} at δ={result.budget_delta:g} (exact composition of the certified "
         f"privacy profile); E[error] = {result.expected_error:.3g}; {len(result.candidates)} candidates tried\n")
+
+
+def _job_plan(K, epsilon, teacher_delta, queries, budget, prior, solver, fmt, quiet, teachers, classes,
+              mechanism_name) -> str:
+    """Every mechanism's offer for the job (``plan_job``), the most accurate chosen: its table document plus
+    ``mechanism``, ``epsilon_spent``, σ or γ, ``alternatives`` (JSON), or a summary (table)."""
+    from darrm_opt.mechanisms import plan_job, table_document
+    from darrm_opt.planning.job import Job
+
+    budget_epsilon, budget_delta = number_pair(budget, "budget")
+    job = Job(K=K, queries=queries, budget_epsilon=budget_epsilon, budget_delta=budget_delta,
+              teachers=teachers.value, classes=classes, prior=prior, epsilon=epsilon, teacher_delta=teacher_delta,
+              solver=solver)
+    kinds = None if mechanism_name in (None, "auto") else [mechanism_name]
+
+    def progress(stage: str, **info) -> None:
+        if not quiet and stage == "offer":
+            err_console.print(f"plan: {info['kind']} offers E[error] {info['expected_error']:.4g}", highlight=False,
+                              markup=False)
+
+    best, offers, refused = plan_job(job, progress, kinds)
+    if fmt is OutputFormat.json:
+        doc = {**table_document(best.table), "mechanism": best.mechanism, "expected_error": best.expected_error,
+               "epsilon_spent": best.epsilon_spent, **best.details,
+               "plan": {"job": job.canonical(), "teachers": job.teachers, "queries": job.queries,
+                        "budget_epsilon": job.budget_epsilon, "budget_delta": job.budget_delta,
+                        "spent_epsilon": best.epsilon_spent, "seconds": best.seconds},
+               "alternatives": [o.to_dict() for o in offers if o is not best], "refused": refused}
+        return json.dumps(doc, indent=2)
+    lines = [f"plan: {queries} answers of K={K} teachers ({'0/1 votes' if classes is None else f'{classes} classes'}, "
+             f"{teachers.value}, prior {prior}) within (ε={budget_epsilon:g}, δ={budget_delta:g})",
+             f"chosen: {best.mechanism}: E[error] = {best.expected_error:.4g}, spends ε={best.epsilon_spent:.6g} at "
+             f"δ={budget_delta:g} (exact composition of its profile); {_figures(best.details)}; table {best.table.id}",
+             "offers (most accurate first):"]
+    for o in offers:
+        lines.append(f"  {o.mechanism:<16} E[error] {o.expected_error:<11.4g} ε spent {o.epsilon_spent:<10.6g} "
+                     f"{_figures(o.details)} ({o.seconds:.1f} s)")
+    for kind, why in refused.items():
+        lines.append(f"  {kind:<16} no offer: {why}")
+    return "\n".join(lines) + "\n"
+
+
+def _figures(details: dict) -> str:
+    return ", ".join(f"{k}={v:.6g}" if isinstance(v, float) else f"{k}={v}" for k, v in details.items())

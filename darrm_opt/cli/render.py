@@ -62,7 +62,7 @@ def render_compare(rows, epsilon: float, teacher_delta: float, error_keys) -> st
     for col in ("m", "mε", "δ", *(LABELS[k] for k in keys), "GNMax σ", "paper σ"):
         t.add_column(col, justify="right")
     for r in rows:
-        t.add_row(f"{r.m:g}", f"{r.m * epsilon:g}", f"{r.params.delta:.4g}",
+        t.add_row(f"{r.m:g}", f"{r.m * r.params.epsilon:g}", f"{r.params.delta:.4g}",
                   *(fmt_error(r.errors.get(k)) for k in keys),
                   *("—" if s is None else f"{s:.4f}" for s in (r.sigma, r.sigmas.get("rdp"))))
     con.print(t)

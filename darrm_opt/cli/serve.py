@@ -23,7 +23,12 @@ def serve(
     """Serve certified γ tables, private majority answers and the privacy ledger over HTTP.
 
     Settings also come from DARRM_* environment variables (DARRM_API_KEYS: comma-separated bearer keys).
-    The database schema is migrated before the server starts. Needs the ``service`` extra."""
+    The database schema is migrated before the server starts. Needs the service extra.
+
+    \b
+    Example:
+      DARRM_API_KEYS=change-me darrm-opt serve --port 8000
+    """
     from darrm_opt.cli.common import handle_errors
     from darrm_opt.extras import require
 

@@ -19,21 +19,23 @@ DECIMALS = 6
 
 
 def solve(
-    K: int = typer.Option(..., "--K", "-K", help="number of teachers (odd)"),
-    m: Optional[float] = typer.Option(None, "--m", help="privacy allowance, 1 <= m <= K (shared/disjoint-private)"),
+    K: int = typer.Option(..., "--K", "-K", help="number of teachers K (odd; even with --teachers "
+                                                   "disjoint-nonprivate: a tie is a fair coin)"),
+    m: Optional[float] = typer.Option(None, "--m", help="privacy allowance, 1 <= m <= K: each answer is "
+                                      "(m·ε, δ)-DP (shared/disjoint-private)"),
     epsilon: Optional[float] = typer.Option(None, "--epsilon", help="each teacher's ε (default 0.1; not with "
                                             "--teachers disjoint-nonprivate)"),
     teacher_delta: Optional[float] = typer.Option(None, "--teacher-delta", help="each teacher's Δ (default 1e-5; "
                                                   "not with --teachers disjoint-nonprivate)"),
     delta: Optional[float] = typer.Option(None, "--delta", help="target δ (default 1 − (1 − Δ)^m)"),
     prior: str = typer.Option("paper", "--prior", help="paper | iid-uniform:A,B | common-uniform:A,B"),
-    solver: str = typer.Option("highs", "--solver", help="highs | gurobi | cbc"),
+    solver: str = typer.Option("highs", "--solver", help="LP solver: highs | gurobi | cbc"),
     mode: Mode = typer.Option(Mode.lazy, "--mode", help="lazy (cutting planes) | full (every row)"),
     fmt: OutputFormat = typer.Option(OutputFormat.table, "--format", help="table | json"),
     out: Optional[Path] = typer.Option(None, "--out", help="write the result here instead of stdout"),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress on stderr"),
     baselines: bool = typer.Option(True, "--baselines/--no-baselines", help="also compute the baselines"),
-    dask_scheduler: Optional[str] = typer.Option(None, "--dask-scheduler", help="run sweeps on this Dask scheduler"),
+    dask_scheduler: Optional[str] = typer.Option(None, "--dask-scheduler", help="run sweeps on this Dask scheduler (tcp://HOST:PORT)"),
     teachers: Optional[Teachers] = typer.Option(None, "--teachers",
                                                 help="shared (default) | disjoint-private | disjoint-nonprivate"),
     target_epsilon: Optional[float] = typer.Option(None, "--target-epsilon",
@@ -41,7 +43,17 @@ def solve(
     classes: Optional[int] = typer.Option(None, "--classes",
                                           help="number of classes C (multi-class; --teachers disjoint-nonprivate)"),
 ) -> None:
-    """Compute the certified optimal γ and compare it with the baselines."""
+    """Compute the certified optimal γ and compare it with the baselines.
+
+    γ(l) is the probability of releasing the majority when l teachers vote 1 (else a fair coin); each
+    answer is (m·ε, δ)-DP when every teacher is (ε, Δ)-DP.
+
+    \b
+    Examples:
+      darrm-opt solve --K 11 --m 3
+      darrm-opt solve --K 11 --teachers disjoint-nonprivate \\
+          --target-epsilon 0.27 --delta 3e-4
+    """
     from darrm_opt.mechanisms import kind_for
     from darrm_opt.model.neighbours import check_setting_options, cli_spelling
 

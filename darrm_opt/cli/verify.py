@@ -26,11 +26,18 @@ def verify(
     file: Path = typer.Argument(..., help="a γ table JSON file (K, m, epsilon, teacher_delta, delta, gamma; or a "
                                           "PATE table: teachers disjoint-nonprivate, K, epsilon, delta, gamma)"),
     fmt: OutputFormat = typer.Option(OutputFormat.table, "--format", help="table | json"),
-    quiet: bool = typer.Option(False, "--quiet", "-q"),
-    dask_scheduler: Optional[str] = typer.Option(None, "--dask-scheduler"),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress on stderr"),
+    dask_scheduler: Optional[str] = typer.Option(None, "--dask-scheduler",
+                                                 help="run sweeps on this Dask scheduler (tcp://HOST:PORT)"),
 ) -> None:
     """Recompute the privacy certificate of any γ table; exit 1 if it violates the bound, or if a statement of
-    the file's ``privacy_profile`` (when present) is below the true privacy profile or cannot be proven."""
+    the file's privacy_profile (when present) is below the true privacy profile or cannot be proven.
+
+    \b
+    Example:
+      darrm-opt solve --K 11 --m 3 --format json --out t11.json
+      darrm-opt verify t11.json
+    """
     from darrm_opt.mechanisms import mechanism_for
     from darrm_opt.release.table_file import load_any_table, stored_profile
 

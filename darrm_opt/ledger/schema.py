@@ -137,3 +137,23 @@ class SpendRecord(Base):
     #: the debit's own id: a retried transaction whose commit went through is recognised (0007); NULL before
     debit_id: Mapped[str | None] = mapped_column(String(32), nullable=True, unique=True, index=True)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class DataDependentLedger(Base):
+    """A data-dependent ledger (darrm_opt.ledger.data_dependent, migration 0009): one job of GNMax or
+    Confident-GNMax answers whose data-dependent account is published only as a sanitised ε.
+
+    ``state`` holds the private account (the data-dependent RDP sum and sensitivity vector: functions of the
+    votes, never served); ``published_epsilon`` is the one GNSS release, NULL until the ledger is sealed."""
+
+    __tablename__ = "data_dependent_ledgers"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    name: Mapped[str] = mapped_column(String(200))
+    policy: Mapped[str] = mapped_column(Text)
+    queries: Mapped[int] = mapped_column(BigInteger, default=0)
+    answered: Mapped[int] = mapped_column(BigInteger, default=0)
+    state: Mapped[str] = mapped_column(Text)
+    published_epsilon: Mapped[float | None] = mapped_column(Double, nullable=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from darrm_opt.errors import InvalidParameter, TableFileError
+from darrm_opt.errors import DarrmError, InvalidParameter, TableFileError
 from darrm_opt.privacy.profile import profile_from_dict
 from darrm_opt.privacy.table import CertifiedTable
 
@@ -20,7 +20,7 @@ from .base import Mechanism, Solved
 from .registry import MECHANISMS
 
 __all__ = ["MECHANISMS", "Mechanism", "Solved", "certify_table", "kind_for", "mechanism", "mechanism_for",
-           "params_key", "plan_job", "table_from_document", "table_from_row", "SCHEMA_VERSION"]
+           "params_key", "plan_job", "table_document", "table_from_document", "table_from_row", "SCHEMA_VERSION"]
 
 #: the version of the table document (``kind`` and ``schema_version`` name what a document holds)
 SCHEMA_VERSION = 1
@@ -85,6 +85,21 @@ def certify_table(params: Any, gamma: Sequence[float] | np.ndarray, *, teachers:
 def document_header(params: Any) -> dict[str, Any]:
     """The fields that open a table document of ``params``'s kind: ``kind`` and ``schema_version``."""
     return {"kind": mechanism_for(params).kind, "schema_version": SCHEMA_VERSION}
+
+
+def table_document(table: CertifiedTable) -> dict[str, Any]:
+    """The document of a certified table of any kind (a table file that ``verify``, ``aggregate`` and the
+    service read back): its header, parameters, setting, id, γ (absent for a kind without a table),
+    certificate, privacy profile and expected error."""
+    m = mechanism(table.kind)
+    doc: dict[str, Any] = {**document_header(table.params), **table.params.canonical(), "teachers": table.teachers,
+                           "id": table.id}
+    if m.table_size(table.params):
+        doc["gamma"] = list(table.gamma)
+    doc.update(certificate=table.certificate_dict(),
+               privacy_profile=None if table.profile is None else table.profile.to_dict(),
+               expected_error=table.expected_error)
+    return doc
 
 
 def document_kind(data: Mapping[str, Any]) -> Mechanism:
@@ -164,15 +179,19 @@ def table_from_row(row: Any, compute_profile: Callable[[Mechanism, Any, tuple[fl
     return table
 
 
-def plan_job(job: Any, progress: Any = None) -> tuple[Any, list[Any], dict[str, str]]:
-    """Every kind's offer for ``job`` (:class:`darrm_opt.planning.job.Job`, through ``Mechanism.plan``) and
-    the most accurate one: (best offer, all offers by expected error, why each other kind made none).
+def plan_job(job: Any, progress: Any = None, kinds: Sequence[str] | None = None
+             ) -> tuple[Any, list[Any], dict[str, str]]:
+    """Every kind's offer for ``job`` (:class:`darrm_opt.planning.job.Job`, through ``Mechanism.plan``; only
+    ``kinds`` when given, else every kind ``planned_by_default``) and the most accurate one: (best offer,
+    all offers by expected error, why each other kind made none: a kind's DarrmError is its refusal).
     InvalidParameter naming ``budget_epsilon`` when no kind fits the job in its budget."""
     offers, refused = [], {}
-    for m in MECHANISMS.values():
+    asked = ([mechanism(k) for k in kinds] if kinds is not None
+             else [m for m in MECHANISMS.values() if m.planned_by_default])
+    for m in asked:
         try:
             offer = m.plan(job)
-        except InvalidParameter as exc:
+        except DarrmError as exc:  # this kind cannot serve the job (its rule, its budget, its solver)
             refused[m.kind] = str(exc)
             continue
         if offer is None:

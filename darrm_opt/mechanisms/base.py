@@ -62,6 +62,9 @@ class Mechanism(ABC):
     max_K: ClassVar[int | None] = None
     #: a stored table without a profile gets one computed when read only up to this K (None: always)
     profile_on_read_max_K: ClassVar[int | None] = None
+    #: whether the planner asks this kind for an offer unless kinds are named (a kind that never wins the
+    #: jobs it serves and costs much to calibrate is planned only when asked for)
+    planned_by_default: ClassVar[bool] = True
     #: the fields a table document of this kind must state (null counts as missing: nothing is assumed)
     document_fields: ClassVar[tuple[str, ...]] = ()
     #: fields of the DaRRM table schema this kind does not have (written as null; refused in a document),

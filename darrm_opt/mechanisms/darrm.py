@@ -122,6 +122,24 @@ class Darrm(Mechanism):
 
         return n_multisets(params.K, n_corners(params))
 
+    def plan(self, job):  # noqa: ANN001, ANN201
+        """The shared-setting plan (:func:`darrm_opt.planning.plan.plan`) for 0/1-vote jobs of DP-trained
+        teachers (shared or disjoint-private: the answers are composed as for shared teachers)."""
+        if job.classes is not None or job.teachers not in self.settings:
+            return None
+        from darrm_opt.errors import InvalidParameter
+        from darrm_opt.planning.job import Offer
+        from darrm_opt.planning.plan import plan
+
+        for name in ("epsilon", "teacher_delta"):
+            if getattr(job, name) is None:
+                raise InvalidParameter(name, f"is required for {job.teachers} teachers (the teachers' privacy)")
+        r = plan(job.K, job.epsilon, job.teacher_delta, job.queries, job.budget_epsilon, job.budget_delta,
+                 job.prior, solver=job.solver)
+        table = self.table(r.params, r.solution.gamma, r.solution.certificate, job.teachers, r.profile)
+        return Offer(self.kind, table, r.expected_error, r.spent_epsilon, {"m": r.m, "delta": r.delta},
+                     r.seconds)
+
     def sampler(self, table, random_bytes):  # noqa: ANN001, ANN201
         from .samplers import BinarySampler
 

@@ -85,6 +85,12 @@ class DarrmMulticlass(Mechanism):
     def solve_size(self, params: MulticlassParams) -> int:
         return params.K + 1  # an LP over γ(0..K), solved in seconds at K = 250, C = 10
 
+    def plan(self, job):  # noqa: ANN001, ANN201
+        """A per-answer multi-class table for a job with classes (:mod:`darrm_opt.planning.multiclass_plan`)."""
+        from darrm_opt.planning.multiclass_plan import plan_multiclass
+
+        return plan_multiclass(self, job)
+
     def sampler(self, table, random_bytes):  # noqa: ANN001, ANN201
         from .samplers import MulticlassSampler
 

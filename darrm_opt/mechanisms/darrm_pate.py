@@ -2,7 +2,9 @@
 
 A neighbouring dataset changes one shard, so one teacher's vote: L moves to L ± 1. The table γ(0..K) is
 (ε, δ)-DP per answer iff every (l, l ± 1, output) row of :mod:`darrm_opt.model.neighbours` holds; its
-privacy profile is exact over those finitely many pairs (:mod:`darrm_opt.privacy.pair_profile`).
+privacy profile is exact over those finitely many pairs (:mod:`darrm_opt.privacy.pair_profile`). For an
+even K the tie L = K/2 is answered by a fair coin, so its table states γ(K/2) = 0 (the tie rule of
+:mod:`darrm_opt.model.neighbours`).
 """
 
 from __future__ import annotations
@@ -13,9 +15,19 @@ from typing import Any
 import numpy as np
 
 from darrm_opt.certify.pairs import PairCertificate
+from darrm_opt.errors import InvalidParameter
 from darrm_opt.model.neighbours import PateParams
 
 from .base import Mechanism, Solved
+
+
+def check_tie(K: int, gamma: np.ndarray) -> np.ndarray:
+    """``gamma``, refused (InvalidParameter naming ``gamma``) unless γ(K/2) = 0 for an even K: the tie is
+    answered by a fair coin whatever γ(K/2), and a table states the one value with that meaning."""
+    if K % 2 == 0 and gamma[K // 2] != 0.0:
+        raise InvalidParameter("gamma", f"γ(K/2) = γ({K // 2}) must be 0 for an even K (the tie L = K/2 is "
+                               "answered by a fair coin)", float(gamma[K // 2]))
+    return gamma
 
 
 class DarrmPate(Mechanism):
@@ -33,6 +45,9 @@ class DarrmPate(Mechanism):
         eps = data["target_epsilon"] if data.get("target_epsilon") is not None else data.get("epsilon")
         delta = 0.0 if data.get("delta") is None else data["delta"]
         return PateParams(data.get("K"), eps, delta, data.get("prior") or "paper")  # type: ignore[arg-type]
+
+    def check_gamma(self, params: PateParams, gamma) -> np.ndarray:  # noqa: ANN001
+        return check_tie(params.K, super().check_gamma(params, gamma))
 
     def per_answer(self, params: PateParams) -> tuple[float, float]:
         return params.epsilon, params.delta
@@ -78,6 +93,18 @@ class DarrmPate(Mechanism):
 
     def certificate_from(self, data: Mapping[str, Any]) -> PairCertificate:
         return PairCertificate(**{k: data[k] for k in PairCertificate.__dataclass_fields__ if k in data})
+
+    def plan(self, job):  # noqa: ANN001, ANN201
+        """The PATE-setting plan (:func:`darrm_opt.planning.pate_plan.plan_pate`) for 0/1-vote jobs."""
+        if job.classes is not None or job.teachers not in self.settings:
+            return None
+        from darrm_opt.planning.job import Offer
+        from darrm_opt.planning.pate_plan import plan_pate
+
+        r = plan_pate(job.K, job.queries, job.budget_epsilon, job.budget_delta, job.prior, solver=job.solver)
+        table = self.table(r.params, r.solution.gamma, r.solution.certificate, job.teachers, r.profile)
+        return Offer(self.kind, table, r.expected_error, r.spent_epsilon,
+                     {"epsilon0": r.params.epsilon, "delta0": r.params.delta, "accounting": r.method}, r.seconds)
 
     def sampler(self, table, random_bytes):  # noqa: ANN001, ANN201
         from .samplers import BinarySampler

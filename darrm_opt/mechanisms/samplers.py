@@ -79,9 +79,12 @@ class BinarySampler:
 
     def __init__(self, gamma: Sequence[float], random_bytes: RandomBytes = system_random) -> None:
         g = np.asarray(gamma, dtype=np.float64)
-        if g.ndim != 1 or g.size < 2 or g.size % 2 or not np.all((g >= 0) & (g <= 1)):
-            raise InvalidParameter("gamma", "must be K + 1 values in [0, 1] with K odd")
+        if g.ndim != 1 or g.size < 2 or not np.all((g >= 0) & (g <= 1)):
+            raise InvalidParameter("gamma", "must be K + 1 values in [0, 1]")
         self.K = g.size - 1
+        if self.K % 2 == 0:  # the tie L = K/2 is a fair coin whatever γ(K/2) (model.neighbours)
+            g = g.copy()
+            g[self.K // 2] = 0.0
         self.gamma = g
         self.random_bytes = random_bytes
         fracs = [Fraction(float(x)) for x in g]

@@ -41,7 +41,7 @@ import numpy as np
 
 from darrm_opt.errors import InvalidParameter
 from darrm_opt.lazy import LazyModule
-from darrm_opt.model.params import digest, finite_number
+from darrm_opt.model.params import digest, finite_number, integer_in, per_answer_epsilon, probability_below_one
 
 # imported on first use: scipy.stats costs about 0.7 s of CPU, and binary tables never need it
 special: Any = LazyModule("scipy.special")
@@ -133,21 +133,13 @@ class MulticlassParams:
     prior: MulticlassPrior = MulticlassPrior()
 
     def __post_init__(self) -> None:
-        for name, lo, hi in (("K", 1, MAX_TEACHERS), ("classes", 2, MAX_CLASSES)):
-            v = self.K if name == "K" else self.C
-            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or not lo <= v <= hi:
-                raise InvalidParameter(name, f"must be an integer in [{lo}, {hi}]", v)
+        object.__setattr__(self, "K", integer_in("K", self.K, 1, MAX_TEACHERS))
+        object.__setattr__(self, "C", integer_in("classes", self.C, 2, MAX_CLASSES))
         if self.K**3 * self.C > MAX_WORK:
             raise InvalidParameter("classes", f"K^3 * classes must be <= {MAX_WORK:.0e} (the exact prior weights "
                                    "cost O(K^3 C))", f"K={self.K}, classes={self.C}")
-        eps = finite_number("target-epsilon", self.epsilon)
-        if not 0 < eps <= 700:
-            raise InvalidParameter("target-epsilon", "must satisfy 0 < epsilon <= 700", self.epsilon)
-        d = finite_number("delta", self.delta)
-        if not 0 <= d < 1:
-            raise InvalidParameter("delta", "must satisfy 0 <= delta < 1", self.delta)
-        object.__setattr__(self, "K", int(self.K))
-        object.__setattr__(self, "C", int(self.C))
+        eps = per_answer_epsilon(self.epsilon)
+        d = probability_below_one("delta", self.delta)
         object.__setattr__(self, "epsilon", eps)
         object.__setattr__(self, "delta", d)
         object.__setattr__(self, "prior", MulticlassPrior.parse(self.prior))

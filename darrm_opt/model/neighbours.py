@@ -16,6 +16,13 @@ paper's setting). When the teachers are trained on *disjoint* shards, one record
 
   (Pr[o | l] ≤ e^ε Pr[o | l′] + δ, with Pr[0 | l] = ½ − ½ h_l), 4K linear constraints in all. The
   smallest δ for which a given γ is (ε, δ)-DP is therefore δ(ε) = max(0, max_rows cost − (e^ε − 1)) / 2.
+
+Even K (PATE setting). At the tie L = K/2 the majority is undefined; it is broken uniformly, as GNMax breaks
+the tie of two equal counts (N₁ − N₂ is symmetric, so Pr[1 | L = K/2] = ½): the answer is a fair coin
+whatever γ(K/2), i.e. s_{K/2} = 0 and h_{K/2} = 0. A table states γ(K/2) = 0 (the one value with that
+meaning). Every row above holds with h_{K/2} = 0, and the error is counted against the uniformly broken tie:
+the tie contributes nothing to Pr[answer ≠ majority] − Pr[coin ≠ majority] (its weight α_{K/2} − α_{K/2} = 0
+in :func:`darrm_opt.model.objective.margin_weights`), exactly as for GNMax.
 """
 
 from __future__ import annotations
@@ -27,7 +34,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from darrm_opt.errors import InvalidParameter
-from darrm_opt.model.params import Prior, digest, finite_number
+from darrm_opt.model.params import Prior, digest, integer_in, per_answer_epsilon, probability_below_one
 
 #: The teacher settings, the paper's first.
 TEACHER_SETTINGS = ("shared", "disjoint-private", "disjoint-nonprivate")
@@ -125,7 +132,7 @@ def setting_note(teachers: str, epsilon: float | None = None, teacher_delta: flo
 class PateParams:
     """One PATE-setting problem: K non-private teachers on disjoint shards, target (ε, δ)-DP per answer.
 
-    Rules: K odd ≥ 1; 0 < ε ≤ 700; 0 ≤ δ < 1.
+    Rules: K ≥ 1 (odd, or even with the tie rule of the module docstring); 0 < ε ≤ 700; 0 ≤ δ < 1.
     """
 
     K: int
@@ -134,16 +141,10 @@ class PateParams:
     prior: Prior = field(default_factory=Prior)
 
     def __post_init__(self) -> None:
-        K = self.K
-        if isinstance(K, bool) or not isinstance(K, (int, np.integer)) or K < 1 or K % 2 == 0:
-            raise InvalidParameter("K", "must be an odd integer >= 1", K)
-        eps = finite_number("target_epsilon", self.epsilon)
-        if not 0 < eps <= 700:
-            raise InvalidParameter("target_epsilon", "must satisfy 0 < target_epsilon <= 700", self.epsilon)
-        delta = finite_number("delta", self.delta)
-        if not 0.0 <= delta < 1.0:
-            raise InvalidParameter("delta", "must satisfy 0 <= delta < 1", self.delta)
-        object.__setattr__(self, "K", int(K))
+        K = integer_in("K", self.K, 1, odd=False)
+        eps = per_answer_epsilon(self.epsilon)
+        delta = probability_below_one("delta", self.delta)
+        object.__setattr__(self, "K", K)
         object.__setattr__(self, "epsilon", eps)
         object.__setattr__(self, "delta", delta)
         object.__setattr__(self, "prior", Prior.parse(self.prior))
@@ -163,8 +164,14 @@ class PateParams:
 
 
 def signs(K: int) -> np.ndarray:
-    """s_l = −1 for l ≤ (K − 1)/2, +1 for l ≥ (K + 1)/2."""
-    return np.where(np.arange(K + 1) >= (K + 1) // 2, 1.0, -1.0)
+    """s_l = −1 for l < K/2, +1 for l > K/2, and 0 at the tie l = K/2 of an even K (a fair coin: module
+    docstring)."""
+    return np.sign(2.0 * np.arange(K + 1) - K)
+
+
+def tie_index(K: int) -> int | None:
+    """K/2 for an even K (the tie, where the answer is a fair coin), None for an odd K."""
+    return K // 2 if K % 2 == 0 else None
 
 
 def pair_rows(K: int, E: float) -> tuple[np.ndarray, list[tuple[int, int, int]]]:

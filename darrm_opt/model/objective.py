@@ -4,7 +4,8 @@ The paper estimates E_p[α_l − α_{K−l}] by Monte Carlo over p_i i.i.d. Unif
 in (p_1..p_K), so for independent p_i the expectation is the pmf at the means: for i.i.d. Uniform[a, b] it
 is exactly Binomial(K, (a+b)/2) (Binomial(K, 0.75) for the paper's prior). For one p shared by all
 teachers, p ~ Uniform[a, b], it is ∫ Binomial(K, p)(l) dp / (b − a) = [I_b(l+1, K−l+1) − I_a(l+1, K−l+1)]
-/ ((K+1)(b − a)) with I the regularised incomplete beta function.
+/ ((K+1)(b − a)) with I the regularised incomplete beta function. For one p ~ Beta(A, B) shared by all
+teachers it is the beta-binomial pmf C(K, l) B(l + A, K − l + B) / B(A, B).
 """
 
 from __future__ import annotations
@@ -25,6 +26,10 @@ def expected_pmf(K: int, prior: Prior) -> np.ndarray:
         Ib = special.betainc(l + 1, K - l + 1, prior.b)
         Ia = special.betainc(l + 1, K - l + 1, prior.a)
         return (Ib - Ia) / ((K + 1) * (prior.b - prior.a))
+    if prior.kind == "beta":
+        from scipy import stats
+
+        return stats.betabinom.pmf(np.arange(K + 1), K, prior.a, prior.b)
     raise ValueError(f"unknown prior kind {prior.kind!r}")
 
 
@@ -50,6 +55,8 @@ def error_from_pmf(gamma: np.ndarray, alpha: np.ndarray) -> float:
 
 def expected_error(gamma: np.ndarray, prior: Prior) -> float:
     """E_prior[E(DaRRM_γ)]. Exact: for priors supported on p ≥ ½ every α_l − α_{K−l} (l > K/2) is ≥ 0, so
-    the absolute value commutes with the expectation and the error is linear in E[α]."""
+    the absolute value commutes with the expectation and the error is linear in E[α]. For a ``beta`` prior
+    it is Pr[answer ≠ label] − Pr[majority ≠ label] (:class:`~darrm_opt.model.params.Prior`), the same
+    linear form."""
     gamma = np.asarray(gamma, dtype=np.float64)
     return error_from_pmf(gamma, expected_pmf(gamma.size - 1, prior))

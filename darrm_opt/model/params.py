@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from darrm_opt.errors import InvalidParameter
 
-PRIOR_KINDS = ("paper", "iid-uniform", "common-uniform")
+PRIOR_KINDS = ("paper", "iid-uniform", "common-uniform", "beta")
 
 
 def finite_number(name: str, value: object) -> float:
@@ -28,6 +28,41 @@ def finite_number(name: str, value: object) -> float:
     if not math.isfinite(x):
         raise InvalidParameter(name, "must be finite", value)
     return x
+
+
+def integer_in(name: str, value: object, lo: int, hi: int | None = None, *, odd: bool = False) -> int:
+    """``value`` as an int in [lo, hi] (odd when ``odd``): one rule for K, C and every count, in messages and
+    on the wire. Accepts an int, a numpy integer, an integral float or a numeric string (a CLI flag); never a
+    bool."""
+    what = f"an odd integer >= {lo}" if odd else f"an integer >= {lo}"
+    if hi is not None:
+        what = f"{'an odd integer' if odd else 'an integer'} in [{lo}, {hi}]"
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)) and not hasattr(value, "__index__"):
+        raise InvalidParameter(name, f"must be {what}", value)
+    try:
+        n = int(value)
+        integral = float(n) == float(value)
+    except (TypeError, ValueError, OverflowError):
+        raise InvalidParameter(name, f"must be {what}", value) from None
+    if not integral or n < lo or (hi is not None and n > hi) or (odd and n % 2 == 0):
+        raise InvalidParameter(name, f"must be {what}", value)
+    return n
+
+
+def per_answer_epsilon(value: object, name: str = "target_epsilon") -> float:
+    """A per-answer ε: a finite number with 0 < ε ≤ 700 (e^ε stays finite)."""
+    eps = finite_number(name, value)
+    if not 0 < eps <= 700:
+        raise InvalidParameter(name, f"must satisfy 0 < {name} <= 700", value)
+    return eps
+
+
+def probability_below_one(name: str, value: object, lower: float = 0.0, lower_name: str = "0") -> float:
+    """A δ: a finite number with ``lower`` <= δ < 1."""
+    d = finite_number(name, value)
+    if not lower <= d < 1:
+        raise InvalidParameter(name, f"must satisfy {lower_name} <= {name} < 1", value)
+    return d
 
 
 def parse_float_list(text: str, name: str) -> list[float]:
@@ -78,7 +113,11 @@ class Prior:
 
     - ``paper``: p_i i.i.d. Uniform[0.5, 1] (the paper's prior; exactly Binomial(K, 0.75) weights);
     - ``iid-uniform:A,B``: p_i i.i.d. Uniform[A, B];
-    - ``common-uniform:A,B``: one p ~ Uniform[A, B] shared by every teacher.
+    - ``common-uniform:A,B``: one p ~ Uniform[A, B] shared by every teacher;
+    - ``beta:A,B``: one p ~ Beta(A, B) shared by every teacher (A > B > 0: the teachers lean to the label,
+      e.g. ``beta:9,1``); L is beta-binomial. p < ½ has positive probability, so the error counted is
+      Pr[answer ≠ label] − Pr[majority ≠ label] (the absolute error less the noiseless majority's own,
+      a constant of the prior; ties of an even K broken uniformly), which is linear in E[α].
     """
 
     kind: str = "paper"
@@ -92,14 +131,17 @@ class Prior:
         b = finite_number("prior", self.b)
         if self.kind == "paper" and (a, b) != (0.5, 1.0):
             raise InvalidParameter("prior", "'paper' takes no bounds (it is Uniform[0.5, 1])")
-        if not (0.5 <= a < b <= 1.0):
+        if self.kind == "beta":
+            if not (a > b > 0):
+                raise InvalidParameter("prior", "beta concentrations must satisfy A > B > 0", f"{a},{b}")
+        elif not (0.5 <= a < b <= 1.0):
             raise InvalidParameter("prior", "bounds must satisfy 0.5 <= A < B <= 1", f"{a},{b}")
         object.__setattr__(self, "a", a)
         object.__setattr__(self, "b", b)
 
     @classmethod
     def parse(cls, spec: str | Prior | None) -> Prior:
-        """Parse ``paper``, ``iid-uniform:A,B`` or ``common-uniform:A,B``."""
+        """Parse ``paper``, ``iid-uniform:A,B``, ``common-uniform:A,B`` or ``beta:A,B``."""
         if spec is None:
             return cls()
         if isinstance(spec, Prior):
@@ -112,7 +154,7 @@ class Prior:
         kind, sep, rest = text.partition(":")
         if kind not in PRIOR_KINDS or kind == "paper" or not sep:
             raise InvalidParameter(
-                "prior", "must be 'paper', 'iid-uniform:A,B' or 'common-uniform:A,B'", spec
+                "prior", "must be 'paper', 'iid-uniform:A,B', 'common-uniform:A,B' or 'beta:A,B'", spec
             )
         parts = rest.split(",")
         if len(parts) != 2:
@@ -150,17 +192,7 @@ class Params:
                      delta: float | None = None, prior: Prior | str = ...) -> None: ...
 
     def __post_init__(self) -> None:
-        K = self.K
-        if isinstance(K, bool) or not isinstance(K, (int, float, str)):
-            raise InvalidParameter("K", "must be an odd integer >= 1", K)
-        try:
-            K_int = int(K)
-        except (TypeError, ValueError):
-            raise InvalidParameter("K", "must be an odd integer >= 1", K) from None
-        if float(K_int) != float(K):
-            raise InvalidParameter("K", "must be an odd integer >= 1", K)
-        if K_int < 1 or K_int % 2 == 0:
-            raise InvalidParameter("K", "must be an odd integer >= 1", K)
+        K_int = integer_in("K", self.K, 1, odd=True)
         m = finite_number("m", self.m)
         if not (1.0 <= m <= K_int):
             raise InvalidParameter("m", f"must satisfy 1 <= m <= K (K = {K_int})", self.m)
@@ -169,16 +201,12 @@ class Params:
             raise InvalidParameter("epsilon", "must be > 0", self.epsilon)
         if m * eps > 700:
             raise InvalidParameter("epsilon", "m * epsilon must be <= 700 (e^(m*epsilon) overflows)", m * eps)
-        tdelta = finite_number("teacher_delta", self.teacher_delta)
-        if not (0.0 <= tdelta < 1.0):
-            raise InvalidParameter("teacher_delta", "must satisfy 0 <= teacher_delta < 1", self.teacher_delta)
+        tdelta = probability_below_one("teacher_delta", self.teacher_delta)
         if self.delta is None:
             delta = -math.expm1(m * math.log1p(-tdelta))
             delta = max(delta, tdelta)
         else:
-            delta = finite_number("delta", self.delta)
-            if not (tdelta <= delta < 1.0):
-                raise InvalidParameter("delta", "must satisfy teacher_delta <= delta < 1", self.delta)
+            delta = probability_below_one("delta", self.delta, tdelta, "teacher_delta")
         object.__setattr__(self, "K", K_int)
         object.__setattr__(self, "m", m)
         object.__setattr__(self, "epsilon", eps)

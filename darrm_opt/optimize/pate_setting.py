@@ -2,7 +2,7 @@
 
     minimise   −Σ_j w_j g_j                                   (the exact objective, App. C.1)
     subject to ± (s_l γ(l) − e^ε s_{l′} γ(l′)) ≤ e^ε − 1 + 2δ  for every pair |l − l′| = 1 and output
-               0 ≤ g_j ≤ 1,  γ = mirror(g)  (γ(l) = γ(K − l))
+               0 ≤ g_j ≤ 1,  γ = mirror(g)  (γ(l) = γ(K − l); g_0 = γ(K/2) = 0 for an even K)
 
 (:mod:`darrm_opt.model.neighbours`; 4K rows over (K + 1)/2 free values). The constraints and objective are
 invariant under l → K − l with the output flipped, so averaging any solution with its mirror image gives
@@ -30,7 +30,7 @@ from darrm_opt.certify.pairs import PairCertificate, certify_pairs
 from darrm_opt.errors import CertificationFailed
 from darrm_opt.model.neighbours import SETTING_NOTES, PateParams, pair_rows
 from darrm_opt.model.objective import expected_error, objective_weights
-from darrm_opt.optimize.optimizer import TIGHTEN_REL, lp_backend, mirror, solve_lp
+from darrm_opt.optimize.optimizer import TIGHTEN_REL, lp_backend, solve_lp
 from darrm_opt.solvers import LP
 
 
@@ -53,13 +53,23 @@ class PateSolution:
 
 
 def mirror_matrix(K: int) -> np.ndarray:
-    """M with γ = M g: column j holds γ((K+1)/2 + j) and its mirror γ((K−1)/2 − j)."""
-    half = (K + 1) // 2
-    M = np.zeros((K + 1, half))
-    for j in range(half):
-        M[half + j, j] = 1.0
-        M[half - 1 - j, j] = 1.0
+    """M with γ = M g: column j holds γ(⌈K/2⌉ + j) and its mirror γ(⌊K/2⌋ − j) (one entry for the tie
+    l = K/2 of an even K)."""
+    lo = K - K // 2
+    M = np.zeros((K + 1, K // 2 + 1))
+    for j in range(M.shape[1]):
+        M[lo + j, j] = 1.0
+        M[K - lo - j, j] = 1.0
     return M
+
+
+def free_bounds(K: int) -> np.ndarray:
+    """Upper bounds of the free values g_j = γ(⌈K/2⌉ + j): 1, and 0 for the tie of an even K (whose answer
+    is a fair coin whatever γ(K/2); :mod:`darrm_opt.model.neighbours`)."""
+    ub = np.ones(K // 2 + 1)
+    if K % 2 == 0:
+        ub[0] = 0.0
+    return ub
 
 
 def pate_lp(params: PateParams) -> LP:
@@ -68,8 +78,8 @@ def pate_lp(params: PateParams) -> LP:
     A, _ = pair_rows(K, math.exp(params.epsilon))
     Ag = A @ mirror_matrix(K)
     rhs = params.bound - TIGHTEN_REL * max(params.bound, 1.0)
-    half = (K + 1) // 2
-    return LP(-objective_weights(K, params.prior), Ag, np.full(Ag.shape[0], rhs), np.zeros(half), np.ones(half))
+    ub = free_bounds(K)
+    return LP(-objective_weights(K, params.prior), Ag, np.full(Ag.shape[0], rhs), np.zeros(ub.size), ub)
 
 
 def solve_pate(params: PateParams, *, solver: str = solvers.DEFAULT_BACKEND) -> PateSolution:
@@ -77,7 +87,7 @@ def solve_pate(params: PateParams, *, solver: str = solvers.DEFAULT_BACKEND) -> 
     t0 = time.perf_counter()
     backend = lp_backend(solver)
     res = solve_lp(backend, pate_lp(params), "full")
-    g = mirror(np.clip(np.asarray(res.x, dtype=np.float64), 0.0, 1.0), params.K)
+    g = mirror_matrix(params.K) @ np.clip(np.asarray(res.x, dtype=np.float64), 0.0, free_bounds(params.K))
     cert = certify_pairs(params, g)
     target = params.bound - 0.5 * TIGHTEN_REL * max(params.bound, 1.0)
     if cert.max_privacy_cost > target:

@@ -38,6 +38,9 @@ class GaussianProfile:
     sigma: float
     shifts: tuple[float, ...]
     discrete: bool = True
+    #: per-coordinate σ_i (empty: every coordinate has ``sigma``); Confident-GNMax's threshold check has σ₁,
+    #: its argmax σ₂
+    sigmas: tuple[float, ...] = ()
 
     def __post_init__(self) -> None:
         if not (isinstance(self.sigma, (int, float)) and math.isfinite(self.sigma) and self.sigma > 0):
@@ -47,8 +50,17 @@ class GaussianProfile:
             raise InvalidParameter("shifts", "must be one or more finite numbers >= 0", self.shifts)
         if self.discrete and not all(s == int(s) for s in shifts):
             raise InvalidParameter("shifts", "must be integers for discrete Gaussian noise", self.shifts)
+        sigmas = tuple(float(x) for x in self.sigmas)
+        if sigmas and (len(sigmas) != len(shifts) or not all(math.isfinite(x) and x > 0 for x in sigmas)):
+            raise InvalidParameter("sigmas", "must be one finite σ > 0 per shift", self.sigmas)
         object.__setattr__(self, "sigma", float(self.sigma))
         object.__setattr__(self, "shifts", shifts)
+        object.__setattr__(self, "sigmas", sigmas)
+
+    @property
+    def coordinate_sigmas(self) -> tuple[float, ...]:
+        """σ_i of every coordinate."""
+        return self.sigmas or (self.sigma,) * len(self.shifts)
 
     @property
     def sensitivity(self) -> float:
@@ -57,7 +69,10 @@ class GaussianProfile:
 
     @property
     def mu(self) -> float:
-        """μ = ‖shifts‖₂ / σ (the pair is μ-GDP when the noise is continuous)."""
+        """μ = ‖shifts‖₂ / σ, or (Σ_i (s_i/σ_i)²)^{1/2} with per-coordinate σ_i (the pair is μ-GDP when the
+        noise is continuous)."""
+        if self.sigmas:
+            return math.sqrt(sum((s / x) ** 2 for s, x in zip(self.shifts, self.sigmas)))
         return self.sensitivity / self.sigma
 
     @property
@@ -66,7 +81,7 @@ class GaussianProfile:
         return 0.0
 
     def sort_key(self) -> tuple:
-        return (TYPE, self.discrete, self.sigma, self.shifts)
+        return (TYPE, self.discrete, self.sigma, self.shifts, self.sigmas)
 
     def delta(self, epsilon: float) -> float:
         """An upper bound of δ(ε′): Thm 8 (continuous; with a relative margin for its float evaluation) or
@@ -94,23 +109,29 @@ class GaussianProfile:
         from dp_accounting.pld import privacy_loss_distribution as pld_lib
 
         if not self.discrete:
+            if self.sigmas:  # N(0, diag σ_i²) against N(s, ·): the Gaussian pair of μ (whiten each coordinate)
+                return pld_lib.from_gaussian_mechanism(
+                    1.0, sensitivity=self.mu, pessimistic_estimate=True, value_discretization_interval=interval)
             return pld_lib.from_gaussian_mechanism(
                 self.sigma, sensitivity=self.sensitivity, pessimistic_estimate=True,
                 value_discretization_interval=interval)
         out = None
-        for s in self.shifts:
+        for s, sig in zip(self.shifts, self.coordinate_sigmas):
             if s == 0:
                 continue
             one = pld_lib.from_discrete_gaussian_mechanism(
-                self.sigma, sensitivity=int(s), pessimistic_estimate=True, value_discretization_interval=interval)
+                sig, sensitivity=int(s), pessimistic_estimate=True, value_discretization_interval=interval)
             out = one if out is None else out.compose(one)
         if out is None:  # nothing moves: the identity pair
             return pld_lib.from_gaussian_mechanism(1.0, sensitivity=0.0, value_discretization_interval=interval)
         return out
 
     def to_dict(self) -> dict[str, Any]:
-        return {"type": TYPE, "sigma": self.sigma, "shifts": list(self.shifts), "discrete": self.discrete,
-                "mu": self.mu}
+        out = {"type": TYPE, "sigma": self.sigma, "shifts": list(self.shifts), "discrete": self.discrete,
+               "mu": self.mu}
+        if self.sigmas:
+            out["sigmas"] = list(self.sigmas)
+        return out
 
     @classmethod
     def from_dict(cls, data: Any) -> GaussianProfile:
@@ -118,7 +139,8 @@ class GaussianProfile:
             raise InvalidParameter("privacy_profile", f"must be an object with type {TYPE!r}")
         try:
             shifts = tuple(float(s) for s in data["shifts"])
-            prof = cls(float(data["sigma"]), shifts, bool(data.get("discrete", True)))
+            sigmas = tuple(float(x) for x in data.get("sigmas") or ())
+            prof = cls(float(data["sigma"]), shifts, bool(data.get("discrete", True)), sigmas)
         except (KeyError, TypeError, ValueError):
             raise InvalidParameter("privacy_profile", "a Gaussian profile needs sigma and shifts") from None
         return prof

@@ -149,7 +149,39 @@ def test_dashboard_renders_in_chromium(live, tmp_path):
     text = " ".join(dom.text)
     assert "labelling-job" in text and "CERTIFIED" in text and "2 ledger(s), 2 table(s)" in text
     assert "(fixed: every statement is (ε, δ)-DP at this δ)" in text and "δ spent" not in text
+    # at a glance: each ledger's share of its ε budget, as a bar and in its title
+    spent = live_ledger_share(live)
+    shares = [a["data-share"] for t, a in dom.elements if "data-share" in a]
+    assert shares == [f"{spent:.4f}", "0.0000"] and f"labelling-job: {100 * spent:.3g} % of the ε budget spent" in text
+    # labelled axes (answers on the ledgers' x axis) and full legends, as HTML text that wraps
+    classes = [a.get("class") for t, a in dom.elements if t == "text"]
+    assert classes.count("x-label") == 4 and classes.count("y-label") == 4  # 2 ledgers, 2 tables
+    assert "answers paid" in text and text.count("l = number of teachers voting 1") == 2
+    assert "ε spent (at δ = 0.001)" in text and text.count("γ(l) = P(majority)") == 2
+    legends = [a["data-legend"] for t, a in dom.elements if t == "li" and "data-legend" in a]
+    assert legends.count("epsilon") == 2 and legends.count("budget") == 2 and legends.count("opt") == 2
+    assert re.search(r"γ_opt \(E\[err\] [0-9.e-]+\)", text) and "ε budget 3" in text
+    # creating a ledger or a table from the page, and the key's link documented on the page itself
+    names = {a.get("name") for t, a in dom.elements if t in ("input", "select")}
+    assert {"name", "epsilon_budget", "delta_budget", "K", "m", "teachers", "target_epsilon"} <= names
+    assert "Create ledger" in text and "Solve and certify" in text
     assert shot.exists() and shot.stat().st_size > 10_000
+
+
+def live_ledger_share(live: dict) -> float:
+    with live["server"].client() as c:
+        view = c.get(f"/v1/ledgers/{live['ledger']['id']}").json()
+    return view["epsilon_spent"] / view["epsilon_budget"]
+
+
+@pytest.mark.slow  # a headless browser
+@pytest.mark.skipif(BROWSER is None, reason="no chromium here (apt-get install chromium; .ci/run tries to)")
+def test_dashboard_without_a_key_shows_the_key_form_and_the_link(live, tmp_path):
+    dom = render(f"{live['server'].url}/ui", tmp_path)
+    text = " ".join(dom.text)
+    assert "/ui#key=YOUR-KEY" in text and "DARRM_API_KEYS" in text
+    assert any(t == "input" and a.get("id") == "key" for t, a in dom.elements)
+    assert not any("data-ledger-id" in a for _, a in dom.elements)
 
 
 @pytest.mark.slow  # a headless browser
@@ -158,3 +190,110 @@ def test_dashboard_with_a_wrong_key_shows_nothing(live, tmp_path):
     dom = render(f"{live['server'].url}/ui#key=not-a-key", tmp_path)
     assert not any("data-ledger-id" in a or "data-table-id" in a for _, a in dom.elements)
     assert "the API key was refused (401)" in " ".join(dom.text)
+
+
+class _Browser:
+    """Headless Chromium driven over the DevTools protocol (a page, JavaScript evaluated in it)."""
+
+    def __init__(self, profile: Path) -> None:
+        self.proc = subprocess.Popen(
+            [BROWSER, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
+             f"--user-data-dir={profile}", "--remote-debugging-port=0", "--window-size=1000,1400", "about:blank"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        for line in self.proc.stderr:  # type: ignore[union-attr]
+            if "DevTools listening on" in line:
+                self.port = int(line.split("ws://")[1].split("/")[0].rsplit(":", 1)[1])
+                break
+        else:
+            raise RuntimeError("chromium printed no DevTools address")
+
+    def page(self) -> str:
+        pages = httpx.get(f"http://127.0.0.1:{self.port}/json/list", timeout=10).json()
+        return next(p["webSocketDebuggerUrl"] for p in pages if p["type"] == "page")
+
+    def close(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(timeout=30)
+
+
+def _evaluate(ws_url: str, steps: list) -> list:
+    """Run each step in the page in turn: ``("open", url)`` navigates; ``("wait", cond, value)`` polls the
+    JavaScript ``cond`` until it holds (60 s at most) and gives ``value``; a string is evaluated (promises
+    awaited). Returns their values."""
+    import asyncio
+    import json
+
+    websockets = pytest.importorskip("websockets")
+
+    async def run() -> list:
+        out: list = []
+        counter = iter(range(1, 1_000_000))
+        async with websockets.connect(ws_url, max_size=None) as ws:
+
+            async def call(method: str, **params) -> dict:
+                n = next(counter)
+                await ws.send(json.dumps({"id": n, "method": method, "params": params}))
+                while True:
+                    msg = json.loads(await ws.recv())
+                    if msg.get("id") == n:
+                        return msg.get("result", msg)
+
+            async def evaluate(expr: str) -> dict:
+                return await call("Runtime.evaluate", expression=expr, awaitPromise=True, returnByValue=True)
+
+            for step in steps:
+                if isinstance(step, tuple) and step[0] == "open":
+                    out.append(await call("Page.navigate", url=step[1]))
+                elif isinstance(step, tuple) and step[0] == "wait":
+                    for _ in range(600):  # a context destroyed by a navigation is an exception: try again
+                        r = await evaluate(step[1])
+                        if "exceptionDetails" not in r and r["result"].get("value") is True:
+                            break
+                        await asyncio.sleep(0.1)
+                    r = await evaluate(step[2])
+                    out.append(r["result"].get("value"))
+                else:
+                    r = await evaluate(step)
+                    assert "exceptionDetails" not in r, r
+                    out.append(r["result"].get("value"))
+        return out
+
+    return asyncio.run(run())
+
+
+@pytest.mark.slow  # a headless browser, a solve
+@pytest.mark.skipif(BROWSER is None, reason="no chromium here (apt-get install chromium; .ci/run tries to)")
+def test_a_ledger_and_a_table_are_created_from_the_page(live, tmp_path):
+    pytest.importorskip("websockets")
+    browser = _Browser(tmp_path / "profile")
+    try:
+        loaded = "!!document.body && document.body.dataset.loaded === 'true'"
+        ledgers = "document.querySelectorAll('[data-ledger-id]').length"
+        tables = "document.querySelectorAll('[data-table-id]').length"
+        message = "document.getElementById('create-status').textContent"
+        fill = "(f, values) => { for (const [k, v] of Object.entries(values)) f.elements[k].value = v; }"
+        steps = [
+            ("open", f"{live['server'].url}/ui#key={KEY}"),
+            ("wait", loaded, f"[{ledgers}, {tables}]"),
+            f"({fill})(document.getElementById('new-ledger'), {{name: 'from-the-page', epsilon_budget: '2', "
+            "delta_budget: '1e-4'}); document.getElementById('new-ledger').requestSubmit(); true",
+            ("wait", f"{ledgers} === 3", message),
+            f"({fill})(document.getElementById('new-table'), {{K: '7', m: '2'}}); "
+            "document.getElementById('new-table').requestSubmit(); true",
+            ("wait", f"{tables} === 3", message),
+            f"({fill})(document.getElementById('new-table'), {{K: '7', m: '2', target_epsilon: '1'}}); "
+            "document.getElementById('new-table').requestSubmit(); true",
+            ("wait", "document.getElementById('create-status').className === 'error'", message),
+        ]
+        got = _evaluate(browser.page(), steps)
+    finally:
+        browser.close()
+    assert got[1] == [2, 2]
+    assert got[3].startswith("created ledger from-the-page (")
+    assert re.fullmatch(r"table [0-9a-f]{32}: CERTIFIED", got[5]), got[5]
+    # the one setting rule, as the API states it: target_epsilon applies only to non-private teachers
+    assert "target_epsilon" in got[7] and "422" not in got[7], got[7]
+    with live["server"].client() as c:
+        names = [x["name"] for x in c.get("/v1/ledgers").json()["items"]]
+        assert "from-the-page" in names
+        assert any(t["K"] == 7 and t["m"] == 2 for t in c.get("/v1/tables").json()["items"])

@@ -39,25 +39,29 @@ def test_dockerfile_shape():
     ins = instructions()
     words = [w for w, _ in ins]
     froms = [i for i, w in enumerate(words) if w == "FROM"]
-    assert len(froms) == 2 and all("slim" in ins[i][1] for i in froms)  # multi-stage: build, then run
-    build, final = ins[: froms[1]], ins[froms[1]:]
+    # three stages: the locked dependencies, the project on top of them, then the image
+    assert [ins[i][1] for i in froms] == ["python:3.11-slim AS deps", "deps AS project", "python:3.11-slim"]
+    deps, project, final = ins[froms[0]:froms[1]], ins[froms[1]:froms[2]], ins[froms[2]:]
     users = [r for w, r in final if w == "USER"]
     assert users and users[-1] not in ("root", "0")
     final_words = [w for w, _ in final]
     assert final_words.index("USER") > max(i for i, (w, r) in enumerate(final) if w == "RUN")  # root installs
     assert ("EXPOSE", "8000") in ins
-    installs = [i for i, (w, r) in enumerate(build) if w == "RUN" and "pip install" in r]
-    assert len(installs) == 2
-    deps, project = (build[i][1] for i in installs)
-    # the dependencies from the lock, binary wheels only (no compiler), in a layer that only the lock feeds
-    assert f"-r {LOCK_IN_IMAGE}" in deps and "--only-binary=:all:" in deps and "." not in deps.split(LOCK_IN_IMAGE)[1]
-    copies = [i for i, (w, _) in enumerate(build) if w == "COPY"]
-    assert [build[i][1] for i in copies if i < installs[0]] == [f"{LOCK_IN_IMAGE} {LOCK_IN_IMAGE}"]
+    # the dependencies from the lock, binary wheels only (no compiler), in a stage that only the lock feeds
+    assert [r for w, r in deps if w == "COPY"] == [f"{LOCK_IN_IMAGE} {LOCK_IN_IMAGE}"]
+    [lock_install] = [r for w, r in deps if w == "RUN"]
+    assert f"-r {LOCK_IN_IMAGE}" in lock_install and "--only-binary=:all:" in lock_install
+    assert "--without-pip" in lock_install  # no installer in the image
     # then the source, and the project itself (the service extra) without dependencies: all are in the lock
-    assert ("COPY", ". .") in build[installs[0]:installs[1]]
-    assert "\".[service]\"" in project and "--no-deps" in project and "--only-binary=:all:" in project
-    assert "pip check" in project  # the lock satisfies the project's own requirements, or the build fails
-    assert ("COPY", "--from=build /opt/venv /opt/venv") in final and not any("pip install" in r for _, r in final)
+    assert project[1] == ("COPY", ". .")
+    [install] = [r for w, r in project if w == "RUN"]
+    assert "\".[service]\"" in install and "--no-deps" in install and "--only-binary=:all:" in install
+    assert "pip --python /opt/venv/bin/python check" in install  # the lock satisfies the project, or no build
+    assert "/stage/" in install
+    # the image: the dependencies' environment, and as its last layer the project's files alone
+    layers = [(w, r) for w, r in final if w in ("RUN", "COPY", "ADD")]
+    assert ("COPY", "--from=deps /opt/venv /opt/venv") in layers and layers[-1] == ("COPY", "--from=project /stage/ /")
+    assert not any("pip" in r for w, r in final if w == "RUN")
     assert not re.search(r"gcc|build-essential|pytest|\[test\]|\[all\]", DOCKERFILE.read_text())
     assert any(w == "VOLUME" and "/data" in r for w, r in ins)
     health = next(r for w, r in ins if w == "HEALTHCHECK")

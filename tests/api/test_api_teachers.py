@@ -111,20 +111,28 @@ def test_options_a_setting_does_not_take_are_422_naming_them(client):
 
 
 def test_pate_plan_matches_the_library_and_fits_its_ledger(client):
+    """A PATE-setting plan asks every mechanism of the setting; with ``mechanism`` darrm-pate it is the
+    library's per-answer plan, and its ledger charges what the plan says."""
     body = {"K": 11, "teachers": "disjoint-nonprivate", "queries": 10, "budget_epsilon": 2.0, "budget_delta": 1e-3}
-    r = client.post("/v1/plans", json={**body, "create_ledger": {"name": "pate plan"}})
+    r = client.post("/v1/plans", json={**body, "mechanism": "darrm-pate", "create_ledger": {"name": "pate plan"}})
     assert r.status_code == 200, r.text
     doc = r.json()
     lib = plan_pate(11, 10, 2.0, 1e-3)
-    assert doc["gamma"] == list(lib.solution.gamma) and doc["epsilon"] == lib.params.epsilon
-    assert doc["teachers"] == "disjoint-nonprivate" and doc["plan"]["teachers"] == "disjoint-nonprivate"
-    assert doc["plan"]["spent_epsilon"] == lib.spent_epsilon <= 2.0 and doc["plan"]["accounting"] == lib.method
-    assert certify_pairs(PateParams(11, doc["epsilon"], doc["delta"]), doc["gamma"]).certified
+    table = doc["table"]
+    assert doc["mechanism"] == "darrm-pate" and doc["gamma"] == list(lib.solution.gamma)
+    assert table["epsilon"] == lib.params.epsilon
+    assert table["teachers"] == "disjoint-nonprivate" and doc["plan"]["teachers"] == "disjoint-nonprivate"
+    assert doc["plan"]["spent_epsilon"] <= 2.0 and abs(doc["plan"]["spent_epsilon"] - lib.spent_epsilon) < 1e-9
+    assert certify_pairs(PateParams(11, table["epsilon"], table["delta"]), doc["gamma"]).certified
     votes = np.tile([1] * 7 + [0] * 4, (10, 1)).tolist()
-    paid = client.post("/v1/aggregate", json={"table_id": doc["id"], "ledger_id": doc["ledger"]["id"],
+    paid = client.post("/v1/aggregate", json={"table_id": table["id"], "ledger_id": doc["ledger"]["id"],
                                               "votes": votes})
     assert paid.status_code == 200, paid.text
     assert paid.json()["epsilon_spent"] == doc["plan"]["spent_epsilon"]
+    auto = client.post("/v1/plans", json=body).json()  # every mechanism: the most accurate offer is chosen
+    errors = [auto["expected_error"], *(a["expected_error"] for a in auto["alternatives"])]
+    assert auto["expected_error"] == min(errors) <= doc["expected_error"]
+    assert {auto["mechanism"], *(a["mechanism"] for a in auto["alternatives"])} >= {"darrm-pate", "gnmax"}
 
 
 def test_disjoint_private_plan_says_the_majority_is_free(client):

@@ -1,0 +1,84 @@
+"""A data-dependent ledger used from Python without a server, on the service's database code.
+
+:class:`DataDependentLedger` opens a database (a SQLite file by default, migrated on first use, or
+PostgreSQL), finds or creates a data-dependent ledger by name (:mod:`darrm_opt.ledger.data_dependent`),
+records the queries of its job and publishes its sanitised ε once. Like the store, it shows only public
+values (:func:`~darrm_opt.ledger.data_dependent.public_view`)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from types import TracebackType
+from typing import Any
+
+from sqlalchemy.exc import SQLAlchemyError
+
+from darrm_opt.errors import InvalidParameter
+
+from .data_dependent import DataDependentPolicy, RandomBytes
+from .db import Database, migrate
+from .dd_store import DataDependentStore
+from .local import LedgerUnavailable, database_url
+
+
+def _system_random(n: int) -> bytes:
+    import os
+
+    return os.urandom(n)
+
+
+class DataDependentLedger:
+    """A data-dependent job on a database: ``record`` its queries, ``publish`` its sanitised ε (once).
+
+    ``policy``: a :class:`DataDependentPolicy` (or its mapping) to create the ledger ``name``; omitted, the
+    ledger must exist. The ε it publishes is a noisy estimate of this dataset's privacy loss, not a worst
+    case (docs/data-dependent.md); ``view()["data_independent_epsilon"]`` is the worst case."""
+
+    def __init__(self, url: str | None, name: str,
+                 policy: DataDependentPolicy | Mapping[str, Any] | None = None) -> None:
+        if not name or len(name) > 200:
+            raise InvalidParameter("ledger", "must be a name of 1 to 200 characters", name)
+        try:
+            self.db = Database(database_url(url))
+        except ValueError as exc:
+            raise InvalidParameter("ledger-db", str(exc)) from None
+        try:
+            migrate(self.db)
+            self.store = DataDependentStore(self.db)
+            self.id = self.store.find_or_create(name, policy)
+        except SQLAlchemyError as exc:
+            self.db.dispose()
+            raise LedgerUnavailable(f"cannot use the ledger database {self.db.description}: "
+                                    f"{type(exc).__name__}") from None
+        except BaseException:
+            self.db.dispose()
+            raise
+        self.name = name
+
+    def view(self) -> dict[str, Any]:
+        v = self.store.get(self.id)
+        assert v is not None  # ledgers are never deleted
+        return v
+
+    def record(self, votes: object, answered: Sequence[bool] | None = None) -> dict[str, Any]:
+        """Record the job's next queries (their vote histograms; for Confident-/Interactive-GNMax, which the
+        teachers answered). BudgetExceeded beyond the quota or once published; nothing is written then."""
+        v = self.store.record(self.id, votes, answered)
+        assert v is not None
+        return v
+
+    def publish(self, random_bytes: RandomBytes = _system_random) -> float:
+        """The sanitised ε (drawn on the first call, the same value after: the ledger is sealed)."""
+        v = self.store.publish(self.id, random_bytes)
+        assert v is not None and v["sanitised_epsilon"] is not None
+        return float(v["sanitised_epsilon"])
+
+    def close(self) -> None:
+        self.db.dispose()
+
+    def __enter__(self) -> DataDependentLedger:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()

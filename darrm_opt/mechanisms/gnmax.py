@@ -1,0 +1,225 @@
+"""GNMax and Confident-GNMax (PATE, Papernot et al. 2018) as kinds of release, with discrete Gaussian noise.
+
+GNMax answers argmax_c (h_c + Z_c), Z_c ~ N_ℤ(0, σ²) independent (Canonne, Kamath, Steinke 2020), ties
+among the noisy maxima broken uniformly. When one teacher changes its vote the histogram moves by
+e_a − e_b, so a GNMax answer is post-processing of the pair (N_ℤ(0, σ²)², N_ℤ((1, 1), σ²)) (by symmetry
+of each coordinate): :class:`darrm_opt.privacy.gaussian_profile.GaussianProfile` ``(σ, (1, 1))``, which the
+ledger composes exactly. Confident-GNMax (PATE Alg. 1) releases 1{max_c h_c + Z ≥ T}, Z ~ N_ℤ(0, σ₁²)
+(the maximum moves by at most 1), and then, if it passed, GNMax with σ₂; the adaptive composition of the
+two is dominated by the product pair, shifts (1, 1, 1) with σ = (σ₁, σ₂, σ₂). Otherwise it abstains: the
+answer ⊥ is written −1 (in the sampler's int16 output, JSON, CSV and the service alike).
+
+The release is defined by its parameters alone: ``gamma`` is empty. The certificate (:class:`GaussianCertificate`)
+states the per-answer (ε₀, δ₀) at δ₀ = DELTA0, read off the exact profile's pessimistic PLD and checked
+(δ(ε₀) ≤ δ₀ recomputed). Its expected error: :mod:`darrm_opt.model.gnmax`.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from functools import lru_cache
+from typing import Any, ClassVar
+
+import numpy as np
+
+from darrm_opt.certify.verdict import VerdictFields
+from darrm_opt.errors import InvalidParameter
+from darrm_opt.model.gnmax import ConfidentGnmaxParams, GnmaxParams, confident_error, gnmax_error
+from darrm_opt.privacy.gaussian_profile import GaussianProfile
+
+from .base import Mechanism, Solved
+
+#: the per-answer δ₀ at which a Gaussian table's certificate states its ε₀
+DELTA0 = 1e-10
+#: loss interval of the PLD the certificate reads ε₀ off (pessimistic: every loss rounded up)
+CERT_INTERVAL = 1e-4
+#: the answer written for ⊥ (Confident-GNMax abstains)
+ABSTAIN = -1
+
+
+@dataclass(frozen=True)
+class GaussianCertificate(VerdictFields):
+    """The per-answer (ε₀, δ₀) of a Gaussian release: ε₀ read off its dominating pair's pessimistic PLD at
+    δ₀, and δ(ε₀) recomputed from that PLD (``delta_at_epsilon0`` ≤ δ₀ certifies)."""
+
+    certified: bool
+    epsilon0: float
+    delta0: float
+    delta_at_epsilon0: float
+    pair: str
+    pld_interval: float
+    reason: str = ""
+
+    verdict_fields: ClassVar[tuple[str, str, str, str]] = ("delta0", "delta_at_epsilon0", "checked_pairs",
+                                                           "worst_pair")
+    what: ClassVar[str] = "dominating pairs"
+
+    @property
+    def checked_pairs(self) -> int:
+        return 1
+
+    @property
+    def worst_pair(self) -> list[int]:
+        return []
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@lru_cache(maxsize=256)
+def _certificate(profile: GaussianProfile) -> GaussianCertificate:
+    """ε₀ at DELTA0 off the pessimistic PLD, bumped until δ(ε₀) ≤ δ₀ holds on that PLD."""
+    pld = profile.to_pld(CERT_INTERVAL)
+    eps = float(pld.get_epsilon_for_delta(DELTA0))
+    d = float(pld.get_delta_for_epsilon(eps))
+    for _ in range(64):
+        if d <= DELTA0:
+            break
+        eps = math.nextafter(eps, math.inf) + CERT_INTERVAL
+        d = float(pld.get_delta_for_epsilon(eps))
+    ok = d <= DELTA0 and math.isfinite(eps)
+    pair = ", ".join(f"N_Z({s:g}, {x:g}^2)" for s, x in zip(profile.shifts, profile.coordinate_sigmas))
+    return GaussianCertificate(ok, eps, DELTA0, d, f"N_Z(0, σ²) per coordinate against {pair}", CERT_INTERVAL,
+                               "" if ok else f"δ(ε₀) = {d:g} > δ₀ = {DELTA0:g}")
+
+
+class _GaussianKind(Mechanism):
+    """What GNMax and Confident-GNMax share."""
+
+    settings = ("disjoint-nonprivate",)
+    labels = True
+    max_K = 2000
+    absent_fields = ("m", "teacher_delta", "target_epsilon")
+    absent_reason = "a Gaussian release of non-private teachers has no allowance m, teacher Δ or target ε"
+
+    def table_size(self, params: Any) -> int:
+        return 0
+
+    def per_answer(self, params: Any) -> tuple[float, float]:
+        cert = _certificate(self.profile(params, np.zeros(0)))
+        return cert.epsilon0, cert.delta0
+
+    def limit(self, params: Any) -> float:
+        return DELTA0
+
+    def certify(self, params: Any, gamma: np.ndarray, **options: Any) -> GaussianCertificate:
+        return _certificate(self.profile(params, gamma))
+
+    def table(self, params: Any, gamma: Any, certificate: Any, teachers: str | None = None,
+              profile: Any = None) -> Any:
+        """As every kind's, and the certificate's statement (stored or given) is proven for these parameters
+        (one PLD read): δ(ε₀) ≤ δ₀ on this release's pessimistic PLD. A document whose σ was lowered under
+        its certificate is refused."""
+        cert = self.certificate_from(certificate) if isinstance(certificate, Mapping) else certificate
+        if cert != self.certify(params, np.zeros(0)):
+            ok = cert.certified is True and cert.delta0 == DELTA0 and math.isfinite(cert.epsilon0) and \
+                float(self.profile(params, np.zeros(0)).to_pld(CERT_INTERVAL).get_delta_for_epsilon(
+                    cert.epsilon0)) <= DELTA0
+            if not ok:
+                raise InvalidParameter("certificate", f"does not hold for this {self.kind} table's parameters")
+        if profile is not None and profile != self.profile(params, np.zeros(0)):
+            raise InvalidParameter("privacy_profile", f"is not the Gaussian pair of this {self.kind} table")
+        return super().table(params, gamma, cert, teachers, profile)
+
+    def certificate_from(self, data: Mapping[str, Any]) -> GaussianCertificate:
+        try:
+            return GaussianCertificate(**{k: data[k] for k in GaussianCertificate.__dataclass_fields__
+                                          if k in data})
+        except TypeError:
+            raise InvalidParameter("certificate", "is not a Gaussian release's certificate") from None
+
+    def check_profile(self, params: Any, gamma: np.ndarray, stored: Any, certificate: Any, **options: Any) -> Any:
+        """A stored Gaussian profile is valid iff it is exactly this release's pair (any other is refused)."""
+        from darrm_opt.privacy.statements import ProfileCheck
+
+        true = self.profile(params, gamma)
+        if stored == true:
+            return ProfileCheck("valid", 1)
+        return ProfileCheck("optimistic", 1, "Gaussian pair", f"stored {stored.to_dict()} is not {true.to_dict()}")
+
+    def verdict_line(self, params: Any, certificate: Any) -> str:
+        head = "CERTIFIED" if certificate.certified else "NOT CERTIFIED"
+        return (f"certificate: {head}: per answer (ε₀, δ₀) = ({certificate.epsilon0:.6g}, {certificate.delta0:g}) "
+                f"read off the exact dominating pair ({certificate.pair}; pessimistic PLD, interval "
+                f"{certificate.pld_interval:g}), δ(ε₀) = {certificate.delta_at_epsilon0:.3g}")
+
+    def solve(self, params: Any, *, solver: str, teachers: str | None = None, progress: Any = None) -> Solved:
+        """Nothing to optimise: the release its parameters define, certified."""
+        t0 = time.perf_counter()
+        table = self.certify_table(params, np.zeros(0), teachers=teachers)
+        return Solved(table, "closed-form", time.perf_counter() - t0)
+
+    def solve_size(self, params: Any) -> int:
+        return 1
+
+    def private_as(self, params: Any) -> str:
+        return f"(ε₀, δ₀ = {DELTA0:g})-DP by its Gaussian pair"
+
+
+class Gnmax(_GaussianKind):
+    kind = "gnmax"
+    params_type = GnmaxParams
+    summary = "GNMax: the argmax of the vote histogram plus discrete Gaussian noise per class (PATE setting)"
+    document_fields = ("K", "classes", "teachers", "sigma")
+
+    def params_from(self, data: Mapping[str, Any]) -> GnmaxParams:
+        return GnmaxParams(data.get("K"), data.get("classes"), data.get("sigma"),  # type: ignore[arg-type]
+                           data.get("prior") or "paper")
+
+    def profile(self, params: GnmaxParams, gamma: np.ndarray) -> GaussianProfile:
+        return GaussianProfile(params.sigma, (1, 1))
+
+    def expected_error(self, params: GnmaxParams, gamma: np.ndarray) -> float:
+        return gnmax_error(params.K, params.C, params.sigma, params.prior)
+
+    def describe(self, params: GnmaxParams) -> str:
+        return (f"GNMax K = {params.K}, C = {params.C} (disjoint-nonprivate), noise N_Z(0, σ²) per class with "
+                f"σ = {params.sigma:.6g}")
+
+    def sampler(self, table: Any, random_bytes: Any) -> Any:
+        from .samplers_gaussian import GnmaxSampler
+
+        return GnmaxSampler(table.params.K, table.params.C, table.params.sigma, random_bytes)
+
+    def plan(self, job: Any) -> Any:
+        from darrm_opt.planning.gaussian_plan import plan_gnmax
+
+        return plan_gnmax(self, job)
+
+
+class ConfidentGnmax(_GaussianKind):
+    kind = "confident-gnmax"
+    params_type = ConfidentGnmaxParams
+    summary = ("Confident-GNMax: ⊥ (written −1) unless the top count plus discrete Gaussian noise reaches T, "
+               "else GNMax (PATE setting)")
+    document_fields = ("K", "classes", "teachers", "threshold", "sigma1", "sigma2")
+
+    def params_from(self, data: Mapping[str, Any]) -> ConfidentGnmaxParams:
+        return ConfidentGnmaxParams(data.get("K"), data.get("classes"), data.get("threshold"),  # type: ignore[arg-type]
+                                    data.get("sigma1"), data.get("sigma2"),  # type: ignore[arg-type]
+                                    data.get("prior") or "paper")
+
+    def profile(self, params: ConfidentGnmaxParams, gamma: np.ndarray) -> GaussianProfile:
+        return GaussianProfile(params.sigma2, (1, 1, 1), sigmas=(params.sigma1, params.sigma2, params.sigma2))
+
+    def expected_error(self, params: ConfidentGnmaxParams, gamma: np.ndarray) -> float:
+        return confident_error(params)
+
+    def describe(self, params: ConfidentGnmaxParams) -> str:
+        return (f"Confident-GNMax K = {params.K}, C = {params.C} (disjoint-nonprivate): ⊥ unless the top count "
+                f"+ N_Z(0, σ₁²) ≥ T = {params.threshold:g} (σ₁ = {params.sigma1:.6g}), else GNMax with "
+                f"σ₂ = {params.sigma2:.6g}")
+
+    def sampler(self, table: Any, random_bytes: Any) -> Any:
+        from .samplers_gaussian import GnmaxSampler
+
+        p = table.params
+        return GnmaxSampler(p.K, p.C, p.sigma2, random_bytes, threshold=p.threshold, sigma1=p.sigma1)
+
+    def plan(self, job: Any) -> Any:
+        from darrm_opt.planning.gaussian_plan import plan_confident
+
+        return plan_confident(self, job)

@@ -1,0 +1,184 @@
+"""Planning a job with GNMax or Confident-GNMax: σ calibrated so that Q answers fit the total budget.
+
+The ε that Q answers of a Gaussian release spend at δ_B, spent(σ), is the ledger's exact composition of its
+dominating pair (:func:`darrm_opt.privacy.pld.exact_epsilon`), decreasing in σ. The plan takes the smallest
+σ (to a relative 0.3 %) with spent(σ) ≤ ε_B:
+
+1. a start from Gaussian DP: μ with δ_μ(ε_B) = δ_B (Balle–Wang Thm 8; Dong, Roth, Su 2022 Cor. 3.3), the
+   per-answer μ/√Q, σ₀ = ‖shifts‖/(μ/√Q);
+2. bisection on log σ with the coarse PLD (COARSE times the ledger's interval; an upper bound) to a relative
+   1e-3, giving σ_c;
+3. Illinois false position (log spent against log σ) with the ledger's own composition on [0.9 σ_c, σ_c]
+   (σ_c checked first and enlarged until it fits, the bracket moved down while its lower end fits); the
+   chosen σ's spent ε is that composition's, ≤ ε_B by construction, and checked again.
+
+Confident-GNMax splits one Gaussian budget between the check (σ₁) and the argmax (σ₂): σ₁ = s/√(2ρ),
+σ₂ = s/√(1 − ρ), so 1/σ₁² + 2/σ₂² = 2/s²; s is calibrated as above for its three-coordinate pair. With
+data-independent accounting abstaining only adds error (⊥ counts as wrong), so the offer spends
+CONFIDENT_SHARE of the budget on the check and takes the largest integer T at which Pr[⊥] is at most
+ABSTAIN_RATIO times GNMax_σ₂'s error.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from darrm_opt.errors import InvalidParameter
+from darrm_opt.model.gnmax import (
+    LABELS,
+    MAX_SIGMA,
+    ConfidentGnmaxParams,
+    GnmaxParams,
+    abstain_probability,
+    gnmax_error,
+)
+from darrm_opt.privacy.gaussian_profile import GaussianProfile
+from darrm_opt.privacy.pld import EXACT_MAX_ANSWERS, exact_epsilon
+
+from .job import Job, Offer
+
+SETTING = "disjoint-nonprivate"
+#: relative resolution of σ
+SIGMA_RTOL = 3e-3
+#: calibration stops below this σ (every neighbouring count is then told apart almost surely)
+MIN_SIGMA = 1e-3
+CONFIDENT_SHARE = 0.05
+ABSTAIN_RATIO = 0.1
+
+
+def _gdp_mu(epsilon: float, delta: float) -> float:
+    """μ with δ_μ(ε) = δ (Balle–Wang Thm 8), by bisection on log μ."""
+    def d(mu: float) -> float:  # Thm 8 in logs (no overflow of e^ε)
+        return GaussianProfile(1.0, (mu,), discrete=False).delta(epsilon)
+
+    lo, hi = 1e-6, 1.0
+    while d(hi) < delta and hi < 1e6:
+        hi *= 2
+    for _ in range(100):
+        mid = math.sqrt(lo * hi)
+        lo, hi = (mid, hi) if d(mid) < delta else (lo, mid)
+    return lo
+
+
+def calibrate(profile_of: Callable[[float], GaussianProfile], queries: int, budget_epsilon: float,
+              budget_delta: float) -> tuple[float, float]:
+    """(the smallest s found with spent(s) ≤ ε_B, its spent ε by the ledger's exact composition) for the
+    profiles ``profile_of(s)`` (module docstring). InvalidParameter naming ``queries`` above
+    EXACT_MAX_ANSWERS (the ledger cannot compose them exactly)."""
+    if not budget_delta > 0:
+        raise InvalidParameter("budget_delta", "must be > 0 for a Gaussian release (no Gaussian mechanism is "
+                                               "pure DP)", budget_delta)
+    if queries > EXACT_MAX_ANSWERS:
+        raise InvalidParameter("queries", f"a Gaussian plan needs the exact composition of at most "
+                                          f"{EXACT_MAX_ANSWERS} answers", queries)
+
+    def spent(s: float, coarse: bool) -> float:
+        return exact_epsilon([(profile_of(s), queries)], budget_delta, coarse=coarse)
+
+    unit = profile_of(1.0)
+    s0 = math.sqrt(queries) / _gdp_mu(budget_epsilon, budget_delta) * unit.mu  # μ(s) = unit.mu / s
+    lo, hi = s0 / 1.5, min(s0 * 1.5, MAX_SIGMA)
+    if lo > MAX_SIGMA:
+        raise InvalidParameter("budget_epsilon", f"too small for a Gaussian release: it needs σ ≈ {s0:.3g} > "
+                                                 f"{MAX_SIGMA:g}", budget_epsilon)
+    while spent(hi, True) > budget_epsilon:
+        if hi >= MAX_SIGMA:
+            raise InvalidParameter("budget_epsilon", f"no σ ≤ {MAX_SIGMA:g} fits the budget", budget_epsilon)
+        lo, hi = hi, min(hi * 2, MAX_SIGMA)
+    while spent(lo, True) <= budget_epsilon and lo > 1e-3:
+        lo, hi = lo / 2, lo
+    while hi / lo - 1 > 1e-3:
+        mid = math.sqrt(lo * hi)
+        lo, hi = (lo, mid) if spent(mid, True) <= budget_epsilon else (mid, hi)
+    sc = hi
+    top = sc
+    e_top = spent(top, False)
+    while e_top > budget_epsilon:  # the ledger's grid is finer; it rarely needs more, but never assume
+        top *= 1.01
+        if top > MAX_SIGMA:
+            raise InvalidParameter("budget_epsilon", f"no σ ≤ {MAX_SIGMA:g} fits the budget", budget_epsilon)
+        e_top = spent(top, False)
+    lo = top * 0.9
+    e_lo = spent(lo, False)
+    while e_lo <= budget_epsilon:
+        top, e_top, lo = lo, e_lo, lo * 0.9
+        if lo < MIN_SIGMA:  # a budget this large fits any σ worth having
+            return top, e_top
+        e_lo = spent(lo, False)
+    side = 0
+    while top / lo - 1 > SIGMA_RTOL:  # Illinois false position on log spent against log σ
+        a, b = math.log(lo), math.log(top)
+        fa = math.log(e_lo / budget_epsilon) if math.isfinite(e_lo) else 1.0
+        fb = math.log(e_top / budget_epsilon) if e_top > 0 else -1.0
+        fa, fb = (fa / 2 if side == -1 else fa), (fb / 2 if side == 1 else fb)
+        x = a - fa * (b - a) / (fb - fa) if fb != fa else 0.5 * (a + b)
+        x = min(max(x, a + 0.02 * (b - a)), b - 0.02 * (b - a))
+        mid = math.exp(x)
+        e = spent(mid, False)
+        if e <= budget_epsilon:
+            top, e_top, side = mid, e, 1
+        else:
+            lo, e_lo, side = mid, e, -1
+    final = spent(top, False)
+    if final > budget_epsilon:  # pragma: no cover - top was checked above
+        raise AssertionError("a calibrated σ spends more than the budget")
+    return top, final
+
+
+def _classes_and_prior(job: Job) -> tuple[int, str]:
+    """(C, prior spec): 0/1 votes are C = 2 with a 0/1-vote prior (DaRRM's error, as darrm and darrm-pate
+    report); class labels keep a class-label prior even for C = 2 (the error against the true class, as
+    darrm-multiclass reports), so that every offer for a job states the same error."""
+    if job.classes is None:
+        return 2, job.prior
+    return job.classes, LABELS + job.prior if job.classes == 2 and not job.prior.startswith(LABELS) else job.prior
+
+
+def plan_gnmax(mech: Any, job: Job) -> Offer | None:
+    """GNMax's offer for ``job``: σ calibrated (module docstring); None outside the PATE setting."""
+    if job.teachers != SETTING:
+        return None
+    t0 = time.perf_counter()
+    C, prior = _classes_and_prior(job)
+    GnmaxParams(job.K, C, 1.0, prior)  # the job's K, C and prior, checked before any composition
+    sigma, spent = calibrate(lambda s: GaussianProfile(s, (1, 1)), job.queries, job.budget_epsilon,
+                             job.budget_delta)
+    params = GnmaxParams(job.K, C, sigma, prior)
+    table = mech.certify_table(params, np.zeros(0), teachers=SETTING)
+    return Offer(mech.kind, table, table.expected_error, spent, {"sigma": sigma},
+                 time.perf_counter() - t0)
+
+
+def plan_confident(mech: Any, job: Job) -> Offer | None:
+    """Confident-GNMax's offer for ``job`` (module docstring); None outside the PATE setting."""
+    if job.teachers != SETTING:
+        return None
+    t0 = time.perf_counter()
+    C, prior = _classes_and_prior(job)
+    ConfidentGnmaxParams(job.K, C, 0.0, 1.0, 1.0, prior)
+    rho = CONFIDENT_SHARE
+
+    def pair(s: float) -> GaussianProfile:
+        s2 = s / math.sqrt(1 - rho)
+        return GaussianProfile(s2, (1, 1, 1), sigmas=(s / math.sqrt(2 * rho), s2, s2))
+
+    s, spent = calibrate(pair, job.queries, job.budget_epsilon, job.budget_delta)
+    prof = pair(s)
+    s1, s2 = prof.sigmas[0], prof.sigmas[1]
+    base = ConfidentGnmaxParams(job.K, C, 0.0, s1, s2, prior)
+    allowed = ABSTAIN_RATIO * gnmax_error(job.K, C, s2, base.prior)
+    lo, hi = -math.ceil(20 * s1) - 1, job.K  # Pr[⊥] grows with T; at lo it is below any allowance
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        ok = abstain_probability(ConfidentGnmaxParams(job.K, C, float(mid), s1, s2, prior)) <= allowed
+        lo, hi = (mid, hi) if ok else (lo, mid)
+    params = ConfidentGnmaxParams(job.K, C, float(lo), s1, s2, prior)
+    table = mech.certify_table(params, np.zeros(0), teachers=SETTING)
+    return Offer(mech.kind, table, table.expected_error, spent,
+                 {"sigma1": s1, "sigma2": s2, "threshold": float(lo),
+                  "abstain_probability": abstain_probability(params)}, time.perf_counter() - t0)

@@ -1,0 +1,61 @@
+"""POST /v1/plans with classes (or a mechanism): the chosen table (GNMax here) is stored, served, paid and
+released like any table; the ledger prices its answers by its exact Gaussian pair."""
+
+from __future__ import annotations
+
+import pytest
+
+from darrm_opt.privacy.gaussian_profile import GaussianProfile
+from darrm_opt.privacy.pld import exact_epsilon
+
+pytestmark = pytest.mark.slow  # each job plan runs three mechanisms' calibrations
+
+JOB = {"K": 40, "classes": 3, "queries": 30, "budget_epsilon": 2.0, "budget_delta": 1e-5}
+
+
+def test_job_plan_is_served_paid_and_released(client):
+    r = client.post("/v1/plans", json={**JOB, "create_ledger": {"name": "gnmax job"}})
+    assert r.status_code == 200, r.text
+    doc = r.json()
+    assert doc["mechanism"] == "gnmax" and doc["table"]["kind"] == "gnmax" and doc["table"]["gamma"] == []
+    spent = exact_epsilon([(GaussianProfile(doc["sigma"], (1, 1)), 30)], 1e-5)
+    assert doc["epsilon_spent"] == doc["plan"]["spent_epsilon"] == spent <= 2.0
+    assert doc["plan"]["accounting"] == "exact"
+    assert {a["mechanism"] for a in doc["alternatives"]} == {"confident-gnmax", "darrm-multiclass"}
+    # (at K = 20, Q = 10 multi-class DaRRM wins: the planner does pick per job)
+    assert all(a["expected_error"] >= doc["expected_error"] for a in doc["alternatives"])
+
+    table = client.get(f"/v1/tables/{doc['table']['id']}").json()
+    assert table["sigma"] == doc["sigma"] and table["certificate"]["certified"]
+    assert table["privacy_profile"]["type"] == "gaussian"
+    again = client.post("/v1/plans", json=JOB)
+    assert again.headers["X-Darrm-Cache"] == "hit" and again.json()["table"]["id"] == table["id"]
+    assert client.get(f"/v1/plans/{doc['plan_id']}").json()["mechanism"] == "gnmax"
+
+    ledger = doc["ledger"]
+    votes = [[0] * 24 + [1] * 10 + [2] * 6] * 30
+    r = client.post("/v1/aggregate", json={"table_id": table["id"], "ledger_id": ledger["id"], "votes": votes})
+    assert r.status_code == 200, r.text
+    assert len(r.json()["answers"]) == 30 and set(r.json()["answers"]) <= {0, 1, 2}
+    state = client.get(f"/v1/ledgers/{ledger['id']}").json()
+    assert state["answers"] == 30 and state["epsilon_spent"] <= spent
+    assert state["bounds"]["exact"]["epsilon"] == spent
+    r = client.post("/v1/aggregate", json={"table_id": table["id"], "ledger_id": ledger["id"], "votes": votes[:1]})
+    assert r.status_code == 409, r.text  # a 31st answer does not fit the plan's budget
+
+
+def test_one_mechanism_on_request_and_bad_names(client):
+    r = client.post("/v1/plans", json={**JOB, "mechanism": "confident-gnmax"})
+    assert r.status_code == 200, r.text
+    doc = r.json()
+    assert doc["mechanism"] == "confident-gnmax" and doc["alternatives"] == []
+    assert doc["table"]["threshold"] == doc["threshold"] and doc["sigma1"] > doc["sigma2"]
+    r = client.post("/v1/plans", json={**JOB, "mechanism": "nonsense"})
+    assert r.status_code == 422 and "kind" in r.text
+
+
+@pytest.mark.parametrize("body, needle", [({**JOB, "classes": 1}, "classes"),
+                                          ({**JOB, "prior": "dirichlet:0,1"}, "prior")])
+def test_job_plan_refusals_are_422(client, body, needle):
+    r = client.post("/v1/plans", json=body)
+    assert r.status_code == 422 and needle in r.text, r.text
