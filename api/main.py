@@ -23,7 +23,7 @@ from .auth import BearerKeyMiddleware, KeyRing
 from .deps import Services
 from .errors import install as install_errors
 from .middleware import AllowMiddleware, BodyBudget, BodyLimitMiddleware, install_log_redaction
-from .routers import aggregate, dd_ledgers, health, ledgers, plans, tables, ui
+from .routers import aggregate, dd_ledgers, health, ledgers, means, plans, tables, ui
 from .settings import Settings
 from .table_service import TableService
 
@@ -84,7 +84,7 @@ def create_app(settings: Settings | None = None, *, random_bytes: RandomBytes = 
     app.add_middleware(AllowMiddleware, routes_of=app)  # OPTIONS needs no key (the routes are public)
     install_errors(app)
     docs.install(app)
-    for module in (health, tables, ledgers, aggregate, ui, plans, dd_ledgers):
+    for module in (health, tables, ledgers, aggregate, ui, plans, dd_ledgers, means):
         app.include_router(module.router)
     app.include_router(ui.page)
     return app

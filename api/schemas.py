@@ -178,7 +178,29 @@ class GaussianTableOut(BaseModel):
     created_at: datetime
 
 
-AnyTableOut = TableOut | MulticlassTableOut | GaussianTableOut
+class GaussianMeanTableOut(BaseModel):
+    """A Gaussian mean release (docs/gaussian-mean.md): no γ; its parameters define it."""
+
+    id: str = Field(..., description="hash of the table's content: kind, parameters, setting")
+    kind: Literal["gaussian-mean"]
+    K: int
+    dim: int = Field(..., description="l: the length of each teacher's vector")
+    radius: float = Field(..., description="the clip radius R of each teacher's vector (L2)")
+    lattice: float = Field(..., description="the lattice step g (a power of two)")
+    noise: int = Field(..., description="n: the discrete Gaussian N_Z(0, n²) on the lattice sum; σ = n·g/K")
+    delta: float = Field(..., description="δ₀ of the per-answer statement")
+    teachers: Literal["disjoint-nonprivate"]
+    setting: dict[str, Any] | None = None
+    solver: str
+    gamma: list[float] = Field(..., description="empty")
+    certificate: dict[str, Any] = Field(..., description="the per-answer statement of the Gaussian pair")
+    privacy_profile: dict[str, Any] | None = None
+    expected_error: float = Field(..., description="dim·σ², the expected squared error of a released mean")
+    solve_seconds: float
+    created_at: datetime
+
+
+AnyTableOut = TableOut | MulticlassTableOut | GaussianTableOut | GaussianMeanTableOut
 
 
 class TableListOut(BaseModel):

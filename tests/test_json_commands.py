@@ -199,8 +199,18 @@ def test_demo(tmp_path):
     assert all(0 <= a <= 1 for row in doc["accuracy"] for a in row.values() if isinstance(a, float))
 
 
+def test_gaussian_json(tmp_path):
+    doc = json_out("gaussian", "--queries", "80", "--epsilon", "8", "--delta", "1e-3", "--K", "8", "--dim", "16",
+                   cwd=tmp_path)
+    assert doc["kind"] == "gaussian-mean" and doc["certificate"]["certified"] is True and "gamma" not in doc
+    cal = doc["calibration"]
+    assert cal["sigma_eq15"] == pytest.approx(1.2825639, rel=1e-6)
+    assert cal["sigma_exact"] == pytest.approx(1.0733, abs=1e-4)
+    assert cal["epsilon_spent"] <= 8 and doc["privacy_profile"]["type"] == "gaussian"
+
+
 #: the commands this module runs with --format json (each by one or more tests above)
-COVERED = {"solve", "verify", "aggregate", "grid", "compare", "budget", "plan", "demo"}
+COVERED = {"solve", "verify", "aggregate", "grid", "compare", "budget", "plan", "demo", "gaussian"}
 
 
 def test_every_json_command_is_covered(tmp_path):

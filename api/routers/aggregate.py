@@ -25,6 +25,7 @@ from ..deps import principal, services
 from ..errors import invalid, validation_detail
 from ..middleware import BodyBudgetExceeded, read_body
 from ..schemas import AggregateOut, BudgetExceededOut, ErrorOut, HTTPValidationErrorOut
+from . import means
 
 log = logging.getLogger("darrm.api.aggregate")
 
@@ -85,6 +86,8 @@ async def aggregate(request: Request) -> Response:
 
 async def _aggregate(request: Request, s, taken: list[int]) -> Response:  # noqa: ANN001
     body = await read_body(request.stream(), s.bodies, taken)
+    if means.is_vectors_request(body):  # teachers' vectors for a gaussian-mean table
+        return await means.aggregate_vectors(request, s, body)
     try:
         if len(body) > votes_io.SMALL_BODY:  # numpy path: off the event loop
             table_id, ledger_id, key, votes = await run_in_threadpool(votes_io.parse, body, s.settings.max_rows)

@@ -36,12 +36,37 @@ def read_labels(path: Path, K: int, C: int):
     return read_vote_rows(_read_text(path), K, C)
 
 
+def read_vectors(path: Path):
+    """The teachers' vectors of an .npy file, or of an .npz file's ``outputs`` array (or its only array): a
+    (rows, K, dim) float array; an unreadable file is an error naming it (the values are checked by the
+    table's sampler)."""
+    import zipfile
+
+    import numpy as np
+
+    from darrm_opt.errors import TableFileError
+
+    try:
+        data = np.load(path, allow_pickle=False)
+        if isinstance(data, np.lib.npyio.NpzFile):
+            with data:
+                names = list(data.files)
+                if "outputs" not in names and len(names) != 1:
+                    raise TableFileError(f"votes file {str(path)!r} holds {', '.join(names)}: name the teachers' "
+                                         "array 'outputs'")
+                data = data["outputs" if "outputs" in names else names[0]]
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
+        raise TableFileError(f"cannot read votes file {str(path)!r} as .npy/.npz: {exc}") from None
+    return data
+
+
 def aggregate(
     table: Path = typer.Option(..., "--table", help="a γ table JSON file (darrm-opt solve --format json), "
                                "binary or multi-class (--classes)"),
     votes: Path = typer.Option(..., "--votes", help="CSV: one row of K votes per line (0/1 for a binary table, "
                                "class labels 0..C-1 for a multi-class one); delimiter , ; tab or spaces, an "
-                               "optional header row, 1.0 read as 1"),
+                               "optional header row, 1.0 read as 1; for a gaussian-mean "
+                               "table an .npy/.npz array (rows, K, dim) of teachers' outputs in [0, 1]"),
     ledger_db: Optional[str] = typer.Option(
         None, "--ledger-db", help="ledger database: sqlite:///PATH, a file path or postgresql://USER@HOST/DB "
         "(default: $DARRM_DATABASE_URL, else sqlite:///darrm.db, as the service)"),
@@ -52,7 +77,8 @@ def aggregate(
     out: Optional[Path] = typer.Option(None, "--out", help="write the answers here instead of stdout"),
 ) -> None:
     """Answer each vote row with DaRRM (Algorithm 1) using a certified γ table; with a multi-class table
-    (class labels), multi-class DaRRM: the plurality class with probability γ(gap), else a uniform class.
+    (class labels), multi-class DaRRM: the plurality class with probability γ(gap), else a uniform class;
+    with a gaussian-mean table, the noisy mean of each row's K vectors (clipped to the table's radius).
 
     The table is certified again before use. With --ledger the batch is paid for first, atomically and
     durably, with the service's ledger code (its answers compose exactly, from the table's privacy profile
@@ -66,6 +92,7 @@ def aggregate(
     import os
 
     from darrm_opt.errors import InvalidParameter
+    from darrm_opt.mechanisms import mechanism
     from darrm_opt.release.release import Aggregator
     from darrm_opt.release.table_file import load_certified
 
@@ -73,8 +100,12 @@ def aggregate(
         if ledger is None and (ledger_db or epsilon_budget is not None or delta_budget is not None):
             raise InvalidParameter("ledger", "--ledger-db, --epsilon-budget and --delta-budget need --ledger NAME")
         certified = load_certified(table, profile=ledger is not None)
-        rows = (read_votes(votes, certified.K) if certified.classes is None
-                else read_labels(votes, certified.K, certified.classes))
+        if mechanism(certified.kind).votes_file == "npy":
+            rows = read_vectors(votes)
+        elif certified.classes is None:
+            rows = read_votes(votes, certified.K)
+        else:
+            rows = read_labels(votes, certified.K, certified.classes)
         spend = None
         if ledger is not None:
             local_ledger = _require_service_extra()
@@ -103,12 +134,16 @@ def _require_service_extra():
 
 
 def _render(answers, table, spend: dict | None, fmt: TabularFormat) -> str:
+    vectors = answers.ndim == 2  # a mean per row (else one class per row)
     if fmt is TabularFormat.json:
         doc = {"table_id": table.id, **table.params.canonical(), "teachers": table.teachers,
-               "answers": [int(a) for a in answers]}
+               "answers": answers.tolist() if vectors else [int(a) for a in answers]}
         if spend is not None:
             doc["ledger"] = {k: spend[k] for k in ("id", "name", "epsilon_budget", "delta_budget", "answers",
                                                    "epsilon_spent", "delta_target", "composition",
                                                    "epsilon_remaining")}
         return json.dumps(doc, indent=2)
+    if vectors:
+        head = ",".join(f"answer_{j}" for j in range(answers.shape[1]))
+        return head + "\n" + "".join(",".join(repr(float(x)) for x in row) + "\n" for row in answers)
     return "answer\n" + "".join(f"{int(a)}\n" for a in answers)

@@ -71,6 +71,8 @@ class Mechanism(ABC):
     #: and why
     absent_fields: ClassVar[tuple[str, ...]] = ()
     absent_reason: ClassVar[str] = ""
+    #: a votes file's form: "csv" (rows of K votes) or "npy" (an array (rows, K, dim) in an .npy/.npz file)
+    votes_file: ClassVar[str] = "csv"
 
     # --- parameters ---------------------------------------------------------------------------------------
     def table_size(self, params: Any) -> int:

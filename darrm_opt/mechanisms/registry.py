@@ -8,6 +8,7 @@ from .darrm_multiclass import DarrmMulticlass
 from .darrm_multiclass_shaped import DarrmMulticlassShaped
 from .darrm_pate import DarrmPate
 from .darrm_pate_shaped import DarrmPateShaped
+from .gaussian_mean import GaussianMean
 from .gnmax import ConfidentGnmax, Gnmax
 
 #: every kind of release, by its name
@@ -19,4 +20,5 @@ MECHANISMS: dict[str, Mechanism] = {m.kind: m for m in (
     Gnmax(),
     ConfidentGnmax(),
     DarrmMulticlassShaped(),
+    GaussianMean(),
 )}

@@ -40,6 +40,7 @@ PATHS = {
     "/v1/jobs/{job_id}": "shared", "/v1/plans": "ledger-create", "/v1/plans/{plan_id}": "shared",
     "/v1/ledgers": "ledger-list", "/v1/ledgers/{ledger_id}": "ledger-read",
     "/v1/ledgers/{ledger_id}/spends": "ledger-read", "/v1/aggregate": "ledger-spend",
+    "/v1/gaussian-tables": "shared",
     "/v1/data-dependent-ledgers": "ledger-create", "/v1/data-dependent-ledgers/{ledger_id}": "ledger-read",
     "/v1/data-dependent-ledgers/{ledger_id}/record": "ledger-spend",
     "/v1/data-dependent-ledgers/{ledger_id}/publish": "ledger-spend",
