@@ -24,9 +24,17 @@ def gaussian(
     fmt: OutputFormat = typer.Option(OutputFormat.table, "--format", help="table | json (the table document)"),
     out: Optional[Path] = typer.Option(None, "--out", help="write here instead of stdout"),
 ) -> None:
-    """σ for N answers within a total (ε, δ) by exact composition (the paper's eq. 15 σ beside it), the lattice
-    and discrete noise of the release, and its certified table (--format json: a table file for
-    ``darrm-opt aggregate``)."""
+    """Calibrate a Gaussian mean release of teachers' vectors (PCA-PATE, autoencoded PATE).
+
+    σ for N answers within a total (ε, δ) by exact composition (the paper's eq. 15 σ beside it), the
+    lattice and discrete noise of the release, and its certified table (--format json: a table file for
+    darrm-opt aggregate).
+
+    \b
+    Example:
+      darrm-opt gaussian --queries 80 --epsilon 8 --delta 1e-3 --K 8 --dim 16 \\
+          --format json --out means.json
+    """
     import numpy as np
 
     from darrm_opt.errors import TableFileError

@@ -162,9 +162,9 @@ def compare_over_answers(K: int, C: int, Q: int, epsilon: float, delta: float, p
     try:  # validates the rest; here ε is the total of the Q answers, not a per-answer target
         params = MulticlassParams(K, C, epsilon, delta, MulticlassPrior.parse(prior))
     except InvalidParameter as exc:
-        if exc.parameter != "target-epsilon":
+        if exc.parameter != "target_epsilon":
             raise
-        raise InvalidParameter("total-epsilon", exc.rule, exc.value) from None
+        raise InvalidParameter("total-epsilon", "must satisfy 0 < epsilon <= 700", exc.value) from None
     if params.delta <= 0:
         raise InvalidParameter("delta", "must be > 0 to compare with GNMax (no Gaussian mechanism is pure DP)")
     sigma = gnmax_sigma_over_answers(int(Q), params.epsilon, params.delta)

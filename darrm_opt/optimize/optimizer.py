@@ -294,9 +294,13 @@ def rescue_after_sweep(g: np.ndarray, max_cost: float, target: float) -> np.ndar
 
     f(n; cγ) = c f(n; γ) for every multiset (Lemma 3.4 is linear in γ) and the bound is positive, so the
     scaled γ satisfies every constraint that γ met up to max_cost. Used when the only multisets above the
-    separation level are already LP rows: the solver met them only to its tolerance."""
+    separation level are already LP rows: the solver met them only to its tolerance. A level ≤ 0 (a bound
+    below the sweep's float margin, e.g. ε = 5e-324) is met by γ ≡ 0 alone, the fair coin, whose every cost
+    is 0."""
     if max_cost <= target:
         return g
+    if target <= 0:
+        return np.zeros_like(g)
     return g * np.nextafter(target / max_cost, 0.0)
 
 

@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 from scipy import optimize, stats
 
-from darrm_opt.errors import InvalidParameter
+from darrm_opt.errors import DarrmError, InvalidParameter
 from darrm_opt.model.multiclass import MulticlassPrior
 from darrm_opt.model.params import Prior
 from darrm_opt.model.shaped import ShapedMulticlassParams, ShapedPateParams, slope_cap
@@ -76,7 +76,13 @@ def gdp_mu(epsilon: float, delta: float) -> float:
     hi = 1.0
     while f(hi) < 0:
         hi *= 2.0
-    return float(optimize.brentq(f, 1e-9, hi, xtol=1e-14, rtol=1e-14))
+    lo = 1e-9
+    while f(lo) > 0:  # δ_μ(ε) increases with μ: a budget this small needs a smaller μ
+        lo /= 1e3
+        if lo < 1e-300:
+            raise InvalidParameter("budget_epsilon", "too small for any Gaussian-shaped table: δ_μ(ε) exceeds "
+                                   "budget_delta at every representable μ", epsilon)
+    return float(optimize.brentq(f, lo, hi, xtol=1e-300, rtol=1e-14))
 
 
 @dataclass(frozen=True)
@@ -103,6 +109,12 @@ class ShapedPlan:
                 "scales_tried": self.tried}
 
 
+#: the budgets a shaped table is calibrated for: below them the target curve's root finding leaves the
+#: range of float64 (a job this strict is served by the other kinds' offers, or refused)
+MIN_BUDGET_DELTA = 1e-100
+MIN_BUDGET_EPSILON = 1e-6
+
+
 def calibrate_shaped(K: int, queries: int, budget_epsilon: float, budget_delta: float, prior: Any = "paper",
                      *, beta: float = 3.0, slopes: int = SLOPES, floor: float = FLOOR, rtol: float = RTOL,
                      solver: str = "highs", warm: np.ndarray | None = None, classes: int | None = None,
@@ -111,11 +123,32 @@ def calibrate_shaped(K: int, queries: int, budget_epsilon: float, budget_delta: 
     (module docstring; ``warm``: active rows of an earlier solve of the same K, classes and slopes, e.g.
     another shape's; ``classes``: a multi-class table of rule MC-1, ``prior`` then a multi-class prior).
     InvalidParameter naming ``budget_epsilon`` when no scale up to 10⁶·α₀ fits."""
+    try:
+        return _calibrate_shaped(K, queries, budget_epsilon, budget_delta, prior, beta=beta, slopes=slopes,
+                                 floor=floor, rtol=rtol, solver=solver, warm=warm, classes=classes,
+                                 progress=progress)
+    except (ValueError, RuntimeError, ArithmeticError) as exc:
+        if isinstance(exc, DarrmError):
+            raise
+        # scipy's root finding of the target curve left float64's range: no table is offered
+        raise InvalidParameter("budget_epsilon", "no shaped table could be calibrated for this budget (its target "
+                               f"curve leaves float64's range: {exc})", budget_epsilon) from None
+
+
+def _calibrate_shaped(K: int, queries: int, budget_epsilon: float, budget_delta: float, prior: Any = "paper",
+                     *, beta: float = 3.0, slopes: int = SLOPES, floor: float = FLOOR, rtol: float = RTOL,
+                     solver: str = "highs", warm: np.ndarray | None = None, classes: int | None = None,
+                     progress: Callable[..., None] | None = None) -> ShapedPlan:
+    """:func:`calibrate_shaped`, whose float failures that wrapper turns into a refusal."""
     t0 = time.perf_counter()
     if not (isinstance(queries, int) and queries >= 1):
         raise InvalidParameter("queries", "must be an integer >= 1", queries)
-    if not 0 < budget_delta < 1:
-        raise InvalidParameter("budget_delta", "a shaped table needs 0 < budget_delta < 1", budget_delta)
+    if not MIN_BUDGET_DELTA <= budget_delta < 1:
+        raise InvalidParameter("budget_delta", f"a shaped table needs {MIN_BUDGET_DELTA:g} <= budget_delta < 1 "
+                               "(its target curve is evaluated in floats)", budget_delta)
+    if not budget_epsilon >= MIN_BUDGET_EPSILON:
+        raise InvalidParameter("budget_epsilon", f"a shaped table needs budget_epsilon >= {MIN_BUDGET_EPSILON:g}",
+                               budget_epsilon)
     pr: Any = Prior.parse(prior) if classes is None else MulticlassPrior.parse(prior)
     alpha0 = math.sqrt(2.0 * queries) / gdp_mu(budget_epsilon, budget_delta)
     start: list[np.ndarray | None] = [warm]
