@@ -12,6 +12,12 @@ The Python API (each name is imported on first use, so ``import darrm_opt`` stay
         answers = release_answers(table, votes, ledger)  # pays durably first, then draws
     answers = Aggregator(table)(votes)          # no ledger: the caller accounts for the answers
 
+Every kind of release (``MECHANISMS``: DaRRM tables of each setting, shaped tables, GNMax, Confident-GNMax,
+Gaussian mean release) goes through one interface: ``mechanism(kind).solve(params, solver="highs")``. A
+whole job is planned over every kind by ``plan_job(Job(K=250, queries=100, budget_epsilon=2,
+budget_delta=1e-5, teachers="disjoint-nonprivate"))``; the PATE-setting and multi-class solvers are
+``solve_pate`` and ``solve_multiclass``; vectors are released by ``release_means``.
+
 Only certified tables are released. ``Ledger`` (:mod:`darrm_opt.ledger`) needs the ``service`` extra.
 """
 
@@ -24,15 +30,22 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and editors only
     from darrm_opt.certify.certificate import Certificate, certify
     from darrm_opt.errors import BudgetExceeded, CertificationFailed, DarrmError, InvalidParameter
     from darrm_opt.extras import MissingExtra
+    from darrm_opt.ledger.dd_local import DataDependentLedger
     from darrm_opt.ledger.local import Ledger
-    from darrm_opt.mechanisms import certify_table
+    from darrm_opt.mechanisms import MECHANISMS, certify_table, mechanism, plan_job
+    from darrm_opt.model.gaussian_params import GaussianMeanParams
+    from darrm_opt.model.gnmax import ConfidentGnmaxParams, GnmaxParams
     from darrm_opt.model.multiclass import MulticlassParams
     from darrm_opt.model.neighbours import PateParams
     from darrm_opt.model.params import Params
+    from darrm_opt.optimize.multiclass import solve_multiclass
     from darrm_opt.optimize.optimizer import Solution, solve
+    from darrm_opt.optimize.pate_setting import solve_pate
+    from darrm_opt.planning.job import Job, Offer
     from darrm_opt.planning.plan import Plan, plan
     from darrm_opt.privacy.profile import PrivacyProfile, privacy_profile
     from darrm_opt.privacy.table import CertifiedTable
+    from darrm_opt.release.means import release_means
     from darrm_opt.release.release import Aggregator, release_answers
     from darrm_opt.release.table_file import load_certified, load_table
     from darrm_opt.release.verify import verify
@@ -55,6 +68,18 @@ _EXPORTS = {
     "MulticlassParams": "darrm_opt.model.multiclass",
     "CertifiedTable": "darrm_opt.privacy.table",
     "certify_table": "darrm_opt.mechanisms",
+    "mechanism": "darrm_opt.mechanisms",
+    "MECHANISMS": "darrm_opt.mechanisms",
+    "plan_job": "darrm_opt.mechanisms",
+    "Job": "darrm_opt.planning.job",
+    "Offer": "darrm_opt.planning.job",
+    "solve_pate": "darrm_opt.optimize.pate_setting",
+    "solve_multiclass": "darrm_opt.optimize.multiclass",
+    "GnmaxParams": "darrm_opt.model.gnmax",
+    "ConfidentGnmaxParams": "darrm_opt.model.gnmax",
+    "GaussianMeanParams": "darrm_opt.model.gaussian_params",
+    "release_means": "darrm_opt.release.means",
+    "DataDependentLedger": "darrm_opt.ledger.dd_local",
     "Aggregator": "darrm_opt.release.release",
     "release_answers": "darrm_opt.release.release",
     "Ledger": "darrm_opt.ledger.local",
@@ -66,10 +91,12 @@ _EXPORTS = {
 }
 
 __all__ = [
-    "Aggregator", "BudgetExceeded", "Certificate", "CertificationFailed", "CertifiedTable", "DarrmError",
-    "InvalidParameter", "Ledger", "MissingExtra", "MulticlassParams", "Params", "PateParams", "Plan", "PrivacyProfile",
-    "Solution", "__version__", "certify", "certify_table", "load_certified", "load_table", "plan", "privacy_profile",
-    "release_answers", "solve", "verify",
+    "MECHANISMS", "Aggregator", "BudgetExceeded", "Certificate", "CertificationFailed", "CertifiedTable",
+    "ConfidentGnmaxParams", "DarrmError", "DataDependentLedger", "GaussianMeanParams", "GnmaxParams",
+    "InvalidParameter", "Job", "Ledger", "MissingExtra", "MulticlassParams", "Offer", "Params", "PateParams", "Plan",
+    "PrivacyProfile", "Solution", "__version__", "certify", "certify_table", "load_certified", "load_table",
+    "mechanism", "plan", "plan_job", "privacy_profile", "release_answers", "release_means", "solve",
+    "solve_multiclass", "solve_pate", "verify",
 ]
 
 

@@ -263,3 +263,19 @@ def test_python_api_exports_planning_and_profiles():
     assert darrm_opt.privacy_profile is profile_module.privacy_profile
     assert set(darrm_opt.__all__) >= {"plan", "privacy_profile", "solve", "verify", "Aggregator", "Ledger",
                                       "release_answers", "certify_table", "load_certified", "CertifiedTable"}
+
+
+def test_the_python_api_exports_every_kind_and_the_job_planner():
+    """Every name of ``__all__`` resolves; the registry, the job planner, the PATE-setting and multi-class solvers
+    and the Gaussian mean release are among them (and are the modules' own objects)."""
+    import darrm_opt
+    from darrm_opt import mechanisms
+    from darrm_opt.optimize import multiclass, pate_setting
+
+    for name in darrm_opt.__all__:
+        assert getattr(darrm_opt, name) is not None, name
+    assert darrm_opt.plan_job is mechanisms.plan_job and darrm_opt.MECHANISMS is mechanisms.MECHANISMS
+    assert darrm_opt.solve_pate is pate_setting.solve_pate
+    assert darrm_opt.solve_multiclass is multiclass.solve_multiclass
+    assert set(darrm_opt.MECHANISMS) >= {"darrm", "darrm-pate", "darrm-multiclass", "gnmax", "confident-gnmax",
+                                         "gaussian-mean"}
