@@ -21,6 +21,7 @@ import collections
 import hashlib
 import json
 import threading
+from collections.abc import Callable
 from concurrent.futures import Future, wait
 from dataclasses import dataclass, field
 from typing import Any
@@ -76,8 +77,16 @@ class PlanService:
         """(plan id, cache status 'hit' | 'miss' | 'shared' | 'pending', the planned table or None)."""
         self.tables.check_solver(solver)
         key = plan_key(req)
-        settings = self.tables.settings
         inline = self._inline(req)
+        return self._single_flight(key, lambda progress: self._publish(key, plan(
+            req.K, req.epsilon, req.teacher_delta, req.queries, req.budget_epsilon, req.budget_delta, req.prior,
+            solver=solver, progress=progress)), inline)
+
+    def _single_flight(self, key: str, work: Callable[[Callable[..., None]], dict[str, Any]], inline: bool = True
+                       ) -> tuple[str, str, dict[str, Any] | None]:
+        """The plan ``key`` from the cache, from its run in flight, or run now on the solve pool
+        (``work(progress)`` gives its document); waited for up to ``inline_timeout_s`` when ``inline``:
+        (key, 'hit' | 'miss' | 'shared' | 'pending', the document or None while it runs)."""
         with self._lock:
             hit = self._done.get(key)
             if hit is not None:
@@ -89,21 +98,21 @@ class PlanService:
                 self._failed.pop(key, None)
                 state = PlanState(Future())
                 self._running[key] = state
-                state.future = self.tables._executor.submit(self._run, key, req, solver, state)  # the solve pool
+                state.future = self.tables._executor.submit(self._run, key, work, state)  # the solve pool
         if inline:
-            wait([state.future], timeout=settings.inline_timeout_s)
+            wait([state.future], timeout=self.tables.settings.inline_timeout_s)
             if state.future.done():
                 return key, role, state.future.result()  # raises the plan's DarrmError (422)
         return key, "pending", None
 
-    def _run(self, key: str, req: PlanRequest, solver: str, state: PlanState) -> dict[str, Any]:
+    def _run(self, key: str, work: Callable[[Callable[..., None]], dict[str, Any]], state: PlanState
+             ) -> dict[str, Any]:
+        """Run one plan, reporting its progress in ``state``; its document is cached, its error kept for GET."""
         def progress(stage: str, **info: Any) -> None:
             state.progress = {"stage": stage, **jsonable(info)}
 
         try:
-            result = plan(req.K, req.epsilon, req.teacher_delta, req.queries, req.budget_epsilon,
-                          req.budget_delta, req.prior, solver=solver, progress=progress)
-            doc = self._publish(key, result)
+            doc = work(progress)
         except DarrmError as exc:
             with self._lock:
                 self._failed[key] = str(exc)
@@ -129,46 +138,12 @@ class PlanService:
             mechanism(kind)  # 422 naming kind before anything runs
         text = json.dumps({**job.canonical(), "kinds": kinds}, sort_keys=True, separators=(",", ":"))
         key = hashlib.sha256(("job-plan:" + text).encode()).hexdigest()[:32]
-        with self._lock:
-            hit = self._done.get(key)
-            if hit is not None:
-                self._done.move_to_end(key)
-                return key, "hit", hit
-            state = self._running.get(key)
-            role = "shared" if state is not None else "miss"
-            if state is None:
-                self._failed.pop(key, None)
-                state = PlanState(Future())
-                self._running[key] = state
-                state.future = self.tables._executor.submit(self._run_job, key, job, kinds, state)
-        wait([state.future], timeout=self.tables.settings.inline_timeout_s)
-        if state.future.done():
-            return key, role, state.future.result()
-        return key, "pending", None
 
-    def _run_job(self, key: str, job: Job, kinds: list[str] | None, state: PlanState) -> dict[str, Any]:
-        def progress(stage: str, **info: Any) -> None:
-            state.progress = {"stage": stage, **jsonable(info)}
-
-        try:
+        def work(progress: Callable[..., None]) -> dict[str, Any]:
             best, offers, refused = plan_job(job, progress, kinds)
-            doc = self._publish_offer(key, job, best, offers, refused)
-        except DarrmError as exc:
-            with self._lock:
-                self._failed[key] = str(exc)
-                self._running.pop(key, None)
-            raise
-        except Exception:
-            with self._lock:
-                self._failed[key] = "internal error"
-                self._running.pop(key, None)
-            raise
-        with self._lock:
-            self._done[key] = doc
-            while len(self._done) > CACHE_SIZE:
-                self._done.popitem(last=False)
-            self._running.pop(key, None)
-        return doc
+            return self._publish_offer(key, job, best, offers, refused)
+
+        return self._single_flight(key, work)
 
     def _publish_offer(self, key: str, job: Job, best: Any, offers: list[Any], refused: dict[str, str]
                        ) -> dict[str, Any]:
