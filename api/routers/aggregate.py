@@ -7,7 +7,6 @@ budget of body bytes (:class:`darrm_opt.api.middleware.BodyBudget`)."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 
@@ -21,6 +20,7 @@ from starlette.requests import ClientDisconnect
 from darrm_opt.ledger.core import Debit, request_digest
 
 from .. import votes as votes_io
+from ..debits import pay, refusal
 from ..deps import principal, services
 from ..errors import invalid, validation_detail
 from ..middleware import BodyBudgetExceeded, read_body
@@ -122,14 +122,8 @@ async def _aggregate(request: Request, s, taken: list[int]) -> Response:  # noqa
     del votes
     debit = Debit.of(ledger_id, table, len(answers), answers=answers, idempotency_key=key, request_digest=digest,
                      tenant=principal(request).tenant)
-    try:
-        future = s.writer.submit(debit)
-        result = await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(future)), s.settings.debit_timeout_s)
-    except Exception as exc:  # noqa: BLE001 - the database failed: nothing is released
-        log.error("debit failed (%s): no answer released", type(exc).__name__)
-        return JSONResponse(status_code=503, content={"detail": "the ledger database is unavailable; "
-                                                                "no answer was released"})
-    return _response(result)
+    result = await pay(s, debit)
+    return result if isinstance(result, Response) else _response(result)
 
 
 def _response(result) -> Response:
@@ -144,13 +138,4 @@ def _response(result) -> Response:
         }).encode()
         content = b'{"answers":[' + votes_io.render_answers(np.asarray(result.answers)) + b"]," + tail[1:]
         return Response(content=content, media_type="application/json")
-    if result.status == "over_budget":
-        return JSONResponse(status_code=409, content={
-            "detail": result.detail, "epsilon_spent": result.epsilon_spent, "delta_target": result.delta_target,
-            "composition": result.composition, "answers": result.ledger_answers,
-        })
-    if result.status == "no_ledger":
-        return JSONResponse(status_code=404, content={"detail": result.detail})
-    if result.status == "setting_conflict":
-        return invalid("body", "table_id", message=result.detail, type_="teacher_setting_conflict")
-    return invalid("body", "idempotency_key", message=result.detail, type_="idempotency_key_reused")
+    return refusal(result)

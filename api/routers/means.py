@@ -12,7 +12,6 @@ like every other kind's, and the noisy means are returned only after it is commi
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import time
@@ -28,6 +27,7 @@ from darrm_opt.errors import InvalidParameter
 from darrm_opt.ledger.core import Debit
 from darrm_opt.mechanisms import mechanism
 
+from ..debits import pay, refusal
 from ..deps import Services, ServicesDep, principal
 from ..errors import invalid
 
@@ -122,22 +122,12 @@ async def aggregate_vectors(request: Request, s: Services, body: bytes | bytearr
     except InvalidParameter as exc:
         return invalid("body", "vectors", message=f"{exc.rule} (table {table_id})")
     debit = Debit.of(ledger_id, table, sampler.rows(prepared), tenant=principal(request).tenant)
-    try:
-        future = s.writer.submit(debit)
-        result = await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(future)), s.settings.debit_timeout_s)
-    except Exception as exc:  # noqa: BLE001 - the database failed: nothing is released
-        log.error("debit failed (%s): nothing released", type(exc).__name__)
-        return JSONResponse(status_code=503, content={"detail": "the ledger database is unavailable; "
-                                                                "nothing was released"})
-    if result.status == "paid":
-        means = await run_in_threadpool(sampler.draw, prepared)
-        return JSONResponse(content={"answers": means.tolist(), "epsilon_spent": result.epsilon_spent,
-                                     "delta_target": result.delta_target, "composition": result.composition,
-                                     "ledger_answers": result.ledger_answers, "replayed": False})
-    if result.status == "over_budget":
-        return JSONResponse(status_code=409, content={
-            "detail": result.detail, "epsilon_spent": result.epsilon_spent, "delta_target": result.delta_target,
-            "composition": result.composition, "answers": result.ledger_answers})
-    if result.status == "no_ledger":
-        return JSONResponse(status_code=404, content={"detail": result.detail})
-    return invalid("body", "table_id", message=result.detail, type_="teacher_setting_conflict")
+    result = await pay(s, debit)
+    if isinstance(result, Response):
+        return result
+    if result.status != "paid":
+        return refusal(result)
+    means = await run_in_threadpool(sampler.draw, prepared)
+    return JSONResponse(content={"answers": means.tolist(), "epsilon_spent": result.epsilon_spent,
+                                 "delta_target": result.delta_target, "composition": result.composition,
+                                 "ledger_answers": result.ledger_answers, "replayed": False})

@@ -1,0 +1,44 @@
+"""Paying a debit from a request handler: the one way every aggregate path submits to the ledger writer and
+answers a debit that was not paid (the handlers draw and render what was paid)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from fastapi import Response
+from fastapi.responses import JSONResponse
+
+from darrm_opt.ledger.core import Debit, DebitResult
+
+from .errors import invalid
+
+log = logging.getLogger("darrm.api.aggregate")
+
+
+async def pay(s: Any, debit: Debit) -> DebitResult | Response:
+    """The debit's result from the process's writer, or a 503 when the ledger's database fails (nothing was
+    paid, so nothing is released)."""
+    try:
+        future = s.writer.submit(debit)
+        return await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(future)), s.settings.debit_timeout_s)
+    except Exception as exc:  # noqa: BLE001 - the database failed: nothing is released
+        log.error("debit failed (%s): nothing released", type(exc).__name__)
+        return JSONResponse(status_code=503, content={"detail": "the ledger database is unavailable; "
+                                                                "no answer was released"})
+
+
+def refusal(result: DebitResult) -> Response:
+    """The answer for a debit that was not paid: 409 over the budget, 404 for a ledger the key cannot see,
+    422 for a teachers' setting the ledger refuses or an idempotency key reused with another request."""
+    if result.status == "over_budget":
+        return JSONResponse(status_code=409, content={
+            "detail": result.detail, "epsilon_spent": result.epsilon_spent, "delta_target": result.delta_target,
+            "composition": result.composition, "answers": result.ledger_answers,
+        })
+    if result.status == "no_ledger":
+        return JSONResponse(status_code=404, content={"detail": result.detail})
+    if result.status == "setting_conflict":
+        return invalid("body", "table_id", message=result.detail, type_="teacher_setting_conflict")
+    return invalid("body", "idempotency_key", message=result.detail, type_="idempotency_key_reused")
