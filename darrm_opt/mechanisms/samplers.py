@@ -188,6 +188,40 @@ def _uniform_limits(C: int) -> list[int]:
     return [0] + [_TWO64 - _TWO64 % n for n in range(1, C + 1)]
 
 
+def uniform_rejection(C: int) -> tuple[np.ndarray, np.ndarray]:
+    """For n = 0..C, whether every 64-bit value is kept (n a power of two) and the kept count mod 2^64, the
+    tables of a vectorised rejection draw of Uniform{0..n−1} (:func:`_uniform_limits`)."""
+    limits = _uniform_limits(C)
+    return (np.array([lim == _TWO64 for lim in limits]),
+            np.array([lim % _TWO64 for lim in limits], dtype=np.uint64))
+
+
+def class_labels(votes: np.ndarray | Sequence[Sequence[int]], K: int, C: int) -> np.ndarray:
+    """The (rows, K) class labels in [0, C), checked; InvalidParameter naming ``votes`` and the first bad
+    row."""
+    if not isinstance(votes, np.ndarray):
+        bad = next((i for i, r in enumerate(votes) if len(r) != K), None)
+        if bad is not None:
+            raise InvalidParameter("votes", f"row {bad}: every row must have K = {K} class labels")
+    v = np.asarray(votes)
+    if v.ndim != 2 or v.shape[1] != K:
+        raise InvalidParameter("votes", f"must be rows of K = {K} class labels")
+    if v.size and not np.issubdtype(v.dtype, np.integer):
+        raise InvalidParameter("votes", "every vote must be an integer class label")
+    bad_rows = np.flatnonzero(((v < 0) | (v >= C)).any(axis=1)) if v.size else np.zeros(0, np.int64)
+    if bad_rows.size:
+        raise InvalidParameter("votes", f"row {int(bad_rows[0])}: every label must be an integer in "
+                               f"[0, {C - 1}] (C = {C} classes)")
+    return v
+
+
+def label_histograms(v: np.ndarray, C: int) -> np.ndarray:
+    """(rows, C) histograms of checked (rows, K) labels."""
+    n = v.shape[0]
+    idx = (np.arange(n, dtype=np.int64)[:, None] * C + v.astype(np.int64)).ravel()
+    return np.bincount(idx, minlength=n * C).reshape(n, C)
+
+
 #: histogram cells (rows × C) formed at once by the multi-class aggregator (bounds its temporaries)
 CHUNK_CELLS = 1 << 18
 
@@ -220,33 +254,14 @@ class MulticlassSampler:
         self._always = np.array([f == 1 for f in fracs])
         self._threshold = np.array([0 if f == 1 else int(f * _TWO64) for f in fracs], dtype=np.uint64)
         self._remainder = [Fraction(0) if f == 1 else f * _TWO64 - int(f * _TWO64) for f in fracs]
-        limits = _uniform_limits(self.C)
-        self._all_kept = np.array([lim == _TWO64 for lim in limits])  # n a power of two: no rejection
-        self._limit = np.array([lim % _TWO64 for lim in limits], dtype=np.uint64)
+        self._all_kept, self._limit = uniform_rejection(self.C)
         self.dtype = np.uint8 if self.C <= 256 else np.uint16
 
     def _labels(self, votes: np.ndarray | Sequence[Sequence[int]]) -> np.ndarray:
-        """The (rows, K) class labels, checked; InvalidParameter naming the first bad row."""
-        if not isinstance(votes, np.ndarray):
-            bad = next((i for i, r in enumerate(votes) if len(r) != self.K), None)
-            if bad is not None:
-                raise InvalidParameter("votes", f"row {bad}: every row must have K = {self.K} class labels")
-        v = np.asarray(votes)
-        if v.ndim != 2 or v.shape[1] != self.K:
-            raise InvalidParameter("votes", f"must be rows of K = {self.K} class labels")
-        if v.size and not np.issubdtype(v.dtype, np.integer):
-            raise InvalidParameter("votes", "every vote must be an integer class label")
-        bad_rows = np.flatnonzero(((v < 0) | (v >= self.C)).any(axis=1)) if v.size else np.zeros(0, np.int64)
-        if bad_rows.size:
-            raise InvalidParameter("votes", f"row {int(bad_rows[0])}: every label must be an integer in "
-                                   f"[0, {self.C - 1}] (C = {self.C} classes)")
-        return v
+        return class_labels(votes, self.K, self.C)
 
     def _count(self, v: np.ndarray) -> np.ndarray:
-        """(rows, C) histograms of checked labels."""
-        n = v.shape[0]
-        idx = (np.arange(n, dtype=np.int64)[:, None] * self.C + v.astype(np.int64)).ravel()
-        return np.bincount(idx, minlength=n * self.C).reshape(n, self.C)
+        return label_histograms(v, self.C)
 
     def histograms(self, votes: np.ndarray | Sequence[Sequence[int]]) -> np.ndarray:
         """The (rows, C) histograms of (rows, K) class labels; InvalidParameter naming the first bad row."""

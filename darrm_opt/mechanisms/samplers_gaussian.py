@@ -18,7 +18,7 @@ import numpy as np
 from darrm_opt.errors import InvalidParameter
 
 from .discrete_gaussian import DiscreteGaussian
-from .samplers import _TWO64, RandomBytes, system_random
+from .samplers import RandomBytes, class_labels, label_histograms, system_random, uniform_rejection
 
 #: the answer written for ⊥
 ABSTAIN = -1
@@ -36,32 +36,11 @@ class GnmaxSampler:
         self.check = None if threshold is None else (float(threshold), DiscreteGaussian(float(sigma1)))  # type: ignore[arg-type]
         self.random_bytes = random_bytes
         self.dtype = np.int16
-        limits = [0] + [_TWO64 - _TWO64 % k for k in range(1, self.C + 1)]
-        self._all_kept = np.array([lim == _TWO64 for lim in limits])  # a power of two: no rejection
-        self._limit = np.array([lim % _TWO64 for lim in limits], dtype=np.uint64)
-
-    def _labels(self, votes: np.ndarray | Sequence[Sequence[int]]) -> np.ndarray:
-        if not isinstance(votes, np.ndarray):
-            bad = next((i for i, r in enumerate(votes) if len(r) != self.K), None)
-            if bad is not None:
-                raise InvalidParameter("votes", f"row {bad}: every row must have K = {self.K} class labels")
-        v = np.asarray(votes)
-        if v.ndim != 2 or v.shape[1] != self.K:
-            raise InvalidParameter("votes", f"must be rows of K = {self.K} class labels")
-        if v.size and not np.issubdtype(v.dtype, np.integer):
-            raise InvalidParameter("votes", "every vote must be an integer class label")
-        bad_rows = np.flatnonzero(((v < 0) | (v >= self.C)).any(axis=1)) if v.size else np.zeros(0, np.int64)
-        if bad_rows.size:
-            raise InvalidParameter("votes", f"row {int(bad_rows[0])}: every label must be an integer in "
-                                   f"[0, {self.C - 1}] (C = {self.C} classes)")
-        return v
+        self._all_kept, self._limit = uniform_rejection(self.C)
 
     def prepare(self, votes: np.ndarray | Sequence[Sequence[int]]) -> np.ndarray:
         """The (rows, C) histograms of (rows, K) class labels, checked (InvalidParameter naming ``votes``)."""
-        v = self._labels(votes)
-        n = v.shape[0]
-        idx = (np.arange(n, dtype=np.int64)[:, None] * self.C + v.astype(np.int64)).ravel()
-        return np.bincount(idx, minlength=n * self.C).reshape(n, self.C)
+        return label_histograms(class_labels(votes, self.K, self.C), self.C)
 
     @staticmethod
     def rows(prepared: np.ndarray) -> int:
