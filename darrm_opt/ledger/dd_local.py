@@ -11,14 +11,9 @@ from collections.abc import Mapping, Sequence
 from types import TracebackType
 from typing import Any
 
-from sqlalchemy.exc import SQLAlchemyError
-
-from darrm_opt.errors import InvalidParameter
-
 from .data_dependent import DataDependentPolicy, RandomBytes
-from .db import Database, migrate
 from .dd_store import DataDependentStore
-from .local import LedgerUnavailable, database_url
+from .local import open_ledger
 
 
 def _system_random(n: int) -> bytes:
@@ -36,23 +31,8 @@ class DataDependentLedger:
 
     def __init__(self, url: str | None, name: str,
                  policy: DataDependentPolicy | Mapping[str, Any] | None = None) -> None:
-        if not name or len(name) > 200:
-            raise InvalidParameter("ledger", "must be a name of 1 to 200 characters", name)
-        try:
-            self.db = Database(database_url(url))
-        except ValueError as exc:
-            raise InvalidParameter("ledger-db", str(exc)) from None
-        try:
-            migrate(self.db)
-            self.store = DataDependentStore(self.db)
-            self.id = self.store.find_or_create(name, policy)
-        except SQLAlchemyError as exc:
-            self.db.dispose()
-            raise LedgerUnavailable(f"cannot use the ledger database {self.db.description}: "
-                                    f"{type(exc).__name__}") from None
-        except BaseException:
-            self.db.dispose()
-            raise
+        self.db, self.id = open_ledger(url, name, lambda db: DataDependentStore(db).find_or_create(name, policy))
+        self.store = DataDependentStore(self.db)
         self.name = name
 
     def view(self) -> dict[str, Any]:

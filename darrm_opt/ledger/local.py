@@ -65,6 +65,28 @@ def largest_batch(fits: Callable[[int], bool], upper: int) -> int:
     return lo
 
 
+def open_ledger(url: str | None, name: str, find: Callable[[Database], str]) -> tuple[Database, str]:
+    """The migrated ledger database at ``url`` and ``find(db)``: the id of the ledger called ``name`` (found or
+    created). InvalidParameter for a bad name or URL; LedgerUnavailable when the database fails (it is
+    disposed of whenever this raises)."""
+    if not name or len(name) > 200:
+        raise InvalidParameter("ledger", "must be a name of 1 to 200 characters", name)
+    try:
+        db = Database(database_url(url))
+    except ValueError as exc:
+        raise InvalidParameter("ledger-db", str(exc)) from None
+    try:
+        migrate(db)
+        return db, find(db)
+    except SQLAlchemyError as exc:
+        db.dispose()
+        raise LedgerUnavailable(f"cannot use the ledger database {db.description}: "
+                                f"{type(exc).__name__}: {exc.orig if hasattr(exc, 'orig') else exc}") from None
+    except BaseException:
+        db.dispose()
+        raise
+
+
 class Ledger:
     """A durable (ε, δ) budget on a database, paid exactly as the service pays ``POST /v1/aggregate``.
 
@@ -73,31 +95,17 @@ class Ledger:
 
     def __init__(self, url: str | None, name: str, *, epsilon_budget: float | None = None,
                  delta_budget: float | None = None, teacher_cap: tuple[float, float] | None = None) -> None:
-        if not name or len(name) > 200:
-            raise InvalidParameter("ledger", "must be a name of 1 to 200 characters", name)
-        try:
-            self.db = Database(database_url(url))
-        except ValueError as exc:
-            raise InvalidParameter("ledger-db", str(exc)) from None
-        try:
-            migrate(self.db)
-            self.id = self._find_or_create(name, epsilon_budget, delta_budget, teacher_cap)
-        except SQLAlchemyError as exc:
-            self.db.dispose()
-            raise LedgerUnavailable(f"cannot use the ledger database {self.db.description}: "
-                                    f"{type(exc).__name__}: {exc.orig if hasattr(exc, 'orig') else exc}") from None
-        except BaseException:
-            self.db.dispose()
-            raise
+        self.db, self.id = open_ledger(url, name, lambda db: self._find_or_create(
+            name, epsilon_budget, delta_budget, teacher_cap, db))
         self.name = name
         self._writer: DebitWriter | None = None
 
     def _find_or_create(self, name: str, epsilon_budget: float | None, delta_budget: float | None,
-                        teacher_cap: tuple[float, float] | None) -> str:
+                        teacher_cap: tuple[float, float] | None, db: Database) -> str:
         """The id of the ledger called ``name`` (or with that id); created with the budgets if absent,
         under the database's write lock so that two processes cannot both create it."""
-        with self.db.write() as conn:
-            if not self.db.is_sqlite:
+        with db.write() as conn:
+            if not db.is_sqlite:
                 conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": NAME_LOCK})
             rows = conn.execute(select(LedgerRow.__table__).where(
                 or_(LedgerRow.id == name, LedgerRow.name == name))).all()
