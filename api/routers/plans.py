@@ -186,13 +186,7 @@ def post_plan(body: PlanRequestIn, request: Request, response: Response):
     ledger = _ledger(s, body, req, cap, principal(request).tenant)
     if cap is not None and doc is not None:
         doc = _with_cap(doc, cap)
-    if doc is None:
-        url = f"/v1/plans/{key}"
-        return JSONResponse(status_code=202, headers={"Location": url, "X-Darrm-Cache": "pending"},
-                            content={"plan_id": key, "status": "pending", "status_url": url, "progress": {},
-                                     "ledger": _json(ledger)})
-    response.headers["X-Darrm-Cache"] = status
-    return {**doc, "ledger": ledger}
+    return _answer(key, status, doc, ledger, response)
 
 
 def _job_plan(body: PlanRequestIn, request: Request, response: Response):  # noqa: ANN202
@@ -208,10 +202,12 @@ def _job_plan(body: PlanRequestIn, request: Request, response: Response):  # noq
     cap = None
     if teachers == "disjoint-private" and body.epsilon is not None and body.teacher_delta is not None:
         cap = (body.epsilon, body.teacher_delta)
-    ledger = None
-    if body.create_ledger is not None:
-        ledger = s.ledgers.create(body.create_ledger.name, job.budget_epsilon, job.budget_delta, cap=cap,
-                                  tenant=principal(request).tenant)
+    ledger = _ledger(s, body, job, cap, principal(request).tenant)
+    return _answer(key, status, doc, ledger, response)
+
+
+def _answer(key: str, status: str, doc: dict[str, Any] | None, ledger: dict | None, response: Response):  # noqa: ANN202
+    """200 with the plan (``X-Darrm-Cache``: its cache status) and its ledger, or 202 with where to poll."""
     if doc is None:
         url = f"/v1/plans/{key}"
         return JSONResponse(status_code=202, headers={"Location": url, "X-Darrm-Cache": "pending"},
