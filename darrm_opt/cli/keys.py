@@ -8,10 +8,14 @@ works, or stops working, without a restart. The database is migrated first if it
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import typer
 
 from darrm_opt.cli.common import err_console, handle_errors
+
+T = TypeVar("T")
 
 app = typer.Typer(name="keys", help="Add, list and revoke the service's API keys (tenants, admin scope).",
                   no_args_is_help=True, add_completion=False)
@@ -19,6 +23,16 @@ app = typer.Typer(name="keys", help="Add, list and revoke the service's API keys
 _DB = typer.Option(None, "--database-url", help="The service's database (default: $DARRM_DATABASE_URL, else "
                                                 "sqlite:///darrm.db).")
 _FORMAT = typer.Option("text", "--format", help="text | json")
+
+
+def _on_database(url: str | None, work: Callable[[Any], T]) -> T:
+    """``work(db)`` on the migrated key database (``--database-url``, else DARRM_DATABASE_URL, else the
+    default), disposed of afterwards; exit 2 with one line when the database cannot be used."""
+    db = _database(url)
+    try:
+        return work(db)
+    finally:
+        db.dispose()
 
 
 def _database(url: str | None):  # noqa: ANN202
@@ -59,11 +73,8 @@ def add(
     from darrm_opt.ledger.keys import ADMIN, TENANT, add_key
 
     with handle_errors():
-        db = _database(database_url)
-        try:
-            key_id, key = add_key(db, tenant, scope=ADMIN if admin else TENANT, name=name)
-        finally:
-            db.dispose()
+        key_id, key = _on_database(database_url, lambda db: add_key(db, tenant, scope=ADMIN if admin else TENANT,
+                                                                     name=name))
     if fmt == "json":
         typer.echo(json.dumps({"id": key_id, "tenant": tenant, "scope": ADMIN if admin else TENANT, "key": key}))
     else:
@@ -84,11 +95,7 @@ def list_(
     from darrm_opt.ledger.keys import list_keys
 
     with handle_errors():
-        db = _database(database_url)
-        try:
-            keys = list_keys(db, tenant=tenant, revoked=revoked)
-        finally:
-            db.dispose()
+        keys = _on_database(database_url, lambda db: list_keys(db, tenant=tenant, revoked=revoked))
     if fmt == "json":
         typer.echo(json.dumps(keys))
         return
@@ -106,11 +113,7 @@ def revoke(
     from darrm_opt.ledger.keys import revoke_key
 
     with handle_errors():
-        db = _database(database_url)
-        try:
-            done = revoke_key(db, key_id)
-        finally:
-            db.dispose()
+        done = _on_database(database_url, lambda db: revoke_key(db, key_id))
     if not done:
         err_console.print(f"[bold red]error:[/] no active key with id {key_id!r}")
         raise typer.Exit(1)
