@@ -77,10 +77,10 @@ def main() -> None:
             print(f"{JOBS[i][0]}: failed\n{r.stderr[-2000:]}")
             continue
         d = json.loads(r.stdout.strip().splitlines()[-1])
-        print(f"{d['name']:<30} {d['gdp']:>10.3g} {TARGETS[i]:>10} {d['chosen']:>16} {d['wall']:>7.1f} "
+        print(f"{d['name']:<30} {d['gdp']:>10.4g} {TARGETS[i]:>10} {d['chosen']:>16} {d['wall']:>7.1f} "
               f"{d['cpu']:>6.1f} {d['rss_mb']:>8.0f}")
         for kind, err, spent, secs in d["offers"]:
-            print(f"    {kind:<18} E[error] {err:<10.3g} ε spent {spent:<9.6g} ({secs:.1f} s)")
+            print(f"    {kind:<18} E[error] {err:<10.4g} ε spent {spent:<9.6g} ({secs:.1f} s)")
         for kind, why in d["refused"].items():
             print(f"    {kind:<18} no offer: {why[:90]}")
 

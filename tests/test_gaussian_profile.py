@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -54,6 +55,39 @@ def test_discrete_pair_is_near_the_continuous_one_for_large_sigma():
     disc = exact_epsilon([(GaussianProfile(sigma, (1, 1), discrete=True), q)], delta)
     cont = exact_epsilon([(GaussianProfile(sigma, (1.0, 1.0), discrete=False), q)], delta)
     assert abs(disc - cont) < 5e-3
+
+
+def discrete_gaussian_delta(sigma: float, eps: float) -> float:
+    """δ(ε) of the pair (N_ℤ(0, σ²)², N_ℤ((1, 1), σ²)) by summing max(0, P − e^ε Q) over the whole grid."""
+    x = np.arange(-int(40 * sigma) - 40, int(40 * sigma) + 41)
+    w = np.exp(-x.astype(float) ** 2 / (2 * sigma**2))
+    p1 = w / w.sum()
+    q1 = np.exp(-(x.astype(float) - 1) ** 2 / (2 * sigma**2)) / w.sum()
+    p, q = np.outer(p1, p1), np.outer(q1, q1)
+    return float(np.maximum(p - math.exp(eps) * q, 0.0).sum())
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.floats(0.5, 8.0), st.floats(0.0, 3.0))
+def test_discrete_pair_is_an_upper_bound_of_the_exact_delta_and_close_to_it(sigma, eps):
+    """One answer: the connect-the-dots PLD's δ(ε) is never below the exact sum (CKS 2020, Thm 7 in two
+    coordinates) and within the discretisation's reach of it."""
+    exact = discrete_gaussian_delta(sigma, eps)
+    got = float(GaussianProfile(sigma, (1, 1)).to_pld(1e-5).get_delta_for_epsilon(eps))
+    assert got >= exact - 1e-15
+    assert got <= exact + 2e-5 * max(exact, 1e-3)
+
+
+@pytest.mark.parametrize(("q", "eps", "delta"), [(100, 2.0, 1e-5), (1000, 8.0, 1e-6)])
+def test_composed_discrete_pair_is_within_1e_5_of_gaussian_dp(q, eps, delta):
+    """σ calibrated by Gaussian DP to (ε, δ) over Q answers: the ledger's composition of the discrete pair
+    spends ε within 1e-5 (it spent 2.001 and 8.03 under privacy-bucket rounding, moving the plan's σ by
+    0.3 %)."""
+    from darrm_opt.planning.gaussian_plan import _gdp_mu
+
+    sigma = math.sqrt(2 * q) / _gdp_mu(eps, delta)
+    got = exact_epsilon([(GaussianProfile(sigma, (1, 1)), q)], delta)
+    assert abs(got - eps) < 1e-5
 
 
 def test_document_round_trip_and_rules():

@@ -2,15 +2,15 @@
 
 The ε that Q answers of a Gaussian release spend at δ_B, spent(σ), is the ledger's exact composition of its
 dominating pair (:func:`darrm_opt.privacy.pld.exact_epsilon`), decreasing in σ. The plan takes the smallest
-σ (to a relative 0.3 %) with spent(σ) ≤ ε_B:
+σ with spent(σ) ≤ ε_B, to a relative SIGMA_RTOL:
 
 1. a start from Gaussian DP: μ with δ_μ(ε_B) = δ_B (Balle–Wang Thm 8; Dong, Roth, Su 2022 Cor. 3.3), the
-   per-answer μ/√Q, σ₀ = ‖shifts‖/(μ/√Q);
-2. bisection on log σ with the coarse PLD (COARSE times the ledger's interval; an upper bound) to a relative
-   1e-3, giving σ_c;
-3. Illinois false position (log spent against log σ) with the ledger's own composition on [0.9 σ_c, σ_c]
-   (σ_c checked first and enlarged until it fits, the bracket moved down while its lower end fits); the
-   chosen σ's spent ε is that composition's, ≤ ε_B by construction, and checked again.
+   per-answer μ/√Q, σ₀ = ‖shifts‖/(μ/√Q) (the discrete pair spends within about 1e-6 of it);
+2. a bracket [σ_lo, σ_hi] around σ₀ with spent(σ_hi) ≤ ε_B < spent(σ_lo), found by steps of relative
+   size STEP growing fourfold each time;
+3. Illinois false position (log spent against log σ) on it until its relative width is SIGMA_RTOL or its
+   fitting end spends at least (1 − EPS_RTOL)·ε_B. The chosen σ's spent ε is that composition's, ≤ ε_B by
+   construction, and checked again.
 
 Confident-GNMax splits one Gaussian budget between the check (σ₁) and the argmax (σ₂): σ₁ = s/√(2ρ),
 σ₂ = s/√(1 − ρ), so 1/σ₁² + 2/σ₂² = 2/s²; s is calibrated as above for its three-coordinate pair. With
@@ -43,8 +43,13 @@ from darrm_opt.privacy.pld import EXACT_MAX_ANSWERS, exact_epsilon
 from .job import Job, Offer
 
 SETTING = "disjoint-nonprivate"
-#: relative resolution of σ
-SIGMA_RTOL = 3e-3
+#: relative resolution of σ (GNMax's error moves by about gap²/(2σ²) times σ's relative change, 10–40× at
+#: K = 250, so σ is resolved far finer than the error is reported)
+SIGMA_RTOL = 1e-5
+#: the first step of the bracket search (relative)
+STEP = 2e-3
+#: the search also ends once the chosen σ spends at least (1 − EPS_RTOL)·ε_B
+EPS_RTOL = 1e-6
 #: calibration stops below this σ (every neighbouring count is then told apart almost surely)
 MIN_SIGMA = 1e-3
 CONFIDENT_SHARE = 0.05
@@ -77,54 +82,46 @@ def calibrate(profile_of: Callable[[float], GaussianProfile], queries: int, budg
         raise InvalidParameter("queries", f"a Gaussian plan needs the exact composition of at most "
                                           f"{EXACT_MAX_ANSWERS} answers", queries)
 
-    def spent(s: float, coarse: bool) -> float:
-        return exact_epsilon([(profile_of(s), queries)], budget_delta, coarse=coarse)
+    def spent(s: float) -> float:
+        return exact_epsilon([(profile_of(s), queries)], budget_delta)
 
     unit = profile_of(1.0)
     s0 = math.sqrt(queries) / _gdp_mu(budget_epsilon, budget_delta) * unit.mu  # μ(s) = unit.mu / s
-    lo, hi = s0 / 1.5, min(s0 * 1.5, MAX_SIGMA)
-    if lo > MAX_SIGMA:
+    if s0 / (1 + STEP) > MAX_SIGMA:
         raise InvalidParameter("budget_epsilon", f"too small for a Gaussian release: it needs σ ≈ {s0:.3g} > "
                                                  f"{MAX_SIGMA:g}", budget_epsilon)
-    while spent(hi, True) > budget_epsilon:
-        if hi >= MAX_SIGMA:
+    top, step = min(s0, MAX_SIGMA), STEP
+    e_top = spent(top)
+    while e_top > budget_epsilon:
+        if top >= MAX_SIGMA:
             raise InvalidParameter("budget_epsilon", f"no σ ≤ {MAX_SIGMA:g} fits the budget", budget_epsilon)
-        lo, hi = hi, min(hi * 2, MAX_SIGMA)
-    while spent(lo, True) <= budget_epsilon and lo > 1e-3:
-        lo, hi = lo / 2, lo
-    while hi / lo - 1 > 1e-3:
-        mid = math.sqrt(lo * hi)
-        lo, hi = (lo, mid) if spent(mid, True) <= budget_epsilon else (mid, hi)
-    sc = hi
-    top = sc
-    e_top = spent(top, False)
-    while e_top > budget_epsilon:  # the ledger's grid is finer; it rarely needs more, but never assume
-        top *= 1.01
-        if top > MAX_SIGMA:
-            raise InvalidParameter("budget_epsilon", f"no σ ≤ {MAX_SIGMA:g} fits the budget", budget_epsilon)
-        e_top = spent(top, False)
-    lo = top * 0.9
-    e_lo = spent(lo, False)
+        top, step = min(top * (1 + step), MAX_SIGMA), step * 4
+        e_top = spent(top)
+    step = STEP
+    lo = top / (1 + step)
+    e_lo = spent(lo)
     while e_lo <= budget_epsilon:
-        top, e_top, lo = lo, e_lo, lo * 0.9
         if lo < MIN_SIGMA:  # a budget this large fits any σ worth having
-            return top, e_top
-        e_lo = spent(lo, False)
-    side = 0
-    while top / lo - 1 > SIGMA_RTOL:  # Illinois false position on log spent against log σ
+            return lo, e_lo
+        top, e_top, step = lo, e_lo, step * 4
+        lo = top / (1 + step)
+        e_lo = spent(lo)
+    moved = 0  # the end the last step moved (1: σ_lo, -1: σ_hi); moved again, the other end's value is halved
+    fa, fb = math.log(e_lo / budget_epsilon) if math.isfinite(e_lo) else 1.0, math.log(e_top / budget_epsilon)
+    while top / lo - 1 > SIGMA_RTOL and e_top < budget_epsilon * (1 - EPS_RTOL):
         a, b = math.log(lo), math.log(top)
-        fa = math.log(e_lo / budget_epsilon) if math.isfinite(e_lo) else 1.0
-        fb = math.log(e_top / budget_epsilon) if e_top > 0 else -1.0
-        fa, fb = (fa / 2 if side == -1 else fa), (fb / 2 if side == 1 else fb)
         x = a - fa * (b - a) / (fb - fa) if fb != fa else 0.5 * (a + b)
-        x = min(max(x, a + 0.02 * (b - a)), b - 0.02 * (b - a))
+        x = min(max(x, a + 0.01 * (b - a)), b - 0.01 * (b - a))
         mid = math.exp(x)
-        e = spent(mid, False)
+        e = spent(mid)
+        f = math.log(e / budget_epsilon) if e > 0 else -1.0
         if e <= budget_epsilon:
-            top, e_top, side = mid, e, 1
+            top, e_top, fb = mid, e, f
+            fa, moved = (fa / 2 if moved == -1 else fa), -1
         else:
-            lo, e_lo, side = mid, e, -1
-    final = spent(top, False)
+            lo, e_lo, fa = mid, e, f
+            fb, moved = (fb / 2 if moved == 1 else fb), 1
+    final = spent(top)
     if final > budget_epsilon:  # pragma: no cover - top was checked above
         raise AssertionError("a calibrated σ spends more than the budget")
     return top, final
