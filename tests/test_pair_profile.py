@@ -125,7 +125,10 @@ def test_profile_composes_through_the_pld_path():
         exact = product_delta(prof, 3, eps)
         got = exact_delta([(prof, 3)], eps)
         assert exact - 1e-12 <= got <= product_delta(prof, 3, eps - 3 * INTERVAL) + 1e-12
-    assert 0.5 - 1e-9 <= exact_epsilon([(prof, 1)], 1e-3) <= 0.5 + 2 * INTERVAL
+    one = exact_epsilon([(prof, 1)], 1e-3)
+    assert one <= 0.5 + 2 * INTERVAL
+    assert product_delta(prof, 1, one) <= 1e-3  # an upper bound of the true ε at δ = 1e-3 ...
+    assert product_delta(prof, 1, one - 1e-6) > 1e-3  # ... and within 1e-6 of it
 
 
 # ------------------------------------------------------------------------------------------------------
