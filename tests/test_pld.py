@@ -43,14 +43,17 @@ def test_issue_values(k11):
         assert eps < 0.75 * accounting.optimal_epsilon(0.3, params.delta, q, delta_total(params, q))
 
 
-@pytest.mark.parametrize("eps0,delta0,k,target", [(0.3, 0.0, 20, 1e-5), (0.3, 3e-5, 20, 1e-3),
-                                                  (0.1, 1e-5, 50, 1e-3), (1.0, 0.0, 10, 1e-6)])
-def test_generic_pair_matches_kov(eps0, delta0, k, target):
+@pytest.mark.parametrize("eps0,delta0,k,target,close", [
+    (0.3, 0.0, 20, 1e-5, 1e-4), (0.3, 3e-5, 20, 1e-3, 1e-4), (0.1, 1e-5, 50, 1e-3, 1e-4), (1.0, 0.0, 10, 1e-6, 1e-4),
+    (0.02, 0.0, pld.EXACT_MAX_ANSWERS, 1e-6, 0.05)])
+def test_generic_pair_matches_kov(eps0, delta0, k, target, close):
+    """Kairouz et al.'s exact ε of k answers: the PLD path is never below it, and close (at the ledger's grid
+    for k answers, up to the largest count it composes)."""
     exact = accounting.optimal_epsilon(eps0, delta0, k, target)
-    got = pld.generic_epsilon(eps0, delta0, k, target)
+    composed = pld.self_compose(pld.generic_pld(eps0, delta0, pld.interval_for(k)), k)
+    got = pld.epsilon_at(composed, target)
     assert got >= exact - 1e-9  # pessimistic discretisation never under-counts
-    assert got - exact < 1e-3
-    composed = pld.self_compose(pld.generic_pld(eps0, delta0), k)
+    assert got - exact < close
     for e in (0.5 * exact, exact, 1.5 * exact):
         d = pld.delta_at(composed, e)
         assert d >= accounting.optimal_delta(eps0, delta0, k, e) - 1e-12
