@@ -49,8 +49,8 @@ def main() -> None:
         ref = accounting.optimal_epsilon(eps0, d0, q, delta)
         for base in BASES:
             iv = base * max(1.0, math.sqrt(q / 100))
-            b, tb = timed(lambda: buckets(atoms, d0, iv), q, delta)
-            c, tc = timed(lambda: pld.pair_pld(atoms, d0, iv), q, delta)
+            b, tb = timed(lambda a=atoms, d=d0, i=iv: buckets(a, d, i), q, delta)
+            c, tc = timed(lambda a=atoms, d=d0, i=iv: pld.pair_pld(a, d, i), q, delta)
             print(f"{f'RR ({eps0}, {d0:g}) at δ {delta:g}':<28} {q:>5} {base:>7.0e} {b - ref:>17.2e} {tb:>6.2f} "
                   f"{c - ref:>15.2e} {tc:>6.2f}")
     from darrm_opt.model.params import Params
@@ -64,8 +64,8 @@ def main() -> None:
         ref = float(pld.pair_pld(prof.atoms, prof.infinite_mass, 1e-6).self_compose(q).get_epsilon_for_delta(delta))
         for base in BASES:
             iv = base * max(1.0, math.sqrt(q / 100))
-            b, tb = timed(lambda: buckets(prof.atoms, prof.infinite_mass, iv), q, delta)
-            c, tc = timed(lambda: pld.pair_pld(prof.atoms, prof.infinite_mass, iv), q, delta)
+            b, tb = timed(lambda i=iv: buckets(prof.atoms, prof.infinite_mass, i), q, delta)
+            c, tc = timed(lambda i=iv: pld.pair_pld(prof.atoms, prof.infinite_mass, i), q, delta)
             print(f"{f'DaRRM K=11 m=3 at δ {delta:.2g}':<28} {q:>5} {base:>7.0e} {b - ref:>17.2e} {tb:>6.2f} "
                   f"{c - ref:>15.2e} {tc:>6.2f}")
 

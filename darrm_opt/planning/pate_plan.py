@@ -12,9 +12,9 @@ accounting (:func:`darrm_opt.privacy.accounting.account` with the profile). The 
 argmin_{(ε, δ) : spent ≤ ε_B} E[error(γ*_{ε,δ})]. The error decreases in ε (the LP's bound e^ε − 1 + 2δ
 grows) and the spent ε grows with it, so for each δ of the grid δ_B/Q·(1, ½, ¼), 0 the largest fitting ε
 is bracketed from ε_B/Q (which fits by basic composition: Qδ ≤ δ_B) by doublings and then bisected in
-log ε to a relative EPS_RTOL. Screening, as for shared tables, uses the pessimistic PLD at
-:data:`~darrm_opt.planning.plan.SCREEN_INTERVAL`; a candidate within Q·SCREEN_INTERVAL above ε_B is
-decided by the ledger's exact composition, and the chosen table's spend is recomputed by the ledger's
+log ε to a relative EPS_RTOL. Screening, as for shared tables, uses the pessimistic PLD on the grid
+:func:`~darrm_opt.planning.plan.screen_interval`; a candidate within SCREEN_WINDOW·Q·screen_interval(Q)
+above ε_B is decided by the ledger's exact composition, and the chosen table's spend is recomputed by the ledger's
 accounting and checked against ε_B again.
 
 ``disjoint-private``: by parallel composition every answer (any γ, the plain majority γ ≡ 1 included) is
@@ -38,7 +38,14 @@ from darrm_opt.model.neighbours import SETTING_NOTES, PateParams
 from darrm_opt.model.objective import expected_error
 from darrm_opt.model.params import Prior
 from darrm_opt.optimize.pate_setting import PateSolution, solve_pate
-from darrm_opt.planning.plan import SCREEN_INTERVAL, BudgetInfeasible, Candidate, check_budget, screen_epsilon
+from darrm_opt.planning.plan import (
+    SCREEN_WINDOW,
+    BudgetInfeasible,
+    Candidate,
+    check_budget,
+    screen_epsilon,
+    screen_interval,
+)
 from darrm_opt.privacy import accounting
 from darrm_opt.privacy.pair_profile import pate_profile
 from darrm_opt.privacy.pld import exact_epsilon
@@ -123,7 +130,7 @@ class _PateSearch:
             sol = solve_pate(params, solver=self.solver)
             profile = pate_profile(params, sol.gamma)
             spent = min(screen_epsilon(profile, self.queries, bd), _generic(params, self.queries, bd))
-            if be < spent <= be + self.queries * SCREEN_INTERVAL:
+            if be < spent <= be + SCREEN_WINDOW * self.queries * screen_interval(self.queries):
                 spent = exact_epsilon([(profile, self.queries)], bd)  # the edge: the ledger decides
             cand = Candidate(epsilon, delta, sol.expected_error, spent, spent <= be)
             self.seen[key] = (cand, sol, profile)

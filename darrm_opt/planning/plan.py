@@ -13,14 +13,16 @@ decreases in m (the LP's bound e^{mε} − 1 + 2δ grows, so its feasible set gr
 m, so for each δ of a log grid the largest fitting m is found by a bracketed false-position search
 (Illinois variant) on φ(m) = spent(m, δ) − ε_B over [1, K]; the δ with the least error wins.
 
-Screening uses the pessimistic PLD at the coarser interval SCREEN_INTERVAL (every loss rounded up, so its
-ε is an upper bound, like the ledger's); up to Q answers at 100 its losses are multiples of the ledger's
-interval and at least the ledger's losses, so δ(ε) = E_P[(1 − e^{ε − L})₊] (monotone in L) is larger. A
-candidate that the screen puts within Q·SCREEN_INTERVAL above ε_B is decided by the ledger's own composition
-(:func:`darrm_opt.privacy.pld.exact_epsilon`), so the planner accepts at the budget's edge exactly what a
-ledger accepts. The chosen table's spent ε is recomputed by that composition and checked again against
-ε_B. Every candidate is a certified table (``solve`` raises rather than return an uncertified one) with its
-certified profile.
+Screening uses the pessimistic PLD on the coarser grid screen_interval(Q) (SCREEN_INTERVAL up to 100
+answers, growing with Q as the ledger's grid does; its ε is an upper bound, like the ledger's, and above
+the ledger's: connect-the-dots on a coarser grid interpolates the same convex hockey-stick curve between
+fewer, farther-shifted knots). Each answer's screened losses lie at most 1.01 grid steps above the true
+ones (connect-the-dots is dominated by rounding each loss up, and its knots are shifted by 0.01 of a step),
+so a candidate the screen puts within SCREEN_WINDOW·Q·screen_interval(Q) above ε_B is decided by the
+ledger's own composition (:func:`darrm_opt.privacy.pld.exact_epsilon`), and the planner accepts at the
+budget's edge exactly what a ledger accepts. The chosen table's spent ε is recomputed by that composition
+and checked again against ε_B. Every candidate is a certified table (``solve`` raises rather than return an
+uncertified one) with its certified profile.
 """
 
 from __future__ import annotations
@@ -40,6 +42,8 @@ from darrm_opt.privacy.profile import PrivacyProfile, profile_and_certificate
 
 #: loss interval of the screening PLDs (a multiple of pld.INTERVAL, so screening is pessimistic w.r.t. it)
 SCREEN_INTERVAL = 1e-4
+#: the screen's excess over the ledger's ε is below this many of its grid steps per answer
+SCREEN_WINDOW = 1.02
 #: per-answer δ grid: multiples of δ_B / Q (within [Δ, δ_B)), plus Δ itself; the last is tried after Δ
 DELTA_FACTORS = (1.0, 0.5, 0.25, 2.0)
 #: the m search stops when the bracket's ends differ by less than this factor ...
@@ -187,7 +191,7 @@ class _Search:
             if not cert.certified:  # pragma: no cover - solve() returned a certified γ
                 raise AssertionError("a solved table failed its re-certification")
             spent = screen_epsilon(profile, r.queries, r.budget_delta)
-            if r.budget_epsilon < spent <= r.budget_epsilon + r.queries * SCREEN_INTERVAL:
+            if r.budget_epsilon < spent <= r.budget_epsilon + SCREEN_WINDOW * r.queries * screen_interval(r.queries):
                 spent = exact_epsilon([(profile, r.queries)], r.budget_delta)  # the edge: the ledger decides
             cand = Candidate(params.m, float(params.delta), sol.expected_error,  # type: ignore[arg-type]
                              spent, spent <= r.budget_epsilon)
@@ -255,11 +259,17 @@ def _false_position(lo: Candidate, hi: Candidate, budget: float) -> float:
 
 
 def screen_epsilon(profile: PrivacyProfile, queries: int, budget_delta: float) -> float:
-    """ε at δ_B of ``queries`` answers by the pessimistic PLD at SCREEN_INTERVAL (an upper bound of the
+    """ε at δ_B of ``queries`` answers by the pessimistic PLD at screen_interval(Q) (an upper bound of the
     ledger's exact ε); ``inf`` when δ_B is below what the answers must spend."""
     if budget_delta < profile.infinite_mass:
         return math.inf
-    return epsilon_at(self_compose(profile_pld(profile, SCREEN_INTERVAL), queries), budget_delta)
+    return epsilon_at(self_compose(profile_pld(profile, screen_interval(queries)), queries), budget_delta)
+
+
+def screen_interval(queries: int) -> float:
+    """The screen's grid for Q answers: SCREEN_INTERVAL·max(1, √(Q/100)) (its PLD keeps about the same
+    number of points at every Q, like the ledger's)."""
+    return SCREEN_INTERVAL * max(1.0, math.sqrt(queries / 100.0))
 
 
 def plan(K: int, epsilon: float, teacher_delta: float, queries: int, budget_epsilon: float, budget_delta: float,

@@ -25,8 +25,6 @@ from collections.abc import Iterable, Sequence
 from functools import lru_cache
 
 import numpy as np
-
-from dp_accounting.pld import privacy_loss_distribution as pld_lib
 from dp_accounting.pld.privacy_loss_distribution import PrivacyLossDistribution as PLD
 
 from darrm_opt.errors import InvalidParameter
