@@ -157,18 +157,23 @@ class PlanService:
             raise TableNotServable(f"planned table {table.id} could not be served")
         q, bd = job.queries, job.budget_delta
         spend = accounting.account([(served.epsilon0, served.delta0, q)], bd, profiles=[(served.profile, q)]).spend
-        if spend.delta > bd or spend.epsilon > job.budget_epsilon:
-            raise TableNotServable(f"the planned table {table.id} spends {spend.epsilon:.6g} > budget "
-                                   f"{job.budget_epsilon:g}; not served as this plan")
-        figures = {k: v for k, v in best.details.items() if k in ("sigma", "sigma1", "sigma2", "threshold")}
+        try:
+            if spend.delta > bd:
+                raise InvalidParameter("budget_delta", f"δ {spend.delta:g} > {bd:g}")
+            spent = best.served(spend.epsilon, job)  # the offer says what its spend is and whether it must fit
+        except InvalidParameter as exc:
+            raise TableNotServable(f"the planned table {table.id} does not fit the budget ({exc}); not served as "
+                                   "this plan") from None
+        figures = {k: v for k, v in best.details.items()
+                   if k in ("sigma", "sigma1", "sigma2", "threshold", "order", "beta", "sigma_ss")}
         if served.gamma:
             figures["gamma"] = list(served.gamma)
         info = {"queries": q, "budget_epsilon": job.budget_epsilon, "budget_delta": bd,
-                "spent_epsilon": spend.epsilon, "accounting": spend.method, "seconds": best.seconds,
+                "spent_epsilon": spent["epsilon_spent"], "accounting": spend.method, "seconds": best.seconds,
                 "teachers": job.teachers}
-        return {"plan_id": key, "mechanism": best.mechanism, "expected_error": best.expected_error,
-                "epsilon_spent": spend.epsilon, **figures, "details": jsonable(dict(best.details)),
-                "table": served.to_dict(), "alternatives": [jsonable(o.to_dict()) for o in offers if o is not best],
+        return {"plan_id": key, **jsonable(best.summary()), "run": best.run(), **spent, **figures,
+                "details": jsonable(dict(best.details)),
+                "table": served.to_dict(), "alternatives": [{**jsonable(o.to_dict()), "run": o.run()} for o in offers if o is not best],
                 "refused": refused, "plan": info}
 
     def _served(self, result: Plan, teachers: str):  # noqa: ANN202 - a ServedTable

@@ -44,10 +44,13 @@ def test_plan_json_names_the_chosen_mechanism_and_the_alternatives(planned):
     assert doc["mechanism"] == doc["kind"] == "gnmax"
     assert doc["epsilon_spent"] == exact_epsilon([(GaussianProfile(doc["sigma"], (1, 1)), 30)], 1e-5) <= 2.0
     assert doc["expected_error"] > 0 and "gamma" not in doc
-    alts = {a["mechanism"]: a for a in doc["alternatives"]}
-    assert set(alts) == {"confident-gnmax", "darrm-multiclass"} and doc["refused"] == {}
+    assert doc["accounting"] == "data-independent" and doc["run"] == {**doc["run"], "ledger": "plain"}
+    alts = {(a["mechanism"], a["accounting"]): a for a in doc["alternatives"]}
+    assert set(alts) == {("confident-gnmax", "data-independent"), ("darrm-multiclass", "data-independent"),
+                         ("gnmax", "data-dependent")} and doc["refused"] == {}
     assert all(a["expected_error"] >= doc["expected_error"] and a["epsilon_spent"] <= 2.0 for a in alts.values())
-    assert {"sigma1", "sigma2", "threshold"} <= set(alts["confident-gnmax"])
+    assert alts[("gnmax", "data-dependent")]["run"]["ledger"] == "data-dependent"
+    assert {"sigma1", "sigma2", "threshold"} <= set(alts[("confident-gnmax", "data-independent")])
     assert doc["plan"]["job"]["classes"] == 3 and doc["plan"]["job"]["queries"] == 30
 
 

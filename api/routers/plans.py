@@ -10,6 +10,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from darrm_opt.errors import InvalidParameter
+from darrm_opt.ledger.dd_store import DataDependentStore
 from darrm_opt.model.neighbours import check_setting_options, setting_note
 from darrm_opt.planning.job import Job
 from darrm_opt.planning.pate_plan import majority_free
@@ -29,6 +30,7 @@ from ..schemas import (
     Teachers,
     when,
 )
+from .dd_ledgers import DataDependentLedgerOut
 
 router = APIRouter(prefix="/v1", tags=["plans"], dependencies=keyed)
 _LOCK = threading.Lock()
@@ -104,9 +106,22 @@ class JobPlanOut(BaseModel):
 
     plan_id: str
     mechanism: str = Field(..., description="the kind chosen: the least expected error among the offers")
+    accounting: Literal["data-independent", "data-dependent"] = Field(
+        ..., description="data-independent: a worst-case (ε, δ) the plain ledger enforces; data-dependent: a "
+                         "sanitised data-dependent ε published by a data-dependent ledger (PATE App. B)")
+    guarantee: str = Field(..., description="what the chosen offer guarantees, in words")
+    run: dict[str, Any] = Field(..., description="how to run it: the ledger (plain, or data-dependent with its "
+                                                 "policy) and the table")
     expected_error: float
-    epsilon_spent: float = Field(..., description="ε the Q answers spend at budget_delta (ledger's accounting)")
+    epsilon_spent: float = Field(..., description="data-independent: ε the Q answers spend at budget_delta (the "
+                                                  "ledger's exact accounting); data-dependent: the expected "
+                                                  "sanitised ε + 2 SD on the job's prior (a target, not a cap)")
+    data_independent_epsilon: float = Field(..., description="the worst case: the plain ledger's exact composition "
+                                                             "of Q answers of the chosen table")
     sigma: float | None = None
+    order: float | None = Field(None, description="data-dependent: the Rényi order λ of the account")
+    beta: float | None = Field(None, description="data-dependent: the smoothness β of the release")
+    sigma_ss: float | None = Field(None, description="data-dependent: the release's noise σ_SS")
     sigma1: float | None = None
     sigma2: float | None = None
     threshold: float | None = None
@@ -117,7 +132,8 @@ class JobPlanOut(BaseModel):
                                                                "epsilon_spent, table_id and its figures")
     refused: dict[str, str] = Field({}, description="kinds that made no offer, and why")
     plan: dict[str, Any]
-    ledger: LedgerOut | None = None
+    ledger: LedgerOut | DataDependentLedgerOut | None = Field(
+        None, description="with create_ledger, once the plan is known: the ledger its run names")
 
 
 class MajorityFreeOut(BaseModel):
@@ -202,8 +218,20 @@ def _job_plan(body: PlanRequestIn, request: Request, response: Response):  # noq
     cap = None
     if teachers == "disjoint-private" and body.epsilon is not None and body.teacher_delta is not None:
         cap = (body.epsilon, body.teacher_delta)
-    ledger = _ledger(s, body, job, cap, principal(request).tenant)
+    ledger = None
+    if doc is not None and body.create_ledger is not None:  # the ledger the chosen offer runs on
+        ledger = _RUN_LEDGERS[doc["run"]["ledger"]](s, body, job, cap, doc["run"], principal(request).tenant)
     return _answer(key, status, doc, ledger, response)
+
+
+def _dd_ledger(s, body: PlanRequestIn, job: Job, cap, run: dict, tenant: str) -> dict:  # noqa: ANN001
+    return DataDependentStore(s.db).create(body.create_ledger.name, run["policy"], tenant)  # type: ignore[union-attr]
+
+
+#: how ``create_ledger`` opens the ledger an offer's ``run`` names: a plain ledger with the budget, or a
+#: data-dependent ledger with the offer's policy
+_RUN_LEDGERS = {"plain": lambda s, body, job, cap, run, tenant: _ledger(s, body, job, cap, tenant),
+                "data-dependent": _dd_ledger}
 
 
 def _answer(key: str, status: str, doc: dict[str, Any] | None, ledger: dict | None, response: Response):  # noqa: ANN202

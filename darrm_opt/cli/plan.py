@@ -183,8 +183,7 @@ def _job_plan(K, epsilon, teacher_delta, queries, budget, prior, solver, fmt, qu
 
     best, offers, refused = plan_job(job, progress, kinds)
     if fmt is OutputFormat.json:
-        doc = {**table_document(best.table), "mechanism": best.mechanism, "expected_error": best.expected_error,
-               "epsilon_spent": best.epsilon_spent, **best.details,
+        doc = {**table_document(best.table), **best.summary(), **best.details,
                "plan": {"job": job.canonical(), "teachers": job.teachers, "queries": job.queries,
                         "budget_epsilon": job.budget_epsilon, "budget_delta": job.budget_delta,
                         "spent_epsilon": best.epsilon_spent, "seconds": best.seconds},
@@ -192,14 +191,16 @@ def _job_plan(K, epsilon, teacher_delta, queries, budget, prior, solver, fmt, qu
         return json.dumps(doc, indent=2)
     lines = [f"plan: {queries} answers of K={K} teachers ({'0/1 votes' if classes is None else f'{classes} classes'}, "
              f"{teachers.value}, prior {prior}) within (ε={budget_epsilon:g}, δ={budget_delta:g})",
-             f"chosen: {best.mechanism}: E[error] = {best.expected_error:.4g}, spends ε={best.epsilon_spent:.6g} at "
-             f"δ={budget_delta:g} (exact composition of its profile); {_figures(best.details)}; table {best.table.id}",
+             f"chosen: {best.label}: E[error] = {best.expected_error:.4g}, {best.spend_text(budget_delta)}; "
+             f"{_figures(best.details)}; table {best.table.id}",
+             f"guarantee: {best.guarantee}",
+             f"run: {best.run()['how']}" + (f"; policy {json.dumps(best.policy)}" if best.policy else ""),
              "offers (most accurate first):"]
     for o in offers:
-        lines.append(f"  {o.mechanism:<16} E[error] {o.expected_error:<11.4g} ε spent {o.epsilon_spent:<10.6g} "
+        lines.append(f"  {o.label:<33} E[error] {o.expected_error:<11.4g} ε {o.epsilon_spent:<10.6g} "
                      f"{_figures(o.details)} ({o.seconds:.1f} s)")
     for kind, why in refused.items():
-        lines.append(f"  {kind:<16} no offer: {why}")
+        lines.append(f"  {kind:<33} no offer: {why}")
     return "\n".join(lines) + "\n"
 
 

@@ -181,24 +181,28 @@ def table_from_row(row: Any, compute_profile: Callable[[Mechanism, Any, tuple[fl
 
 def plan_job(job: Any, progress: Any = None, kinds: Sequence[str] | None = None
              ) -> tuple[Any, list[Any], dict[str, str]]:
-    """Every kind's offer for ``job`` (:class:`darrm_opt.planning.job.Job`, through ``Mechanism.plan``; only
-    ``kinds`` when given, else every kind ``planned_by_default``) and the most accurate one: (best offer,
-    all offers by expected error, why each other kind made none: a kind's DarrmError is its refusal).
+    """Every kind's offers for ``job`` (:class:`darrm_opt.planning.job.Job`; only ``kinds`` when given, else
+    every kind ``planned_by_default``): its data-independent offer (``Mechanism.plan``) and, where it has
+    one, its data-dependent offer (``Mechanism.plan_data_dependent``), and the most accurate of them all:
+    (best offer, all offers by expected error, why each other kind or accounting made none: a kind's
+    DarrmError is its refusal, keyed by its kind, or "KIND (data-dependent)").
     InvalidParameter naming ``budget_epsilon`` when no kind fits the job in its budget."""
     offers, refused = [], {}
     asked = ([mechanism(k) for k in kinds] if kinds is not None
              else [m for m in MECHANISMS.values() if m.planned_by_default])
-    for m in asked:
+    ways = [(how, name) for m in asked
+            for how, name in ((m.plan, m.kind), (m.plan_data_dependent, f"{m.kind} (data-dependent)"))]
+    for how, name in ways:
         try:
-            offer = m.plan(job)
+            offer = how(job)
         except DarrmError as exc:  # this kind cannot serve the job (its rule, its budget, its solver)
-            refused[m.kind] = str(exc)
+            refused[name] = str(exc)
             continue
         if offer is None:
             continue
         offers.append(offer)
         if progress is not None:
-            progress("offer", kind=m.kind, expected_error=offer.expected_error)
+            progress("offer", kind=offer.label, expected_error=offer.expected_error)
     if not offers:
         why = "; ".join(f"{k}: {v}" for k, v in refused.items()) or "no kind serves this job"
         raise InvalidParameter("budget_epsilon", f"no mechanism fits the job's budget ({why})", job.budget_epsilon)

@@ -187,6 +187,13 @@ class Mechanism(ABC):
         or K. ``planning.job.BudgetInfeasible``-like errors are raised as InvalidParameter naming the budget."""
         return None
 
+    def plan_data_dependent(self, job: Any) -> Any:
+        """This kind's offer for a job under data-dependent accounting (PATE App. B): an
+        :class:`darrm_opt.planning.job.Offer` with ``accounting`` = ``data-dependent``, whose
+        ``epsilon_spent`` is the expected sanitised ε + 2 SD on public histograms of the job's prior, run on a
+        data-dependent ledger with the offer's ``policy``; None where the kind has no such accounting."""
+        return None
+
     def solve_size(self, params: Any) -> int:
         """How many privacy constraints a solve must check (the service's limits compare it)."""
         return 4 * params.K

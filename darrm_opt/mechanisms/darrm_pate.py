@@ -104,7 +104,7 @@ class DarrmPate(Mechanism):
         r = plan_pate(job.K, job.queries, job.budget_epsilon, job.budget_delta, job.prior, solver=job.solver)
         table = self.table(r.params, r.solution.gamma, r.solution.certificate, job.teachers, r.profile)
         return Offer(self.kind, table, r.expected_error, r.spent_epsilon,
-                     {"epsilon0": r.params.epsilon, "delta0": r.params.delta, "accounting": r.method}, r.seconds)
+                     {"epsilon0": r.params.epsilon, "delta0": r.params.delta, "composition": r.method}, r.seconds)
 
     def sampler(self, table, random_bytes):  # noqa: ANN001, ANN201
         from .samplers import BinarySampler

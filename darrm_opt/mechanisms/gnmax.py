@@ -16,6 +16,7 @@ states the per-answer (ε₀, δ₀) at δ₀ = DELTA0, read off the exact profi
 
 from __future__ import annotations
 
+import json
 import math
 import time
 from collections.abc import Mapping
@@ -188,6 +189,41 @@ class Gnmax(_GaussianKind):
         from darrm_opt.planning.gaussian_plan import plan_gnmax
 
         return plan_gnmax(self, job)
+
+    def plan_data_dependent(self, job: Any) -> Any:
+        """GNMax under data-dependent accounting: σ, λ, β, σ_SS from
+        :func:`darrm_opt.planning.data_dependent.plan_from_prior` (public histograms of the job's prior),
+        the certified GNMax table at that σ (its expected error under the prior), and the data-dependent
+        ledger's policy that runs it (validated here). None outside the PATE setting or without a class-label
+        prior (0/1 votes)."""
+        from darrm_opt.ledger.data_dependent import DataDependentPolicy
+        from darrm_opt.model.multiclass import MulticlassPrior
+        from darrm_opt.planning.data_dependent import OFFER_CONVERSION, plan_from_prior
+        from darrm_opt.planning.gaussian_plan import SETTING, classes_and_prior
+        from darrm_opt.planning.job import Offer
+        from darrm_opt.privacy.pld import exact_epsilon
+
+        if job.teachers != SETTING:
+            return None
+        t0 = time.perf_counter()
+        C, prior = classes_and_prior(job)
+        checked = GnmaxParams(job.K, C, 1.0, prior)
+        if not isinstance(checked.prior, MulticlassPrior):
+            return None
+        if not job.budget_delta > 0:
+            raise InvalidParameter("budget_delta", "data-dependent accounting needs δ > 0", job.budget_delta)
+        plan = plan_from_prior(checked.prior, job.K, C, job.queries, job.budget_epsilon, job.budget_delta)
+        policy = DataDependentPolicy("gnmax", job.K, C, plan.sigma, plan.order, plan.beta, plan.sigma_ss,
+                                     job.budget_delta, job.queries, conversion=OFFER_CONVERSION)
+        params = GnmaxParams(job.K, C, plan.sigma, prior)
+        table = self.certify_table(params, np.zeros(0), teachers=SETTING)
+        details = {"sigma": plan.sigma, "order": plan.order, "beta": plan.beta, "sigma_ss": plan.sigma_ss,
+                   "expected_rdp": plan.rdp, "expected_smooth_sensitivity": plan.ss, "gnss_epsilon": plan.gnss,
+                   "dp_tail": plan.tail, "over_share": plan.over,
+                   "data_independent_epsilon": exact_epsilon([(self.profile(params, np.zeros(0)), job.queries)],
+                                                             job.budget_delta)}
+        return Offer(self.kind, table, table.expected_error, plan.total, details, time.perf_counter() - t0,
+                     accounting="data-dependent", policy=json.loads(policy.to_json()))
 
 
 class ConfidentGnmax(_GaussianKind):

@@ -65,13 +65,16 @@ class _Pool:
         self.betas, self.conversion = tuple(betas), conversion
         rng = np.random.default_rng(seed)
         self.jobs = [rng.integers(0, pool.shape[0], size=queries) for _ in range(jobs)]
+        # q̃ and Alg. 4 depend on a histogram only through its sorted counts: each distinct one computed once
+        self.distinct, self.of = np.unique(-np.sort(-pool, axis=1), axis=0, return_inverse=True)
+        self.of = self.of.reshape(-1)
 
     def evaluate(self, sigma: float, lam: float) -> DataDependentPlan | None:
         shape = gnmax_shape(sigma, lam, self.pool.shape[1])
         if not shape.conditions:
             return None
-        per_rdp = shape.beta(log_q_tilde(self.pool.astype(float), sigma))
-        per_reach = np.array([gnmax_sensitivity_at_distance(h, shape, self.K) for h in self.pool])
+        per_rdp = shape.beta(log_q_tilde(self.distinct.astype(float), sigma))[self.of]
+        per_reach = np.array([gnmax_sensitivity_at_distance(h, shape, self.K) for h in self.distinct])[self.of]
         job_reach = np.array([per_reach[j].sum(axis=0) for j in self.jobs])
         rdps = np.array([float(per_rdp[j].sum()) for j in self.jobs])
         rdp = float(rdps.mean())
@@ -128,3 +131,40 @@ def plan_data_dependent(pool: object, K: int, queries: int, budget_epsilon: floa
         raise BudgetInfeasible("budget_epsilon", f"no σ ≤ {sigma_range[1]:g} at the orders {list(orders)} fits "
                                f"ε = {eps:g} at δ = {delta:g} with a sanitised release", None)
     return best
+
+
+#: public histograms drawn from the job's prior for a data-dependent offer, and the simulated jobs
+OFFER_POOL = 300
+OFFER_JOBS = 40
+#: the RDP → DP conversion a data-dependent offer plans with (and its ledger's policy states)
+OFFER_CONVERSION = "improved"
+
+
+def prior_histograms(prior: object, K: int, C: int, n: int, seed: int = 0) -> np.ndarray:
+    """``n`` vote histograms (shape (n, C), class 0 true) drawn from a class-label prior
+    (:class:`darrm_opt.model.multiclass.MulticlassPrior`) with a fixed seed: ``paper`` and
+    ``iid-uniform:A,B`` are Multinomial(K, q) with q₀ = (A + B)/2 and q_c = (1 − q₀)/(C − 1) (the teachers are
+    independent), ``dirichlet:AY,AW`` is π ~ Dirichlet(AY, AW, …, AW) then Multinomial(K, π).
+
+    The prior is public by definition (it is the planner's model of the votes, stated in the job), so these
+    histograms are public data: planning on them reveals nothing about the job's own votes."""
+    from darrm_opt.model.multiclass import MulticlassPrior
+
+    if not isinstance(prior, MulticlassPrior):
+        raise InvalidParameter("prior", "a data-dependent offer needs a class-label prior", prior)
+    rng = np.random.default_rng(seed)
+    if prior.kind == "dirichlet":
+        pi = rng.dirichlet([prior.a] + [prior.b] * (C - 1), size=n)
+    else:
+        q0 = 0.5 * (prior.a + prior.b)
+        pi = np.tile(np.array([q0] + [(1.0 - q0) / (C - 1)] * (C - 1)), (n, 1))
+    return np.asarray(rng.multinomial(K, pi), dtype=np.int64).reshape(n, C)
+
+
+def plan_from_prior(prior: object, K: int, C: int, queries: int, budget_epsilon: float,
+                    budget_delta: float) -> DataDependentPlan:
+    """:func:`plan_data_dependent` on OFFER_POOL histograms of the job's prior (:func:`prior_histograms`) and
+    OFFER_JOBS simulated jobs, with the seeds fixed (the same job gets the same plan)."""
+    pool = prior_histograms(prior, K, C, OFFER_POOL, seed=0)
+    return plan_data_dependent(pool, K, queries, budget_epsilon, budget_delta, conversion=OFFER_CONVERSION,
+                               jobs=OFFER_JOBS, seed=1)

@@ -127,7 +127,7 @@ def calibrate(profile_of: Callable[[float], GaussianProfile], queries: int, budg
     return top, final
 
 
-def _classes_and_prior(job: Job) -> tuple[int, str]:
+def classes_and_prior(job: Job) -> tuple[int, str]:
     """(C, prior spec): 0/1 votes are C = 2 with a 0/1-vote prior (DaRRM's error, as darrm and darrm-pate
     report); class labels keep a class-label prior even for C = 2 (the error against the true class, as
     darrm-multiclass reports), so that every offer for a job states the same error."""
@@ -141,7 +141,7 @@ def plan_gnmax(mech: Any, job: Job) -> Offer | None:
     if job.teachers != SETTING:
         return None
     t0 = time.perf_counter()
-    C, prior = _classes_and_prior(job)
+    C, prior = classes_and_prior(job)
     GnmaxParams(job.K, C, 1.0, prior)  # the job's K, C and prior, checked before any composition
     sigma, spent = calibrate(lambda s: GaussianProfile(s, (1, 1)), job.queries, job.budget_epsilon,
                              job.budget_delta)
@@ -156,7 +156,7 @@ def plan_confident(mech: Any, job: Job) -> Offer | None:
     if job.teachers != SETTING:
         return None
     t0 = time.perf_counter()
-    C, prior = _classes_and_prior(job)
+    C, prior = classes_and_prior(job)
     ConfidentGnmaxParams(job.K, C, 0.0, 1.0, 1.0, prior)
     rho = CONFIDENT_SHARE
 

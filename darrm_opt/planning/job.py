@@ -68,12 +68,32 @@ class Job:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
 
 
+#: the two accountings an offer can be run under
+ACCOUNTINGS = ("data-independent", "data-dependent")
+
+GUARANTEES = {
+    "data-independent": ("(ε, δ)-DP in the worst case over every dataset: the plain ledger composes the Q answers "
+                         "of this table exactly and refuses an answer that would exceed the budget"),
+    "data-dependent": ("a sanitised data-dependent ε (PATE App. B): a noisy, differentially private estimate of "
+                       "the (ε, δ) bound that holds for this job's dataset, published once by a data-dependent "
+                       "ledger; epsilon_spent is its expected value plus two standard deviations on the job's "
+                       "prior, a planning target and not a cap (the worst case is data_independent_epsilon)"),
+}
+
+
 @dataclass(frozen=True)
 class Offer:
-    """A mechanism's most accurate certified table for a job: ``table`` (a
+    """A mechanism's most accurate release for a job: ``table`` (a
     :class:`darrm_opt.privacy.table.CertifiedTable`), its expected error per answer under the job's prior,
-    the ε of Q of its answers at δ_B by the ledger's exact composition (≤ ε_B), and how it was calibrated
-    (``details``: the kind's own figures, e.g. σ or the per-answer (ε₀, δ₀); ``seconds``)."""
+    ``epsilon_spent`` and how it was calibrated (``details``: the kind's own figures, e.g. σ or the per-answer
+    (ε₀, δ₀); ``seconds``).
+
+    ``accounting`` says what ``epsilon_spent`` is and how the job runs:
+
+    * ``data-independent``: the ε of Q answers at δ_B by the ledger's exact composition (≤ ε_B, a cap the
+      plain ledger enforces); run with the table on a plain ledger;
+    * ``data-dependent``: the expected sanitised ε + 2 SD of a data-dependent ledger running the table's
+      mechanism (≤ ε_B, a planning target on the job's prior); ``run`` holds that ledger's policy."""
 
     mechanism: str
     table: Any
@@ -81,8 +101,61 @@ class Offer:
     epsilon_spent: float
     details: dict[str, Any] = field(default_factory=dict)
     seconds: float = 0.0
+    accounting: str = "data-independent"
+    #: for a data-dependent offer, the data-dependent ledger's policy (darrm_opt.ledger.data_dependent)
+    policy: dict[str, Any] | None = None
+
+    def __post_init__(self) -> None:
+        if self.accounting not in ACCOUNTINGS:
+            raise InvalidParameter("accounting", f"must be one of {', '.join(ACCOUNTINGS)}", self.accounting)
+        if (self.policy is None) != (self.accounting == "data-independent"):
+            raise InvalidParameter("policy", "a data-dependent offer needs its ledger's policy, and only it",
+                                   self.policy)
+
+    @property
+    def guarantee(self) -> str:
+        return GUARANTEES[self.accounting]
+
+    @property
+    def label(self) -> str:
+        """The mechanism, with the accounting when it is not the worst case."""
+        return self.mechanism if self.policy is None else f"{self.mechanism} ({self.accounting})"
+
+    def run(self) -> dict[str, Any]:
+        """How to run the job: the ledger to open and what it takes."""
+        if self.policy is None:
+            return {"ledger": "plain", "table_id": self.table.id,
+                    "how": "answer with this table (/v1/aggregate or darrm-opt aggregate) on a plain ledger, "
+                           "which composes the answers exactly"}
+        return {"ledger": "data-dependent", "policy": self.policy,
+                "how": "open a data-dependent ledger with this policy (POST /v1/data-dependent-ledgers, or "
+                       "darrm_opt.ledger.dd_local.DataDependentLedger), record the job's queries on it and "
+                       "publish its sanitised ε once at the end; not a plain ledger"}
+
+    def spend_text(self, budget_delta: float) -> str:
+        """One line on what ``epsilon_spent`` is."""
+        if self.policy is None:
+            return (f"spends ε={self.epsilon_spent:.6g} at δ={budget_delta:g} (exact composition of its profile, "
+                    "worst case)")
+        return (f"expected sanitised ε + 2 SD = {self.epsilon_spent:.6g} at δ={budget_delta:g} (data-dependent, "
+                "a planning target on the job's prior, not a cap)")
+
+    def served(self, ledger_epsilon: float, job: Job) -> dict[str, Any]:
+        """The offer's spend once its table is served, given ``ledger_epsilon``, the plain ledger's exact
+        composition of Q of the served table's answers at δ_B: for a data-independent offer that is its spend
+        and must fit the budget (InvalidParameter naming budget_epsilon otherwise); for a data-dependent one
+        it is the worst case, shown beside the planning target."""
+        if self.policy is None:
+            if ledger_epsilon > job.budget_epsilon:
+                raise InvalidParameter("budget_epsilon", f"the planned table {self.table.id} spends "
+                                       f"{ledger_epsilon:.6g} > budget {job.budget_epsilon:g}", job.budget_epsilon)
+            return {"epsilon_spent": ledger_epsilon, "data_independent_epsilon": ledger_epsilon}
+        return {"epsilon_spent": self.epsilon_spent, "data_independent_epsilon": ledger_epsilon}
+
+    def summary(self) -> dict[str, Any]:
+        """What every front end shows about the offer (JSON)."""
+        return {"mechanism": self.mechanism, "accounting": self.accounting, "guarantee": self.guarantee,
+                "expected_error": self.expected_error, "epsilon_spent": self.epsilon_spent, "run": self.run()}
 
     def to_dict(self) -> dict[str, Any]:
-        return {"mechanism": self.mechanism, "expected_error": self.expected_error,
-                "epsilon_spent": self.epsilon_spent, "table_id": self.table.id, **self.details,
-                "seconds": self.seconds}
+        return {**self.summary(), "table_id": self.table.id, **self.details, "seconds": self.seconds}

@@ -87,5 +87,5 @@ def plan_multiclass(mech: Any, job: Job) -> Offer | None:
     err, params, sol, prof, spent, method = best
     table = mech.table(params, sol.gamma, sol.certificate, SETTING, prof)
     return Offer(mech.kind, table, table.expected_error, spent,
-                 {"epsilon0": params.epsilon, "delta0": params.delta, "accounting": method},
+                 {"epsilon0": params.epsilon, "delta0": params.delta, "composition": method},
                  time.perf_counter() - t0)

@@ -39,7 +39,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
-from functools import lru_cache
+from functools import cached_property, lru_cache
 
 import numpy as np
 from scipy import special
@@ -185,7 +185,7 @@ class GnmaxShape:
         b = self.beta(lq)
         return np.maximum(self.beta_up(self.log_bu(lq)) - b, b - self.beta(self.log_bl(lq)))
 
-    @property
+    @cached_property
     def plateau(self) -> float:
         """LS(q₁), the largest value of Alg. 3 (C6)."""
         return float(self.local_sensitivity(self.log_q1))

@@ -21,7 +21,11 @@ def test_job_plan_is_served_paid_and_released(client):
     spent = exact_epsilon([(GaussianProfile(doc["sigma"], (1, 1)), 30)], 1e-5)
     assert doc["epsilon_spent"] == doc["plan"]["spent_epsilon"] == spent <= 2.0
     assert doc["plan"]["accounting"] == "exact"
-    assert {a["mechanism"] for a in doc["alternatives"]} == {"confident-gnmax", "darrm-multiclass"}
+    assert doc["accounting"] == "data-independent" and doc["run"]["ledger"] == "plain"
+    assert doc["data_independent_epsilon"] == doc["epsilon_spent"]
+    assert {(a["mechanism"], a["accounting"]) for a in doc["alternatives"]} == {
+        ("confident-gnmax", "data-independent"), ("darrm-multiclass", "data-independent"),
+        ("gnmax", "data-dependent")}
     # (at K = 20, Q = 10 multi-class DaRRM wins: the planner does pick per job)
     assert all(a["expected_error"] >= doc["expected_error"] for a in doc["alternatives"])
 
