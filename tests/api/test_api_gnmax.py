@@ -63,3 +63,29 @@ def test_one_mechanism_on_request_and_bad_names(client):
 def test_job_plan_refusals_are_422(client, body, needle):
     r = client.post("/v1/plans", json=body)
     assert r.status_code == 422 and needle in r.text, r.text
+
+
+DD_JOB = {"K": 100, "classes": 3, "prior": "dirichlet:9,0.1", "queries": 300, "budget_epsilon": 4.0,
+          "budget_delta": 1e-5, "mechanism": "gnmax"}
+
+
+def test_a_data_dependent_plan_opens_a_data_dependent_ledger(client):
+    """Where data-dependent GNMax is the more accurate offer the plan says so, states its guarantee, and
+    create_ledger opens a data-dependent ledger with its policy (not a plain ledger with the budget)."""
+    r = client.post("/v1/plans", json={**DD_JOB, "create_ledger": {"name": "dd job"}})
+    assert r.status_code == 200, r.text
+    doc = r.json()
+    assert doc["mechanism"] == "gnmax" and doc["accounting"] == "data-dependent"
+    assert "not a cap" in doc["guarantee"] and doc["run"]["ledger"] == "data-dependent"
+    policy = doc["run"]["policy"]
+    assert policy["sigma"] == doc["sigma"] == doc["table"]["sigma"] and policy["quota"] == 300
+    assert (doc["order"], doc["beta"], doc["sigma_ss"]) == (policy["order"], policy["beta"], policy["sigma_ss"])
+    assert doc["epsilon_spent"] <= 4.0 < doc["data_independent_epsilon"]
+    assert doc["data_independent_epsilon"] == exact_epsilon([(GaussianProfile(doc["sigma"], (1, 1)), 300)], 1e-5)
+    (plain,) = doc["alternatives"]
+    assert plain["accounting"] == "data-independent" and plain["expected_error"] > doc["expected_error"]
+    ledger = doc["ledger"]
+    assert ledger["mode"] == "data-dependent" and ledger["policy"] == policy
+    votes = [[95, 3, 2]] * 10
+    rec = client.post(f"/v1/data-dependent-ledgers/{ledger['id']}/record", json={"votes": votes})
+    assert rec.status_code == 200 and rec.json()["queries"] == 10
