@@ -173,7 +173,8 @@ class PlanService:
                 "teachers": job.teachers}
         return {"plan_id": key, **jsonable(best.summary()), "run": best.run(), **spent, **figures,
                 "details": jsonable(dict(best.details)),
-                "table": served.to_dict(), "alternatives": [{**jsonable(o.to_dict()), "run": o.run()} for o in offers if o is not best],
+                "table": served.to_dict(),
+                "alternatives": [{**jsonable(o.to_dict()), "run": o.run()} for o in offers if o is not best],
                 "refused": refused, "plan": info}
 
     def _served(self, result: Plan, teachers: str):  # noqa: ANN202 - a ServedTable

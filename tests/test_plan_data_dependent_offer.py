@@ -105,7 +105,8 @@ def test_prior_histograms_follow_the_prior():
         h = prior_histograms(MulticlassPrior.parse(spec), 50, 4, 4000, seed=3)
         assert h.shape == (4000, 4) and np.all(h.sum(axis=1) == 50)
         assert abs(h[:, 0].mean() / 50 - share) < 0.01, spec
-    assert np.array_equal(prior_histograms(MulticlassPrior(), 9, 3, 5, 1), prior_histograms(MulticlassPrior(), 9, 3, 5, 1))
+    same = prior_histograms(MulticlassPrior(), 9, 3, 5, 1)
+    assert np.array_equal(same, prior_histograms(MulticlassPrior(), 9, 3, 5, 1))
 
 
 def test_no_data_dependent_offer_for_0_1_votes_or_outside_pate():
