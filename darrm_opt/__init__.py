@@ -30,7 +30,6 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and editors only
     from darrm_opt.certify.certificate import Certificate, certify
     from darrm_opt.errors import BudgetExceeded, CertificationFailed, DarrmError, InvalidParameter
     from darrm_opt.extras import MissingExtra
-    from darrm_opt.ledger.dd_local import DataDependentLedger
     from darrm_opt.ledger.local import Ledger
     from darrm_opt.mechanisms import MECHANISMS, certify_table, mechanism, plan_job
     from darrm_opt.model.gaussian_params import GaussianMeanParams
@@ -45,6 +44,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and editors only
     from darrm_opt.planning.plan import Plan, plan
     from darrm_opt.privacy.profile import PrivacyProfile, privacy_profile
     from darrm_opt.privacy.table import CertifiedTable
+    from darrm_opt.release.dd_ledger import DataDependentLedger
     from darrm_opt.release.means import release_means
     from darrm_opt.release.release import Aggregator, release_answers
     from darrm_opt.release.table_file import load_certified, load_table
@@ -79,7 +79,7 @@ _EXPORTS = {
     "ConfidentGnmaxParams": "darrm_opt.model.gnmax",
     "GaussianMeanParams": "darrm_opt.model.gaussian_params",
     "release_means": "darrm_opt.release.means",
-    "DataDependentLedger": "darrm_opt.ledger.dd_local",
+    "DataDependentLedger": "darrm_opt.release.dd_ledger",
     "Aggregator": "darrm_opt.release.release",
     "release_answers": "darrm_opt.release.release",
     "Ledger": "darrm_opt.ledger.local",

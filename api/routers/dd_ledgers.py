@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from darrm_opt.errors import BudgetExceeded
 from darrm_opt.ledger.dd_store import DataDependentStore
+from darrm_opt.mechanisms.dd_answers import drawer
 
 from ..deps import PrincipalDep, ServicesDep, keyed, readable
 from ..schemas import ID_PATTERN, ErrorOut, HTTPValidationErrorOut, PlainText
@@ -44,6 +45,9 @@ class PolicyIn(BaseModel):
     grid: float = Field(1e-4, ge=1e-9, le=1.0, allow_inf_nan=False)
     conversion: Literal["thm5", "improved"] = "thm5"
     gamma: list[Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)]] | None = Field(None, max_length=2001)
+    confidence: float | None = Field(None, ge=0, lt=1, allow_inf_nan=False,
+                                     description="interactive-gnmax: the student's label is given when its top "
+                                                 "probability exceeds this (PATE Alg. 2's γ)")
 
 
 class DataDependentLedgerRequest(BaseModel):
@@ -60,6 +64,24 @@ class RecordRequest(BaseModel):
                                                                     description="one histogram per query")
     answered: list[bool] | None = Field(None, description="Confident-/Interactive-GNMax: which the teachers "
                                                           "answered (the check's public outcome)")
+    student: Student | None = Field(None, max_length=1000,
+                                    description="interactive-gnmax (optional): the student's class "
+                                                "probabilities per query; given, the check is charged "
+                                                "data-dependently, else at its worst case λ/(2σ₁²)")
+
+
+#: the student's class probabilities: one vector per query (checked in the library: length, sign, sum)
+Student = list[list[Annotated[float, Field(allow_inf_nan=False)]]]
+
+
+class AnswerRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    votes: list[list[Annotated[int, Field(ge=0, le=2000)]]] = Field(..., min_length=1, max_length=1000,
+                                                                    description="one histogram per query")
+    student: Student | None = Field(None, max_length=1000,
+                                    description="interactive-gnmax (required there): the student's class "
+                                                "probabilities per query, each non-negative and summing to 1")
 
 
 class DataDependentLedgerOut(BaseModel):
@@ -114,7 +136,30 @@ async def record_dd(body: RecordRequest, s: ServicesDep, who: PrincipalDep,
                     ledger_id: str = Path(..., pattern=ID_PATTERN)):
     try:
         view = await run_in_threadpool(DataDependentStore(s.db).record, ledger_id, body.votes, body.answered,
-                                       who.tenant)
+                                       who.tenant, body.student)
+    except BudgetExceeded as exc:
+        return JSONResponse(status_code=409, content={"detail": str(exc)})
+    return _missing(ledger_id) if view is None else view
+
+
+class AnswersOut(DataDependentLedgerOut):
+    answers: list[int] = Field(..., description="one label per query; −1 is ⊥ (no answer)")
+
+
+@router.post("/data-dependent-ledgers/{ledger_id}/answer", response_model=AnswersOut,
+             summary="Answer the job's next queries (GNMax, Confident- or Interactive-GNMax) and account them",
+             responses={409: {"model": ErrorOut, "description": "over the quota, or the ledger is sealed (nothing "
+                                                                "answered)"}, **_FOUND})
+async def answer_dd(body: AnswerRequest, s: ServicesDep, who: PrincipalDep,
+                    ledger_id: str = Path(..., pattern=ID_PATTERN)):
+    """The ledger draws the answers itself with exact discrete Gaussian noise from the service's CSPRNG and
+    accounts them in the same transaction. Interactive-GNMax (PATE Alg. 2) takes the student's class
+    probabilities per query: the teachers answer where a noisy check finds the student disagreeing, the
+    student's own label is returned where it agrees and its top probability exceeds the policy's confidence,
+    ⊥ (−1) otherwise."""
+    try:
+        view = await run_in_threadpool(DataDependentStore(s.db).answer, ledger_id, body.votes,
+                                       drawer(s.tables.random_bytes), body.student, who.tenant)
     except BudgetExceeded as exc:
         return JSONResponse(status_code=409, content={"detail": str(exc)})
     return _missing(ledger_id) if view is None else view

@@ -94,6 +94,9 @@ class DataDependentPolicy:
     grid: float = 1e-4  #: the published ε is rounded to a multiple of this
     conversion: str = "thm5"  #: RDP → DP: thm5 (PATE Thm. 5) or improved (Canonne, Kamath & Steinke 2020)
     gamma: tuple[float, ...] | None = None  #: the table's γ(0..K) (aggregator "table"), with finite RDP
+    #: Interactive-GNMax's confidence γ (Alg. 2, line 4): a query that fails the check gets the student's own
+    #: label when its top probability exceeds it, else ⊥; needed by the ledger's answer path
+    confidence: float | None = None
 
     def __post_init__(self) -> None:
         if self.conversion not in CONVERSIONS:
@@ -113,6 +116,8 @@ class DataDependentPolicy:
             raise InvalidParameter("beta", f"GNSS (Thm. 23) needs order < 1/(2β) = {1 / (2 * self.beta):.6g}",
                                    self.beta)
         if self.aggregator == "table":
+            if self.confidence is not None:
+                raise InvalidParameter("confidence", "only interactive-gnmax takes a confidence", self.confidence)
             if self.sigma is not None or self.threshold is not None or self.sigma1 is not None:
                 raise InvalidParameter("sigma", "a table takes gamma, not sigma, threshold or sigma1", self.sigma)
             if self.gamma is None:
@@ -122,6 +127,13 @@ class DataDependentPolicy:
             return
         if self.gamma is not None:
             raise InvalidParameter("gamma", "only a table ledger takes gamma", "…")
+        if self.confidence is not None:
+            if self.aggregator != "interactive-gnmax":
+                raise InvalidParameter("confidence", "only interactive-gnmax takes a confidence", self.confidence)
+            c = _num("confidence", self.confidence, strict=False)
+            if not c < 1.0:
+                raise InvalidParameter("confidence", "must satisfy 0 <= confidence < 1", self.confidence)
+            object.__setattr__(self, "confidence", c)
         object.__setattr__(self, "sigma", _num("sigma", self.sigma))
         if self.aggregator != "gnmax":
             if self.threshold is None or self.sigma1 is None:
@@ -158,7 +170,10 @@ class DataDependentPolicy:
         return q * per + dp_tail(self.order, self.delta, self.conversion)
 
     def to_json(self) -> str:
-        return json.dumps(asdict(self), sort_keys=True, separators=(",", ":"))
+        d = asdict(self)
+        if d["confidence"] is None:  # absent, as in policies written before it existed
+            del d["confidence"]
+        return json.dumps(d, sort_keys=True, separators=(",", ":"))
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any]) -> DataDependentPolicy:
@@ -201,6 +216,11 @@ def new_state(policy: DataDependentPolicy) -> DataDependentState:
     return DataDependentState(reach=(0.0,) * (policy.K + 1))
 
 
+def histograms(policy: DataDependentPolicy, votes: object) -> np.ndarray:
+    """``votes`` as the (queries, classes) int64 histograms of ``policy`` (InvalidParameter naming votes)."""
+    return _votes(policy, votes)
+
+
 def _votes(policy: DataDependentPolicy, votes: object) -> np.ndarray:
     try:
         v = np.asarray(votes, dtype=np.int64)
@@ -213,20 +233,31 @@ def _votes(policy: DataDependentPolicy, votes: object) -> np.ndarray:
     return v
 
 
+def admit(policy: DataDependentPolicy, state: DataDependentState, queries: int) -> None:
+    """BudgetExceeded when ``queries`` more would pass the quota or the ledger is sealed (counts only)."""
+    if state.published is not None:
+        raise BudgetExceeded("the ledger is sealed: its sanitised ε has been published", binding="sealed")
+    if state.queries + queries > policy.quota:
+        raise BudgetExceeded(f"the job's quota of {policy.quota} queries would be exceeded "
+                             f"({state.queries} made, {queries} asked)", binding="quota",
+                             largest_batch=policy.quota - state.queries)
+
+
 def record(policy: DataDependentPolicy, state: DataDependentState, votes: object,
-           answered: Sequence[bool] | None = None) -> DataDependentState:
+           answered: Sequence[bool] | None = None, student: object | None = None,
+           drawn: bool = False) -> DataDependentState:
     """The state after ``votes`` (one histogram per query); ``answered`` (Confident- and Interactive-GNMax:
     which passed the check and were answered by the teachers, a public outcome) is required for them and
     must be absent for GNMax. An Interactive-GNMax query that failed the check (the student's confident
-    prediction reinforced, or ⊥) pays only the check. Refused (BudgetExceeded) beyond the quota or after
-    publication; the refusal depends on counts only."""
-    if state.published is not None:
-        raise BudgetExceeded("the ledger is sealed: its sanitised ε has been published", binding="sealed")
+    prediction reinforced, or ⊥) pays only the check: its data-dependent cost on the student-relative
+    statistic when ``student`` (the student's class probabilities per query, PATE Alg. 2) is given, else
+    its data-independent λ/(2σ₁²). ``drawn``: the ledger drew the answers itself (discrete Gaussian
+    noise), so Confident-GNMax's check is priced for the discrete law. Refused (BudgetExceeded) beyond the
+    quota or after publication; the refusal depends on counts only."""
     v = _votes(policy, votes)
-    if state.queries + v.shape[0] > policy.quota:
-        raise BudgetExceeded(f"the job's quota of {policy.quota} queries would be exceeded "
-                             f"({state.queries} made, {v.shape[0]} asked)", binding="quota",
-                             largest_batch=policy.quota - state.queries)
+    admit(policy, state, v.shape[0])
+    if student is not None and policy.aggregator != "interactive-gnmax":
+        raise InvalidParameter("student", "only interactive-gnmax takes the student's probabilities", None)
     if policy.aggregator in ("gnmax", "table"):
         if answered is not None:
             raise InvalidParameter("answered", f"{policy.aggregator} answers every query", answered)
@@ -240,10 +271,11 @@ def record(policy: DataDependentPolicy, state: DataDependentState, votes: object
             raise InvalidParameter("answered", "must be one boolean per query", answered)
         if policy.aggregator == "confident-gnmax":
             acc = account_confident_gnmax(v, ans, policy.threshold, policy.sigma1,  # type: ignore[arg-type]
-                                          policy.sigma, policy.order, policy.K)  # type: ignore[arg-type]
+                                          policy.sigma, policy.order, policy.K,  # type: ignore[arg-type]
+                                          discrete=drawn)
         else:
             acc = account_interactive_gnmax(v, ans, policy.sigma1, policy.sigma,  # type: ignore[arg-type]
-                                            policy.order, policy.K)
+                                            policy.order, policy.K, student, policy.threshold)
     reach = tuple((np.asarray(state.reach) + acc.reach).tolist())
     return replace(state, queries=state.queries + v.shape[0], answered=state.answered + acc.answered,
                    rdp=state.rdp + acc.rdp, reach=reach)

@@ -40,10 +40,12 @@ class DataDependentLedger:
         assert v is not None  # ledgers are never deleted
         return v
 
-    def record(self, votes: object, answered: Sequence[bool] | None = None) -> dict[str, Any]:
+    def record(self, votes: object, answered: Sequence[bool] | None = None,
+               student: object | None = None) -> dict[str, Any]:
         """Record the job's next queries (their vote histograms; for Confident-/Interactive-GNMax, which the
-        teachers answered). BudgetExceeded beyond the quota or once published; nothing is written then."""
-        v = self.store.record(self.id, votes, answered)
+        teachers answered; for Interactive-GNMax optionally the student's probabilities, which price its check
+        data-dependently). BudgetExceeded beyond the quota or once published; nothing is written then."""
+        v = self.store.record(self.id, votes, answered, student=student)
         assert v is not None
         return v
 

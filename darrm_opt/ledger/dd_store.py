@@ -10,7 +10,7 @@ this module.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from sqlalchemy import insert, or_, select, text, update
@@ -21,6 +21,8 @@ from .data_dependent import (
     DataDependentPolicy,
     DataDependentState,
     RandomBytes,
+    admit,
+    histograms,
     new_state,
     public_view,
     publish,
@@ -28,6 +30,9 @@ from .data_dependent import (
 )
 from .db import Database
 from .schema import DEFAULT_TENANT, DataDependentLedger, aware, utcnow
+
+#: draws a batch's answers: (policy, histograms, student probabilities or None) → (labels, answered or None)
+Draw = Callable[[DataDependentPolicy, Any, Any], tuple[Any, Any]]
 
 
 def _view(row: Any) -> dict[str, Any]:
@@ -121,11 +126,31 @@ class DataDependentStore:
         return self.get(ledger_id, tenant)
 
     def record(self, ledger_id: str, votes: object, answered: Sequence[bool] | None = None,
+               tenant: str = DEFAULT_TENANT, student: object | None = None) -> dict[str, Any] | None:
+        """Add the queries ``votes`` (and, for Confident-/Interactive-GNMax, which were answered; for
+        Interactive-GNMax optionally the student's probabilities) to a ledger of ``tenant``; the public view,
+        or None for an unknown ledger (or another tenant's). BudgetExceeded beyond the quota or once sealed
+        (nothing is written)."""
+        return self._change(ledger_id, lambda p, s: record(p, s, votes, answered, student), tenant)
+
+    def answer(self, ledger_id: str, votes: object, draw: Draw, student: object | None = None,
                tenant: str = DEFAULT_TENANT) -> dict[str, Any] | None:
-        """Add the queries ``votes`` (and, for Confident-GNMax, which were answered) to a ledger of ``tenant``;
-        the public view, or None for an unknown ledger (or another tenant's). BudgetExceeded beyond the quota
-        or once sealed (nothing is written)."""
-        return self._change(ledger_id, lambda p, s: record(p, s, votes, answered), tenant)
+        """Draw the answers to ``votes`` and account them in one transaction on a ledger of ``tenant``:
+        admission first (quota, seal: BudgetExceeded before any draw), then ``draw(policy, votes, student)``
+        → (labels, answered or None), then :func:`record` of that outcome with ``drawn=True``. The public
+        view with ``answers`` (−1: ⊥), or None for an unknown ledger. Nothing is written or answered on an
+        error."""
+        out: dict[str, Any] = {}
+
+        def change(p: DataDependentPolicy, s: DataDependentState) -> DataDependentState:
+            v = histograms(p, votes)
+            admit(p, s, v.shape[0])
+            labels, answered = draw(p, v, student)
+            out["answers"] = [int(x) for x in labels]
+            return record(p, s, v, None if answered is None else [bool(a) for a in answered], student, drawn=True)
+
+        view = self._change(ledger_id, change, tenant)
+        return None if view is None else {**view, "answers": out["answers"]}
 
     def publish(self, ledger_id: str, random_bytes: RandomBytes, tenant: str = DEFAULT_TENANT) -> dict[str, Any] | None:
         """Publish the sanitised ε (once) and seal a ledger of ``tenant``; its public view."""

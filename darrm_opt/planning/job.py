@@ -129,7 +129,7 @@ class Offer:
                            "which composes the answers exactly"}
         return {"ledger": "data-dependent", "policy": self.policy,
                 "how": "open a data-dependent ledger with this policy (POST /v1/data-dependent-ledgers, or "
-                       "darrm_opt.ledger.dd_local.DataDependentLedger), record the job's queries on it and "
+                       "darrm_opt.DataDependentLedger), answer or record the job's queries on it and "
                        "publish its sanitised ε once at the end; not a plain ledger"}
 
     def spend_text(self, budget_delta: float) -> str:

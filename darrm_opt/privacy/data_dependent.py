@@ -45,7 +45,7 @@ import numpy as np
 from scipy import special
 
 from darrm_opt.errors import InvalidParameter
-from darrm_opt.privacy.gnmax import log_q_tilde, rdp_threshold_check
+from darrm_opt.privacy.gnmax import log_q_tilde, rdp_data_dependent_from_log_q, rdp_threshold_check
 
 __all__ = [
     "GnmaxShape",
@@ -64,6 +64,10 @@ __all__ = [
     "account_interactive_gnmax",
     "interactive_gnmax",
     "interactive_statistic",
+    "interactive_check_statistic",
+    "student_probabilities",
+    "discrete_gaussian_log_tail",
+    "discrete_threshold_shape",
     "sanitised_epsilon",
     "sample_gnss_noise",
     "CONVERSIONS",
@@ -317,6 +321,65 @@ def threshold_shape(threshold: float, sigma1: float, order: float, K: int) -> Th
     K = _count("K", K, 1)
     lam = _order(order)
     f = np.array([float(rdp_threshold_check(M, threshold, sigma1, lam)) for M in range(K + 1)])
+    return _threshold_reach(f)
+
+
+#: the most integers a discrete Gaussian tail is summed over; beyond it the check is charged λ/(2σ₁²)
+MAX_TAIL_GRID = 4_000_000
+
+
+def discrete_gaussian_log_tail(j: object, sigma: float) -> np.ndarray:
+    """log Pr[Z ≥ j] for Z ~ N_ℤ(0, σ²) (Pr[Z = z] ∝ e^{−z²/(2σ²)}) and integers j ≥ 1, rounded up:
+    Σ_{z ≥ j} e^{−z²/(2σ²)} / Σ_z e^{−z²/(2σ²)} summed in logs over z ≤ max j + L and |z| ≤ L,
+    L = ⌈40σ⌉ + 1 (the mass left out is below e^{−800} of the sum), plus a relative 1e-9 that covers the
+    summation's rounding (the normaliser's truncation only makes the ratio larger)."""
+    sigma = _positive("sigma", sigma)
+    jj = np.asarray(j, dtype=np.int64)
+    if jj.size and int(jj.min()) < 1:
+        raise InvalidParameter("j", "tails are taken at integers >= 1", int(jj.min()))
+    L = math.ceil(40.0 * sigma) + 1
+    hi = (int(jj.max()) if jj.size else 1) + L
+    if hi + L > MAX_TAIL_GRID:
+        raise InvalidParameter("sigma", f"the discrete Gaussian tail would be summed over more than "
+                               f"{MAX_TAIL_GRID} integers", sigma)
+    z = np.arange(-L, hi + 1, dtype=float)
+    w = -(z * z) / (2.0 * sigma * sigma)
+    log_norm = float(special.logsumexp(w[: 2 * L + 1]))
+    # tail[i] = log Σ_{z ≥ z_i} e^{w(z)}, by a reverse cumulative log-sum-exp
+    tail = np.logaddexp.accumulate(w[::-1])[::-1]
+    return tail[jj + L] - log_norm + 1e-9
+
+
+@lru_cache(maxsize=64)
+def discrete_threshold_shape(threshold: float, sigma1: float, order: float, K: int) -> ThresholdShape:
+    """:class:`ThresholdShape` of the check "i + Z ≥ T", Z ~ N_ℤ(0, σ₁²), on an integer statistic i ∈ 0..K
+    that moves by at most 1 between neighbours (as the ledger's answer path draws it; Interactive-GNMax's
+    :func:`interactive_check_statistic`). Z integer, so it passes iff Z ≥ k = ⌈T⌉ − i; the likely outcome is
+    the more probable one, q̃(i) = min(Pr[Z ≥ k], Pr[Z ≤ k − 1]) = Pr[Z ≥ max(k, 1 − k)] (symmetry), exact
+    for the discrete law (:func:`discrete_gaussian_log_tail`), and f(i) = Thm. 6 (eq. 2, Prop. 10's orders)
+    at q̃(i) for the (μ, μ/(2σ₁²))-RDP check (N_ℤ noise on a sensitivity-1 integer: Canonne, Kamath &
+    Steinke 2020, Prop. 5), capped at λ/(2σ₁²). Where the tail would need more than MAX_TAIL_GRID terms
+    f ≡ λ/(2σ₁²), the data-independent cost (no sensitivity)."""
+    K = _count("K", K, 1)
+    lam = _order(order)
+    sigma1 = _positive("sigma1", sigma1)
+    c = math.ceil(float(threshold))
+    k = c - np.arange(K + 1)
+    j = np.maximum(k, 1 - k)
+    cap = lam / (2.0 * sigma1**2)
+    try:
+        logq = discrete_gaussian_log_tail(j, sigma1)
+        f = np.array([float(rdp_data_dependent_from_log_q(min(float(x), 0.0), lam, math.sqrt(2.0) * sigma1))
+                      for x in logq])
+        f = np.minimum(f, cap)
+    except InvalidParameter:
+        f = np.full(K + 1, cap)
+    return _threshold_reach(f)
+
+
+def _threshold_reach(f: np.ndarray) -> ThresholdShape:
+    """A one-dimensional statistic's cost f(0..K) and its exact sensitivity at distance ≤ d."""
+    K = f.size - 1
     step = np.abs(np.diff(f))
     ls = np.zeros(K + 1)
     ls[:-1] = step
@@ -475,11 +538,14 @@ def account_gnmax(votes: object, sigma: float, order: float, K: int) -> DataDepe
 
 
 def account_confident_gnmax(votes: object, answered: object, threshold: float, sigma1: float, sigma2: float,
-                            order: float, K: int, weights: object | None = None) -> DataDependentAccount:
+                            order: float, K: int, weights: object | None = None,
+                            discrete: bool = False) -> DataDependentAccount:
     """Confident-GNMax (Alg. 1) with real abstention: the threshold check's cost on every query, GNMax's
     (at σ₂) only on the answered ones (``answered``: a boolean per query, public since ⊥ is released).
     ``weights`` (default: ``answered``) may instead weigh the GNMax part by Pr[answered], which gives
-    the expectation over the first step's coins that PATE's Table 2 reports."""
+    the expectation over the first step's coins that PATE's Table 2 reports. ``discrete``: the check drew
+    N_ℤ(0, σ₁²) noise (:func:`discrete_threshold_shape` at i = the top count), else N(0, σ₁²)
+    (:func:`threshold_shape`)."""
     n = np.asarray(votes, dtype=float)
     if n.ndim != 2 or n.shape[1] < 2:
         raise InvalidParameter("votes", "must have shape (queries, classes >= 2)", n.shape)
@@ -487,7 +553,8 @@ def account_confident_gnmax(votes: object, answered: object, threshold: float, s
     if ans.shape != (n.shape[0],):
         raise InvalidParameter("answered", "must hold one boolean per query", ans.shape)
     w = ans.astype(float) if weights is None else np.asarray(weights, dtype=float)
-    th = threshold_shape(float(threshold), float(sigma1), float(order), int(K))
+    th = (discrete_threshold_shape if discrete else threshold_shape)(float(threshold), float(sigma1), float(order),
+                                                                    int(K))
     top = np.clip(np.rint(n.max(axis=1)).astype(int), 0, K)
     shape = gnmax_shape(float(sigma2), float(order), n.shape[1])
     rdp = float(th.cost[top].sum())
@@ -498,17 +565,54 @@ def account_confident_gnmax(votes: object, answered: object, threshold: float, s
     return DataDependentAccount(shape.order, rdp, reach, int(ans.sum()), n.shape[0])
 
 
+def student_probabilities(student: object, queries: int, classes: int) -> np.ndarray:
+    """The student's class probabilities (PATE Alg. 2, line 1), one vector of ``classes`` per query, checked:
+    finite, non-negative, each summing to 1 within 1e-9; InvalidParameter naming ``student`` otherwise."""
+    try:
+        p = np.asarray(student, dtype=float)
+    except (TypeError, ValueError):
+        raise InvalidParameter("student", "must be one probability vector per query", None) from None
+    if p.shape != (queries, classes):
+        raise InvalidParameter("student", f"must hold one probability vector of {classes} classes per query "
+                               f"({queries} queries)", list(p.shape))
+    if np.any(~np.isfinite(p)) or np.any(p < 0):
+        raise InvalidParameter("student", "probabilities must be finite and non-negative", None)
+    bad = np.flatnonzero(np.abs(p.sum(axis=1) - 1.0) > 1e-9)
+    if bad.size:
+        raise InvalidParameter("student", f"every probability vector must sum to 1 (query {int(bad[0])} sums to "
+                               f"{float(p[bad[0]].sum())!r})", None)
+    return p
+
+
 def interactive_statistic(votes: object, student: object, K: int) -> np.ndarray:
     """Interactive-GNMax's check statistic (PATE Alg. 2, line 2): s = max_j (n_j − K·p_j), per query.
     One teacher's vote moving from class a to b moves n_a and n_b by one and no p_j (the student's
-    predictions are public), so every term, and s, moves by at most 1: a sensitivity-1 Gaussian check."""
+    predictions are public), so every term, and s, moves by at most 1: a sensitivity-1 Gaussian check.
+    Σ_j (n_j − K p_j) = 0, so s ∈ [0, K]."""
     n = np.asarray(votes, dtype=float)
-    p = np.asarray(student, dtype=float)
-    if n.ndim != 2 or p.shape != n.shape:
-        raise InvalidParameter("student", "must hold one prediction vector per query, shaped like votes", p.shape)
-    if np.any(~np.isfinite(p)) or np.any(p < 0) or np.any(np.abs(p.sum(axis=1) - 1.0) > 1e-9):
-        raise InvalidParameter("student", "every prediction must be a probability vector", None)
+    if n.ndim != 2:
+        raise InvalidParameter("votes", "must have shape (queries, classes)", n.shape)
+    p = student_probabilities(student, n.shape[0], n.shape[1])
     return np.max(n - K * p, axis=1)
+
+
+def interactive_check_statistic(votes: object, student: object, threshold: float, K: int) -> np.ndarray:
+    """The integer statistic the ledger's Interactive-GNMax check draws on: i = clip(⌈T⌉ − ⌈T − s⌉, 0, K),
+    s = max_j (n_j − K p_j) computed exactly (the floats p_j and T as rationals). For Z ~ N_ℤ(0, σ₁²),
+    s + Z ≥ T ⟺ Z ≥ ⌈T − s⌉ ⟺ i + Z ≥ ⌈T⌉ (s ∈ [0, K] puts i in 0..K; the clip only absorbs the 1e-9 slack
+    of Σ p = 1). s moves by ≤ 1 between neighbours, ⌈·⌉ is monotone and the clip 1-Lipschitz, so i moves by
+    ≤ 1: :func:`discrete_threshold_shape` prices the check."""
+    n = np.asarray(votes, dtype=np.int64)
+    if n.ndim != 2:
+        raise InvalidParameter("votes", "must have shape (queries, classes)", n.shape)
+    p = student_probabilities(student, n.shape[0], n.shape[1])
+    T = Fraction(float(threshold))
+    c = math.ceil(T)
+    out = np.empty(n.shape[0], dtype=np.int64)
+    for q in range(n.shape[0]):
+        s = max(Fraction(int(n[q, j])) - K * Fraction(float(p[q, j])) for j in range(n.shape[1]))
+        out[q] = min(max(c - math.ceil(T - s), 0), K)
+    return out
 
 
 def interactive_gnmax(votes: object, student: object, confidence: float, threshold: float, sigma1: float,
@@ -528,11 +632,15 @@ def interactive_gnmax(votes: object, student: object, confidence: float, thresho
 
 
 def account_interactive_gnmax(votes: object, answered: object, sigma1: float, sigma2: float, order: float,
-                              K: int) -> DataDependentAccount:
-    """Interactive-GNMax (Alg. 2): the check, a sensitivity-1 Gaussian on a real statistic
-    (:func:`interactive_statistic`), is paid on every query at its data-independent λ/(2σ₁²) (so it adds
-    nothing to the sensitivity); GNMax at σ₂ only on the queries the teachers answered, data-dependently;
-    reinforcing the student or ⊥ reads no votes. ``answered`` is public (the student sees the source)."""
+                              K: int, student: object | None = None,
+                              threshold: float | None = None) -> DataDependentAccount:
+    """Interactive-GNMax (Alg. 2): the check is paid on every query, GNMax at σ₂ (data-dependently) only on the
+    queries the teachers answered; reinforcing the student or ⊥ reads no votes and costs nothing more.
+    ``answered`` is public (the student sees the source). The check's cost: with the student's
+    probabilities (and T), as the Confident check on the student-relative statistic (PATE Sec. 4.3), the
+    exact discrete-noise data-dependent cost f(i) of :func:`discrete_threshold_shape` at
+    i = :func:`interactive_check_statistic`, with its sensitivity; without them, its data-independent
+    λ/(2σ₁²) (no sensitivity), an upper bound of the former."""
     n = np.asarray(votes, dtype=float)
     if n.ndim != 2 or n.shape[1] < 2:
         raise InvalidParameter("votes", "must have shape (queries, classes >= 2)", n.shape)
@@ -540,9 +648,19 @@ def account_interactive_gnmax(votes: object, answered: object, sigma1: float, si
     if ans.shape != (n.shape[0],):
         raise InvalidParameter("answered", "must hold one boolean per query", ans.shape)
     lam = _order(order)
-    check = n.shape[0] * lam / (2.0 * _positive("sigma1", sigma1) ** 2)
+    s1 = _positive("sigma1", sigma1)
+    reach = np.zeros(K + 1)
+    if student is None:
+        check = n.shape[0] * lam / (2.0 * s1**2)
+    else:
+        if threshold is None:
+            raise InvalidParameter("threshold", "the check's data-dependent cost needs T", None)
+        th = discrete_threshold_shape(float(threshold), s1, lam, int(K))
+        i = interactive_check_statistic(n.astype(np.int64), student, float(threshold), int(K))
+        check = float(th.cost[i].sum())
+        reach = th.reach[i].sum(axis=0) if i.size else reach
     g = account_gnmax(n[ans], sigma2, lam, K) if ans.any() else DataDependentAccount(lam, 0.0, np.zeros(K + 1), 0, 0)
-    return DataDependentAccount(lam, check + g.rdp, g.reach, int(ans.sum()), n.shape[0])
+    return DataDependentAccount(lam, check + g.rdp, reach + g.reach, int(ans.sum()), n.shape[0])
 
 
 def account_table(votes: object, shape: TableShape) -> DataDependentAccount:

@@ -44,3 +44,34 @@ def test_invalid_requests_are_422_or_404(client):
     assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "votes"]
     r = client.post(f"/v1/data-dependent-ledgers/{lid}/record", json={"votes": [[12, 0, 0]], "answered": [True]})
     assert r.status_code == 422
+
+
+INTERACTIVE = {"aggregator": "interactive-gnmax", "K": 12, "classes": 3, "sigma": 2.0, "order": 2.0, "beta": 0.1,
+               "sigma_ss": 3.0, "delta": 1e-5, "quota": 4, "threshold": 4.0, "sigma1": 1.5, "confidence": 0.6}
+
+
+def test_interactive_answers_take_the_students_probabilities(client):
+    lid = client.post("/v1/data-dependent-ledgers", json={"name": "interactive", "policy": INTERACTIVE}).json()["id"]
+    body = {"votes": [[6, 6, 0], [12, 0, 0]], "student": [[0.9, 0.05, 0.05], [0.9, 0.05, 0.05]]}
+    r = client.post(f"/v1/data-dependent-ledgers/{lid}/answer", json=body)
+    assert r.status_code == 200, r.text
+    doc = r.json()
+    assert len(doc["answers"]) == 2 and set(doc["answers"]) <= {-1, 0, 1, 2}
+    assert doc["queries"] == 2 and 0 <= doc["answered"] <= 2 and doc["policy"]["confidence"] == 0.6
+    assert "rdp" not in json.dumps(doc)
+    for student, field_rule in (([[0.9, 0.1]] * 2, "3 classes"), ([[0.5, 0.3, 0.1]] * 2, "sum to 1"),
+                                ([[1.2, -0.1, -0.1]] * 2, "non-negative")):
+        bad = client.post(f"/v1/data-dependent-ledgers/{lid}/answer", json={**body, "student": student})
+        assert bad.status_code == 422, bad.text
+        (detail,) = bad.json()["detail"]
+        assert detail["loc"][-1] == "student" and field_rule in detail["msg"]
+    missing = client.post(f"/v1/data-dependent-ledgers/{lid}/answer", json={"votes": body["votes"]})
+    assert missing.status_code == 422 and missing.json()["detail"][0]["loc"][-1] == "student"
+    over = client.post(f"/v1/data-dependent-ledgers/{lid}/answer", json={**body, "votes": body["votes"] * 2,
+                                                                          "student": body["student"] * 2})
+    assert over.status_code == 409 and "quota" in over.json()["detail"]
+    assert client.get(f"/v1/data-dependent-ledgers/{lid}").json()["queries"] == 2  # nothing on a refusal
+    assert client.post("/v1/data-dependent-ledgers/nope/answer", json=body).status_code == 404
+    gnmax = client.post("/v1/data-dependent-ledgers", json={"name": "plain-dd", "policy": POLICY}).json()["id"]
+    r = client.post(f"/v1/data-dependent-ledgers/{gnmax}/answer", json={"votes": [[12, 0, 0]]})
+    assert r.status_code == 200 and r.json()["answered"] == 1 and r.json()["answers"] in ([0], [1], [2])

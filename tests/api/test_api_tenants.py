@@ -44,6 +44,7 @@ PATHS = {
     "/v1/data-dependent-ledgers": "ledger-create", "/v1/data-dependent-ledgers/{ledger_id}": "ledger-read",
     "/v1/data-dependent-ledgers/{ledger_id}/record": "ledger-spend",
     "/v1/data-dependent-ledgers/{ledger_id}/publish": "ledger-spend",
+    "/v1/data-dependent-ledgers/{ledger_id}/answer": "ledger-spend",
 }
 
 
@@ -108,6 +109,7 @@ def scenario(clients: dict[str, httpx.Client]) -> dict[str, int]:
         foreign(da, c, "GET", "/v1/data-dependent-ledgers/{id}")
         foreign(da, c, "POST", "/v1/data-dependent-ledgers/{id}/record", json={"votes": [[12, 0, 0]]})
         foreign(da, c, "POST", "/v1/data-dependent-ledgers/{id}/publish")
+        foreign(da, c, "POST", "/v1/data-dependent-ledgers/{id}/answer", json={"votes": [[12, 0, 0]]})
     foreign(da, ops, "POST", "/v1/data-dependent-ledgers/{id}/record", json={"votes": [[12, 0, 0]]})
     assert alice.get(f"/v1/data-dependent-ledgers/{da['id']}").json()["queries"] == 0  # nobody else recorded
     assert ops.get(f"/v1/data-dependent-ledgers/{da['id']}").status_code == 200  # an admin reads it
@@ -194,14 +196,14 @@ def served(tmp_path, database_url: str) -> Iterator[dict[str, httpx.Client]]:
 def test_no_cross_tenant_read_in_process(tmp_path):
     with in_process(f"sqlite:///{tmp_path / 'darrm.db'}") as clients:
         counts = scenario(clients)
-    assert counts == {"attempts": 39, "leaks": 0}
+    assert counts == {"attempts": 41, "leaks": 0}
 
 
 @pytest.mark.slow
 def test_no_cross_tenant_read_on_a_real_server_sqlite(tmp_path):
     with served(tmp_path, f"sqlite:///{tmp_path / 'darrm.db'}") as clients:
         counts = scenario(clients)
-    assert counts == {"attempts": 39, "leaks": 0}
+    assert counts == {"attempts": 41, "leaks": 0}
 
 
 @pytest.mark.slow
@@ -209,7 +211,7 @@ def test_no_cross_tenant_read_on_a_real_server_sqlite(tmp_path):
 def test_no_cross_tenant_read_on_a_real_server_postgres(tmp_path, empty_pg_database):
     with served(tmp_path, empty_pg_database) as clients:
         counts = scenario(clients)
-    assert counts == {"attempts": 39, "leaks": 0}
+    assert counts == {"attempts": 41, "leaks": 0}
 
 
 # --- keys: added and revoked without a restart; the CLI --------------------------------------------------------

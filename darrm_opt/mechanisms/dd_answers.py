@@ -1,0 +1,72 @@
+"""Answers a data-dependent ledger draws itself: GNMax, Confident-GNMax and Interactive-GNMax (PATE Alg. 2)
+with exact discrete Gaussian noise, every coin from ``random_bytes`` (a CSPRNG) through the samplers of
+:mod:`darrm_opt.mechanisms.discrete_gaussian` and :mod:`darrm_opt.mechanisms.samplers_gaussian`.
+
+Interactive-GNMax, per query with histogram n and the student's class probabilities p (public):
+
+1. the check: i = :func:`~darrm_opt.privacy.data_dependent.interactive_check_statistic` (the integer form of
+   s = max_j (n_j − K p_j) against T), Z ~ N_ℤ(0, σ₁²): the student disagrees with the teachers iff
+   i + Z ≥ ⌈T⌉ (⟺ s + Z ≥ T);
+2. if so, the teachers answer by GNMax at σ₂ (N_ℤ(0, σ₂²) per class, ties broken uniformly);
+3. else, if max_j p_j > γ (the policy's ``confidence``), the student's own label argmax_j p_j (the first
+   on a tie), read off p alone; else ⊥ (written −1).
+
+The order of draws: the check noise of every query, then GNMax's class noise over the queries that passed
+(row-major), then its tie-breaking indices. Confident-GNMax and GNMax are
+:class:`~darrm_opt.mechanisms.samplers_gaussian.GnmaxSampler` on the histograms. Only the check's outcome
+(``answered``) and the labels leave this module; the ledger charges them
+(:func:`darrm_opt.ledger.data_dependent.record` with ``drawn=True``)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from darrm_opt.errors import InvalidParameter
+from darrm_opt.ledger.data_dependent import DataDependentPolicy, histograms
+from darrm_opt.privacy.data_dependent import interactive_check_statistic, student_probabilities
+
+from .discrete_gaussian import DiscreteGaussian
+from .samplers import RandomBytes
+from .samplers_gaussian import ABSTAIN, GnmaxSampler
+
+
+def draw_answers(policy: DataDependentPolicy, votes: object, random_bytes: RandomBytes,
+                 student: object | None = None) -> tuple[np.ndarray, np.ndarray | None]:
+    """(labels, −1 for ⊥; ``answered``: which the teachers answered, None for GNMax) for the histograms
+    ``votes`` under ``policy`` (module docstring). ``student`` (Interactive-GNMax only, required there): one
+    probability vector per query."""
+    h = histograms(policy, votes)
+    if policy.aggregator == "table":
+        raise InvalidParameter("aggregator", "a table ledger records the answers of its table's own sampler; "
+                               "the ledger draws GNMax-family answers only", policy.aggregator)
+    if policy.aggregator != "interactive-gnmax":
+        if student is not None:
+            raise InvalidParameter("student", "only interactive-gnmax takes the student's probabilities", None)
+        sampler = GnmaxSampler(policy.K, policy.classes, policy.sigma, random_bytes,  # type: ignore[arg-type]
+                               threshold=policy.threshold, sigma1=policy.sigma1)
+        labels = sampler.answers_from_histograms(h).astype(np.int64)
+        return labels, (None if policy.aggregator == "gnmax" else labels != ABSTAIN)
+    if student is None:
+        raise InvalidParameter("student", "interactive-gnmax needs the student's class probabilities per query",
+                               None)
+    if policy.confidence is None:
+        raise InvalidParameter("confidence", "the ledger's interactive-gnmax policy has no confidence γ: it can "
+                               "record answers but not draw them", None)
+    p = student_probabilities(student, h.shape[0], policy.classes)
+    i = interactive_check_statistic(h, p, policy.threshold, policy.K)  # type: ignore[arg-type]
+    z = DiscreteGaussian(policy.sigma1).sample(h.shape[0], random_bytes)  # type: ignore[arg-type]
+    answered = i + z >= math.ceil(policy.threshold)  # type: ignore[arg-type]
+    labels = np.full(h.shape[0], ABSTAIN, dtype=np.int64)
+    teachers = GnmaxSampler(policy.K, policy.classes, policy.sigma, random_bytes)  # type: ignore[arg-type]
+    labels[answered] = teachers.answers_from_histograms(h[answered])
+    reinforce = ~answered & (p.max(axis=1) > policy.confidence)
+    labels[reinforce] = np.argmax(p[reinforce], axis=1)
+    return labels, answered
+
+
+def drawer(random_bytes: RandomBytes) -> Any:
+    """``draw(policy, votes, student)`` for :meth:`darrm_opt.ledger.dd_store.DataDependentStore.answer`."""
+    return lambda policy, votes, student: draw_answers(policy, votes, random_bytes, student)
