@@ -252,7 +252,8 @@ def record(policy: DataDependentPolicy, state: DataDependentState, votes: object
     prediction reinforced, or ⊥) pays only the check: its data-dependent cost on the student-relative
     statistic when ``student`` (the student's class probabilities per query, PATE Alg. 2) is given, else
     its data-independent λ/(2σ₁²). ``drawn``: the ledger drew the answers itself (discrete Gaussian
-    noise), so Confident-GNMax's check is priced for the discrete law. Refused (BudgetExceeded) beyond the
+    noise), so GNMax's q̃ is taken at :func:`~darrm_opt.privacy.data_dependent.discrete_q_sigma` and
+    Confident-GNMax's check is priced for the discrete law. Refused (BudgetExceeded) beyond the
     quota or after publication; the refusal depends on counts only."""
     v = _votes(policy, votes)
     admit(policy, state, v.shape[0])
@@ -262,7 +263,7 @@ def record(policy: DataDependentPolicy, state: DataDependentState, votes: object
         if answered is not None:
             raise InvalidParameter("answered", f"{policy.aggregator} answers every query", answered)
         acc = (account_table(v, policy.table()) if policy.aggregator == "table"
-               else account_gnmax(v, policy.sigma, policy.order, policy.K))  # type: ignore[arg-type]
+               else account_gnmax(v, policy.sigma, policy.order, policy.K, drawn))  # type: ignore[arg-type]
     else:
         if answered is None:
             raise InvalidParameter("answered", f"{policy.aggregator} needs which queries were answered", None)
@@ -275,7 +276,7 @@ def record(policy: DataDependentPolicy, state: DataDependentState, votes: object
                                           discrete=drawn)
         else:
             acc = account_interactive_gnmax(v, ans, policy.sigma1, policy.sigma,  # type: ignore[arg-type]
-                                            policy.order, policy.K, student, policy.threshold)
+                                            policy.order, policy.K, student, policy.threshold, drawn)
     reach = tuple((np.asarray(state.reach) + acc.reach).tolist())
     return replace(state, queries=state.queries + v.shape[0], answered=state.answered + acc.answered,
                    rdp=state.rdp + acc.rdp, reach=reach)

@@ -15,7 +15,8 @@ The order of draws: the check noise of every query, then GNMax's class noise ove
 (row-major), then its tie-breaking indices. Confident-GNMax and GNMax are
 :class:`~darrm_opt.mechanisms.samplers_gaussian.GnmaxSampler` on the histograms. Only the check's outcome
 (``answered``) and the labels leave this module; the ledger charges them
-(:func:`darrm_opt.ledger.data_dependent.record` with ``drawn=True``)."""
+(:func:`darrm_opt.ledger.data_dependent.record` with ``drawn=True``: GNMax's q̃ at
+:func:`~darrm_opt.privacy.data_dependent.discrete_q_sigma`, the checks for the discrete law)."""
 
 from __future__ import annotations
 
@@ -26,7 +27,11 @@ import numpy as np
 
 from darrm_opt.errors import InvalidParameter
 from darrm_opt.ledger.data_dependent import DataDependentPolicy, histograms
-from darrm_opt.privacy.data_dependent import interactive_check_statistic, student_probabilities
+from darrm_opt.privacy.data_dependent import (
+    discrete_gnmax_shape,
+    interactive_check_statistic,
+    student_probabilities,
+)
 
 from .discrete_gaussian import DiscreteGaussian
 from .samplers import RandomBytes
@@ -42,6 +47,10 @@ def draw_answers(policy: DataDependentPolicy, votes: object, random_bytes: Rando
     if policy.aggregator == "table":
         raise InvalidParameter("aggregator", "a table ledger records the answers of its table's own sampler; "
                                "the ledger draws GNMax-family answers only", policy.aggregator)
+    if not discrete_gnmax_shape(policy.sigma, policy.order, policy.classes, True).conditions:  # type: ignore[arg-type]
+        raise InvalidParameter("sigma", "PATE App. B's conditions C5/C6 fail for discrete noise at this σ and "
+                               "order: the ledger cannot draw these answers (record them, or choose a larger σ)",
+                               policy.sigma)
     if policy.aggregator != "interactive-gnmax":
         if student is not None:
             raise InvalidParameter("student", "only interactive-gnmax takes the student's probabilities", None)

@@ -24,9 +24,9 @@ import numpy as np
 from darrm_opt.errors import InvalidParameter
 from darrm_opt.privacy.data_dependent import (
     CONVERSIONS,
+    discrete_gnmax_shape,
     dp_tail,
     gnmax_sensitivity_at_distance,
-    gnmax_shape,
     gnss_rdp,
 )
 from darrm_opt.privacy.gnmax import log_q_tilde
@@ -60,8 +60,8 @@ class DataDependentPlan:
 
 class _Pool:
     def __init__(self, pool: np.ndarray, K: int, queries: int, budget: float, delta: float, jobs: int,
-                 betas: Sequence[float], conversion: str, seed: int) -> None:
-        self.pool, self.K, self.budget, self.delta = pool, K, budget, delta
+                 betas: Sequence[float], conversion: str, seed: int, discrete: bool = False) -> None:
+        self.pool, self.K, self.budget, self.delta, self.discrete = pool, K, budget, delta, discrete
         self.betas, self.conversion = tuple(betas), conversion
         rng = np.random.default_rng(seed)
         self.jobs = [rng.integers(0, pool.shape[0], size=queries) for _ in range(jobs)]
@@ -70,10 +70,10 @@ class _Pool:
         self.of = self.of.reshape(-1)
 
     def evaluate(self, sigma: float, lam: float) -> DataDependentPlan | None:
-        shape = gnmax_shape(sigma, lam, self.pool.shape[1])
+        shape = discrete_gnmax_shape(sigma, lam, self.pool.shape[1], self.discrete)
         if not shape.conditions:
             return None
-        per_rdp = shape.beta(log_q_tilde(self.distinct.astype(float), sigma))[self.of]
+        per_rdp = shape.beta(log_q_tilde(self.distinct.astype(float), shape.q_sigma))[self.of]
         per_reach = np.array([gnmax_sensitivity_at_distance(h, shape, self.K) for h in self.distinct])[self.of]
         job_reach = np.array([per_reach[j].sum(axis=0) for j in self.jobs])
         rdps = np.array([float(per_rdp[j].sum()) for j in self.jobs])
@@ -96,9 +96,12 @@ class _Pool:
 def plan_data_dependent(pool: object, K: int, queries: int, budget_epsilon: float, budget_delta: float, *,
                         orders: Sequence[float] = DEFAULT_ORDERS, betas: Sequence[float] = DEFAULT_BETAS,
                         conversion: str = "improved", jobs: int = 40, steps: int = 12, seed: int = 0,
-                        sigma_range: tuple[float, float] = (1.0, 2000.0)) -> DataDependentPlan:
+                        sigma_range: tuple[float, float] = (1.0, 2000.0),
+                        discrete: bool = False) -> DataDependentPlan:
     """The data-dependent GNMax plan of a Q-query job (module docstring); ``pool``: public histograms of K
-    votes (shape (n, classes)). BudgetInfeasible when no order of the grid fits the budget."""
+    votes (shape (n, classes)); ``discrete``: the answers will be drawn with N_ℤ noise (the ledger's answer
+    path: q̃ at :func:`~darrm_opt.privacy.data_dependent.discrete_q_sigma`). BudgetInfeasible when no order
+    of the grid fits the budget."""
     Q, eps, delta = check_budget(queries, budget_epsilon, budget_delta)
     if not 0.0 < delta:
         raise InvalidParameter("budget_delta", "a data-dependent plan needs δ > 0", budget_delta)
@@ -109,7 +112,7 @@ def plan_data_dependent(pool: object, K: int, queries: int, budget_epsilon: floa
     votes = np.asarray(pool, dtype=np.int64)
     if votes.ndim != 2 or votes.shape[0] == 0 or votes.shape[1] < 2 or np.any(votes.sum(axis=1) != K):
         raise InvalidParameter("pool", f"must be histograms of K = {K} votes, shape (n, classes >= 2)", votes.shape)
-    search = _Pool(votes, int(K), Q, eps, delta, int(jobs), betas, conversion, int(seed))
+    search = _Pool(votes, int(K), Q, eps, delta, int(jobs), betas, conversion, int(seed), bool(discrete))
     lo0, hi0 = math.log(sigma_range[0]), math.log(sigma_range[1])
     best: DataDependentPlan | None = None
     for lam in orders:
@@ -164,7 +167,8 @@ def prior_histograms(prior: object, K: int, C: int, n: int, seed: int = 0) -> np
 def plan_from_prior(prior: object, K: int, C: int, queries: int, budget_epsilon: float,
                     budget_delta: float) -> DataDependentPlan:
     """:func:`plan_data_dependent` on OFFER_POOL histograms of the job's prior (:func:`prior_histograms`) and
-    OFFER_JOBS simulated jobs, with the seeds fixed (the same job gets the same plan)."""
+    OFFER_JOBS simulated jobs, with the seeds fixed (the same job gets the same plan), for answers the
+    ledger draws itself (discrete noise)."""
     pool = prior_histograms(prior, K, C, OFFER_POOL, seed=0)
     return plan_data_dependent(pool, K, queries, budget_epsilon, budget_delta, conversion=OFFER_CONVERSION,
-                               jobs=OFFER_JOBS, seed=1)
+                               jobs=OFFER_JOBS, seed=1, discrete=True)

@@ -50,6 +50,8 @@ from darrm_opt.privacy.gnmax import log_q_tilde, rdp_data_dependent_from_log_q, 
 __all__ = [
     "GnmaxShape",
     "gnmax_shape",
+    "discrete_gnmax_shape",
+    "discrete_q_sigma",
     "gnmax_sensitivity_at_distance",
     "ThresholdShape",
     "threshold_shape",
@@ -150,6 +152,12 @@ class GnmaxShape:
     #: C5 (β non-decreasing on [0, q₀]) and C6 (Δβ(q) = β(B_U(q)) − β(q) non-decreasing on [0, q₁]) hold on
     #: a fine grid of log q (App. B.4.2 checks them numerically the same way); Alg. 4 is valid only then
     conditions: bool = True
+    #: the σ̂ of Prop. 7's q̃ and of B_U / B_L (σ for Gaussian noise; :func:`discrete_q_sigma` for N_ℤ noise)
+    q_sigma: float = 0.0
+
+    def __post_init__(self) -> None:
+        if not self.q_sigma:
+            object.__setattr__(self, "q_sigma", self.sigma)
 
     def beta(self, logq: object) -> np.ndarray:
         """β(q) (C5): Thm. 6 for log q ≤ log q₀, λ/σ² above; vectorised over log q (−inf gives 0)."""
@@ -179,7 +187,7 @@ class GnmaxShape:
         inner = np.minimum(lq - lm, 0.0)
         with np.errstate(divide="ignore"):
             x = special.ndtri_exp(inner)  # Φ⁻¹(q/(m−1)) = −√2 z
-            out = lm + special.log_ndtr(x + sign * math.sqrt(2.0) / self.sigma)
+            out = lm + special.log_ndtr(x + sign * math.sqrt(2.0) / self.q_sigma)
         return np.where(lq == -np.inf, -np.inf, out)
 
     def local_sensitivity(self, logq: object) -> np.ndarray:
@@ -195,11 +203,28 @@ class GnmaxShape:
         return float(self.local_sensitivity(self.log_q1))
 
 
-@lru_cache(maxsize=256)
-def gnmax_shape(sigma: float, order: float, classes: int) -> GnmaxShape:
-    """:class:`GnmaxShape` at (σ, λ, m): q₀ is found on a fine grid of log q in [−10⁴, log ½] and refined by
-    bisection: the first point where eq. 2 fails, reaches λ/σ², or decreases."""
+#: σ̂² − σ²: Prop. 7 at σ̂ = √(σ² + 1/6) bounds GNMax with discrete noise (:func:`discrete_q_sigma`)
+DISCRETE_Q_EXTRA_VARIANCE = 1.0 / 6.0
+
+
+def discrete_q_sigma(sigma: float) -> float:
+    """σ̂ = √(σ² + 1/6), the σ at which Prop. 7's q̃ = Σ_{i≠i*} ½ erfc((n_{i*} − nᵢ)/(2σ̂)) bounds
+    Pr[GNMax ≠ i*] for N_ℤ(0, σ²) noise with ties broken uniformly. That probability is at most
+    Σ_{i≠i*} (Pr[D > gᵢ] + ½ Pr[D = gᵢ]), D = Z_i − Z_{i*} (union bound; a tie of s classes is lost with
+    probability (s − 1)/s ≤ (s − 1)/2), and Pr[D > g] + ½ Pr[D = g] ≤ ½ erfc(g/(2σ̂)) for every integer
+    g ≥ 0: checked numerically for σ from 0.3 to 100 at every g down to 10⁻³⁰⁰ (tests/test_interactive_gnmax.py),
+    as App. B checks C5/C6, not proven. With σ itself the bound fails (4.7× at σ = 0.5, 1.035× at σ = 7.7)."""
     sigma = _positive("sigma", sigma)
+    return math.sqrt(sigma * sigma + DISCRETE_Q_EXTRA_VARIANCE)
+
+
+@lru_cache(maxsize=256)
+def gnmax_shape(sigma: float, order: float, classes: int, q_sigma: float | None = None) -> GnmaxShape:
+    """:class:`GnmaxShape` at (σ, λ, m): q₀ is found on a fine grid of log q in [−10⁴, log ½] and refined by
+    bisection: the first point where eq. 2 fails, reaches λ/σ², or decreases. ``q_sigma``: the σ̂ of q̃ and
+    B_U / B_L (default σ; :func:`discrete_q_sigma` for discrete noise)."""
+    sigma = _positive("sigma", sigma)
+    qs = sigma if q_sigma is None else _positive("q_sigma", q_sigma)
     lam = _order(order)
     m = _count("classes", classes, 2)
     beta_star = lam / sigma**2
@@ -225,12 +250,12 @@ def gnmax_shape(sigma: float, order: float, classes: int) -> GnmaxShape:
             else:
                 hi = mid
         log_q0 = lo
-    tmp = GnmaxShape(sigma, lam, m, log_q0, -math.inf, beta_star)
+    tmp = GnmaxShape(sigma, lam, m, log_q0, -math.inf, beta_star, q_sigma=qs)
     if log_q0 == -math.inf:
-        return GnmaxShape(sigma, lam, m, log_q0, -math.inf, beta_star, False)
+        return GnmaxShape(sigma, lam, m, log_q0, -math.inf, beta_star, False, q_sigma=qs)
     log_q1 = float(tmp.log_bl(log_q0))
-    shape = GnmaxShape(sigma, lam, m, log_q0, log_q1, beta_star)
-    return GnmaxShape(sigma, lam, m, log_q0, log_q1, beta_star, _conditions_hold(shape))
+    shape = GnmaxShape(sigma, lam, m, log_q0, log_q1, beta_star, q_sigma=qs)
+    return GnmaxShape(sigma, lam, m, log_q0, log_q1, beta_star, _conditions_hold(shape), q_sigma=qs)
 
 
 def _conditions_hold(shape: GnmaxShape) -> bool:
@@ -268,7 +293,7 @@ def gnmax_sensitivity_at_distance(votes: object, shape: GnmaxShape, K: int) -> n
     n = np.sort(np.asarray(votes, dtype=float))[::-1].copy()
     plateau = shape.plateau
     A = np.full(K + 1, plateau)
-    lq = float(log_q_tilde(n, shape.sigma))
+    lq = float(log_q_tilde(n, shape.q_sigma))
     if shape.log_q1 <= lq <= shape.log_q0:
         return A
     path = [n.copy()]
@@ -278,7 +303,7 @@ def gnmax_sensitivity_at_distance(votes: object, shape: GnmaxShape, K: int) -> n
         hist = np.repeat(n[None, :], d.size, axis=0)
         hist[:, 0] -= d
         hist[:, 1] += d
-        lqs = np.asarray(log_q_tilde(hist, shape.sigma))
+        lqs = np.asarray(log_q_tilde(hist, shape.q_sigma))
         stop = np.flatnonzero(lqs >= shape.log_q1)
         end = int(stop[0]) if stop.size else d.size
         ls = shape.local_sensitivity(lqs[:end])
@@ -292,7 +317,7 @@ def gnmax_sensitivity_at_distance(votes: object, shape: GnmaxShape, K: int) -> n
             cur[1] -= 1
             cur[1:] = np.sort(cur[1:])[::-1]
             path.append(cur)
-        lqs = np.asarray(log_q_tilde(np.array(path), shape.sigma))
+        lqs = np.asarray(log_q_tilde(np.array(path), shape.q_sigma))
         stop = np.flatnonzero(lqs <= shape.log_q0)
         end = int(stop[0]) if stop.size else lqs.size
         ls = shape.local_sensitivity(lqs[:end])
@@ -524,13 +549,19 @@ class DataDependentAccount:
         return smooth_sensitivity(self.reach, beta)
 
 
-def account_gnmax(votes: object, sigma: float, order: float, K: int) -> DataDependentAccount:
-    """Every histogram (rows of ``votes``, shape (Q, m)) answered by GNMax at σ."""
+def discrete_gnmax_shape(sigma: float, order: float, classes: int, discrete: bool) -> GnmaxShape:
+    """:func:`gnmax_shape` for GNMax with N_ℤ noise (``discrete``: q̃ at :func:`discrete_q_sigma`) or N."""
+    return gnmax_shape(sigma, order, classes, discrete_q_sigma(sigma) if discrete else None)
+
+
+def account_gnmax(votes: object, sigma: float, order: float, K: int, discrete: bool = False) -> DataDependentAccount:
+    """Every histogram (rows of ``votes``, shape (Q, m)) answered by GNMax at σ; ``discrete``: with N_ℤ noise
+    (q̃ and its neighbour bounds at :func:`discrete_q_sigma`), else with N(0, σ²) noise."""
     n = np.asarray(votes, dtype=float)
     if n.ndim != 2 or n.shape[1] < 2:
         raise InvalidParameter("votes", "must have shape (queries, classes >= 2)", n.shape)
-    shape = gnmax_shape(float(sigma), float(order), n.shape[1])
-    rdp = float(np.sum(shape.beta(log_q_tilde(n, shape.sigma)))) if n.shape[0] else 0.0
+    shape = discrete_gnmax_shape(float(sigma), float(order), n.shape[1], discrete)
+    rdp = float(np.sum(shape.beta(log_q_tilde(n, shape.q_sigma)))) if n.shape[0] else 0.0
     reach = np.zeros(K + 1)
     for row in n:
         reach += gnmax_sensitivity_at_distance(row, shape, K)
@@ -543,9 +574,9 @@ def account_confident_gnmax(votes: object, answered: object, threshold: float, s
     """Confident-GNMax (Alg. 1) with real abstention: the threshold check's cost on every query, GNMax's
     (at σ₂) only on the answered ones (``answered``: a boolean per query, public since ⊥ is released).
     ``weights`` (default: ``answered``) may instead weigh the GNMax part by Pr[answered], which gives
-    the expectation over the first step's coins that PATE's Table 2 reports. ``discrete``: the check drew
-    N_ℤ(0, σ₁²) noise (:func:`discrete_threshold_shape` at i = the top count), else N(0, σ₁²)
-    (:func:`threshold_shape`)."""
+    the expectation over the first step's coins that PATE's Table 2 reports. ``discrete``: the answers drew
+    N_ℤ noise (the check: :func:`discrete_threshold_shape` at i = the top count; GNMax: q̃ at
+    :func:`discrete_q_sigma`), else N noise (:func:`threshold_shape`)."""
     n = np.asarray(votes, dtype=float)
     if n.ndim != 2 or n.shape[1] < 2:
         raise InvalidParameter("votes", "must have shape (queries, classes >= 2)", n.shape)
@@ -556,11 +587,11 @@ def account_confident_gnmax(votes: object, answered: object, threshold: float, s
     th = (discrete_threshold_shape if discrete else threshold_shape)(float(threshold), float(sigma1), float(order),
                                                                     int(K))
     top = np.clip(np.rint(n.max(axis=1)).astype(int), 0, K)
-    shape = gnmax_shape(float(sigma2), float(order), n.shape[1])
+    shape = discrete_gnmax_shape(float(sigma2), float(order), n.shape[1], discrete)
     rdp = float(th.cost[top].sum())
     reach = th.reach[top].sum(axis=0) if n.shape[0] else np.zeros(K + 1)
     for i in np.flatnonzero(w > 0):
-        rdp += float(w[i] * shape.beta(log_q_tilde(n[i], shape.sigma)))
+        rdp += float(w[i] * shape.beta(log_q_tilde(n[i], shape.q_sigma)))
         reach = reach + w[i] * gnmax_sensitivity_at_distance(n[i], shape, K)
     return DataDependentAccount(shape.order, rdp, reach, int(ans.sum()), n.shape[0])
 
@@ -632,15 +663,16 @@ def interactive_gnmax(votes: object, student: object, confidence: float, thresho
 
 
 def account_interactive_gnmax(votes: object, answered: object, sigma1: float, sigma2: float, order: float,
-                              K: int, student: object | None = None,
-                              threshold: float | None = None) -> DataDependentAccount:
+                              K: int, student: object | None = None, threshold: float | None = None,
+                              discrete: bool = False) -> DataDependentAccount:
     """Interactive-GNMax (Alg. 2): the check is paid on every query, GNMax at σ₂ (data-dependently) only on the
     queries the teachers answered; reinforcing the student or ⊥ reads no votes and costs nothing more.
     ``answered`` is public (the student sees the source). The check's cost: with the student's
     probabilities (and T), as the Confident check on the student-relative statistic (PATE Sec. 4.3), the
     exact discrete-noise data-dependent cost f(i) of :func:`discrete_threshold_shape` at
     i = :func:`interactive_check_statistic`, with its sensitivity; without them, its data-independent
-    λ/(2σ₁²) (no sensitivity), an upper bound of the former."""
+    λ/(2σ₁²) (no sensitivity), an upper bound of the former. ``discrete``: GNMax drew N_ℤ noise
+    (q̃ at :func:`discrete_q_sigma`)."""
     n = np.asarray(votes, dtype=float)
     if n.ndim != 2 or n.shape[1] < 2:
         raise InvalidParameter("votes", "must have shape (queries, classes >= 2)", n.shape)
@@ -659,7 +691,8 @@ def account_interactive_gnmax(votes: object, answered: object, sigma1: float, si
         i = interactive_check_statistic(n.astype(np.int64), student, float(threshold), int(K))
         check = float(th.cost[i].sum())
         reach = th.reach[i].sum(axis=0) if i.size else reach
-    g = account_gnmax(n[ans], sigma2, lam, K) if ans.any() else DataDependentAccount(lam, 0.0, np.zeros(K + 1), 0, 0)
+    g = (account_gnmax(n[ans], sigma2, lam, K, discrete) if ans.any()
+         else DataDependentAccount(lam, 0.0, np.zeros(K + 1), 0, 0))
     return DataDependentAccount(lam, check + g.rdp, reach + g.reach, int(ans.sum()), n.shape[0])
 
 
