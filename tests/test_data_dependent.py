@@ -106,16 +106,20 @@ def test_conditions_checked_and_refused_where_they_fail():
         gnmax_sensitivity_at_distance([8, 0, 0], bad, 8)
 
 
-@pytest.mark.parametrize(("K", "C", "sigma", "order"), [(12, 3, 2.0, 2.0), (30, 3, 4.0, 3.0), (20, 2, 6.0, 3.0)])
-def test_gnmax_smooth_sensitivity_by_brute_force(K, C, sigma, order):
+@pytest.mark.parametrize(("K", "C", "sigma", "order", "discrete"), [
+    (12, 3, 2.0, 2.0, False), (30, 3, 4.0, 3.0, False), (20, 2, 6.0, 3.0, False),
+    (12, 3, 2.0, 2.0, True), (30, 3, 4.0, 3.0, True)])
+def test_gnmax_smooth_sensitivity_by_brute_force(K, C, sigma, order, discrete):
     """Over every histogram: A(0) bounds the true local sensitivity of β(q(·)); A(d) bounds the largest true
     local sensitivity within d moves (Alg. 4's claim), and A_n(d) ≤ A_n′(d + 1) for neighbours, so that
-    SS_β is β-smooth."""
-    s = gnmax_shape(sigma, order, C)
-    assert s.conditions
+    SS_β is β-smooth. ``discrete``: q̃ and B_U / B_L at σ̂ (answers drawn with N_ℤ noise)."""
+    from darrm_opt.privacy.data_dependent import discrete_gnmax_shape
+
+    s = discrete_gnmax_shape(sigma, order, C, discrete)
+    assert s.conditions and (s.q_sigma > sigma) == discrete
     H = list(histograms(K, C))
     idx = {h: i for i, h in enumerate(H)}
-    f = s.beta(log_q_tilde(np.array(H, float), sigma))
+    f = s.beta(log_q_tilde(np.array(H, float), s.q_sigma))
     assert np.sum(f < s.beta_star) > 5  # the data-dependent branch is exercised
     A = np.array([gnmax_sensitivity_at_distance(h, s, K) for h in H])
     true_ls = np.array([max(abs(f[i] - f[idx[g]]) for g in neighbours(h)) for i, h in enumerate(H)])
