@@ -134,7 +134,7 @@ def test_ledger_account_matches_the_library():
     votes = np.array([rng.multinomial(K, rng.dirichlet(np.ones(C))) for _ in range(30)])
     student = rng.dirichlet(np.ones(C), size=30)
     labels, answered = draw_answers(p, votes, seeded(9), student)
-    state = record(p, new_state(p), votes.tolist(), answered.tolist(), student.tolist(), drawn=True)
+    state = record(p, new_state(p), votes.tolist(), answered.tolist(), student.tolist())
     th = discrete_threshold_shape(T, SIGMA1, 2.0, K)
     i = interactive_check_statistic(votes, student, T, K)
     g = account_gnmax(votes[answered], SIGMA2, 2.0, K, discrete=True)
@@ -145,11 +145,16 @@ def test_ledger_account_matches_the_library():
     assert lib.rdp == pytest.approx(state.rdp, rel=1e-12)
     assert (state.answered, state.queries) == (lib.answered, lib.queries) == (int(answered.sum()), 30)
     # without the student the check is charged its worst case, never less
-    # answers drawn elsewhere (recorded): GNMax's q̃ at σ, and without the student the check's worst case
-    worst = record(p, new_state(p), votes.tolist(), answered.tolist())
+    # answers drawn elsewhere with continuous noise (recorded): GNMax's q̃ at σ, and without the student the
+    # check's worst case
+    worst = record(p, new_state(p), votes.tolist(), answered.tolist(), discrete=False)
     g_cont = account_gnmax(votes[answered], SIGMA2, 2.0, K)
     assert worst.rdp == pytest.approx(30 * 2.0 / (2 * SIGMA1**2) + g_cont.rdp, rel=1e-12)
     assert worst.rdp - g_cont.rdp > state.rdp - g.rdp
+    # recorded without saying how they were drawn: the product's discrete noise, never charged less
+    recorded = record(p, new_state(p), votes.tolist(), answered.tolist())
+    assert recorded.rdp == pytest.approx(30 * 2.0 / (2 * SIGMA1**2) + g.rdp, rel=1e-12)
+    assert g.rdp >= g_cont.rdp
 
 
 def test_release_with_the_data_dependent_check_is_private_by_brute_force():

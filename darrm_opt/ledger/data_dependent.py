@@ -245,15 +245,17 @@ def admit(policy: DataDependentPolicy, state: DataDependentState, queries: int) 
 
 def record(policy: DataDependentPolicy, state: DataDependentState, votes: object,
            answered: Sequence[bool] | None = None, student: object | None = None,
-           drawn: bool = False) -> DataDependentState:
+           discrete: bool = True) -> DataDependentState:
     """The state after ``votes`` (one histogram per query); ``answered`` (Confident- and Interactive-GNMax:
     which passed the check and were answered by the teachers, a public outcome) is required for them and
     must be absent for GNMax. An Interactive-GNMax query that failed the check (the student's confident
     prediction reinforced, or ⊥) pays only the check: its data-dependent cost on the student-relative
     statistic when ``student`` (the student's class probabilities per query, PATE Alg. 2) is given, else
-    its data-independent λ/(2σ₁²). ``drawn``: the ledger drew the answers itself (discrete Gaussian
-    noise), so GNMax's q̃ is taken at :func:`~darrm_opt.privacy.data_dependent.discrete_q_sigma` and
-    Confident-GNMax's check is priced for the discrete law. Refused (BudgetExceeded) beyond the
+    its data-independent λ/(2σ₁²). ``discrete``: the answers were drawn with discrete Gaussian noise, as
+    every sampler of this product draws them (the ledger's own answers, GNMax tables' answers), so GNMax's
+    q̃ is taken at :func:`~darrm_opt.privacy.data_dependent.discrete_q_sigma` and Confident-GNMax's check is
+    priced for the discrete law; False only for answers drawn elsewhere with continuous Gaussian noise (the
+    PATE paper's setting). Refused (BudgetExceeded) beyond the
     quota or after publication; the refusal depends on counts only."""
     v = _votes(policy, votes)
     admit(policy, state, v.shape[0])
@@ -263,7 +265,7 @@ def record(policy: DataDependentPolicy, state: DataDependentState, votes: object
         if answered is not None:
             raise InvalidParameter("answered", f"{policy.aggregator} answers every query", answered)
         acc = (account_table(v, policy.table()) if policy.aggregator == "table"
-               else account_gnmax(v, policy.sigma, policy.order, policy.K, drawn))  # type: ignore[arg-type]
+               else account_gnmax(v, policy.sigma, policy.order, policy.K, discrete))  # type: ignore[arg-type]
     else:
         if answered is None:
             raise InvalidParameter("answered", f"{policy.aggregator} needs which queries were answered", None)
@@ -273,10 +275,10 @@ def record(policy: DataDependentPolicy, state: DataDependentState, votes: object
         if policy.aggregator == "confident-gnmax":
             acc = account_confident_gnmax(v, ans, policy.threshold, policy.sigma1,  # type: ignore[arg-type]
                                           policy.sigma, policy.order, policy.K,  # type: ignore[arg-type]
-                                          discrete=drawn)
+                                          discrete=discrete)
         else:
             acc = account_interactive_gnmax(v, ans, policy.sigma1, policy.sigma,  # type: ignore[arg-type]
-                                            policy.order, policy.K, student, policy.threshold, drawn)
+                                            policy.order, policy.K, student, policy.threshold, discrete)
     reach = tuple((np.asarray(state.reach) + acc.reach).tolist())
     return replace(state, queries=state.queries + v.shape[0], answered=state.answered + acc.answered,
                    rdp=state.rdp + acc.rdp, reach=reach)

@@ -137,7 +137,7 @@ class DataDependentStore:
                tenant: str = DEFAULT_TENANT) -> dict[str, Any] | None:
         """Draw the answers to ``votes`` and account them in one transaction on a ledger of ``tenant``:
         admission first (quota, seal: BudgetExceeded before any draw), then ``draw(policy, votes, student)``
-        → (labels, answered or None), then :func:`record` of that outcome with ``drawn=True``. The public
+        → (labels, answered or None), then :func:`record` of that outcome (discrete noise). The public
         view with ``answers`` (−1: ⊥), or None for an unknown ledger. Nothing is written or answered on an
         error."""
         out: dict[str, Any] = {}
@@ -147,7 +147,7 @@ class DataDependentStore:
             admit(p, s, v.shape[0])
             labels, answered = draw(p, v, student)
             out["answers"] = [int(x) for x in labels]
-            return record(p, s, v, None if answered is None else [bool(a) for a in answered], student, drawn=True)
+            return record(p, s, v, None if answered is None else [bool(a) for a in answered], student)
 
         view = self._change(ledger_id, change, tenant)
         return None if view is None else {**view, "answers": out["answers"]}

@@ -15,7 +15,7 @@ The order of draws: the check noise of every query, then GNMax's class noise ove
 (row-major), then its tie-breaking indices. Confident-GNMax and GNMax are
 :class:`~darrm_opt.mechanisms.samplers_gaussian.GnmaxSampler` on the histograms. Only the check's outcome
 (``answered``) and the labels leave this module; the ledger charges them
-(:func:`darrm_opt.ledger.data_dependent.record` with ``drawn=True``: GNMax's q̃ at
+(:func:`darrm_opt.ledger.data_dependent.record` for discrete noise: GNMax's q̃ at
 :func:`~darrm_opt.privacy.data_dependent.discrete_q_sigma`, the checks for the discrete law)."""
 
 from __future__ import annotations
