@@ -31,6 +31,8 @@ finds the debits a lost acknowledgement hid and charges them nothing more.
 
 from __future__ import annotations
 
+import collections
+import contextlib
 import logging
 import math
 import os
@@ -41,6 +43,7 @@ import time
 import uuid
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
@@ -49,7 +52,7 @@ from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 
 from darrm_opt.privacy import accounting
 from darrm_opt.privacy.parallel import capped, check_cap
-from darrm_opt.privacy.pld import exact_epsilon
+from darrm_opt.privacy.pld import cached_exact_epsilon, canonical_parts, exact_epsilon
 
 from .core import (
     Debit,
@@ -202,6 +205,23 @@ class LedgerStore:
         return ledger_view(row, usage)
 
 
+#: a busy ledger's next composition is computed for the answers it will have this many seconds later (at its
+#: recent pace), so it needs about one composition per LOOKAHEAD_S whatever its rate
+LOOKAHEAD_S = 1.0
+#: the pace of a ledger is its answers per second over windows of this many seconds
+PACE_WINDOW_S = 0.25
+#: ledgers whose pace the writer keeps (the least recently paid are forgotten)
+PACED_LEDGERS = 4096
+
+
+@dataclass
+class _Pace:
+    since: float
+    answers: int
+    rate: float = 0.0
+    covers: collections.deque = field(default_factory=lambda: collections.deque(maxlen=4))
+
+
 def _lower_priority() -> None:
     """Raise this thread's niceness by FINE_NICE (Linux schedules threads by their own nice value; elsewhere,
     or when refused, the thread keeps its priority)."""
@@ -226,6 +246,11 @@ class DebitWriter:
         self._exact = ThreadPoolExecutor(exact_workers, thread_name_prefix="darrm-exact")
         self._exact_fine = ThreadPoolExecutor(exact_workers, thread_name_prefix="darrm-exact-fine",
                                               initializer=_lower_priority)
+        #: compositions of the next buckets, computed before a debit needs them (one thread: it never waits)
+        self._ahead = ThreadPoolExecutor(1, thread_name_prefix="darrm-exact-ahead")
+        self._ahead_running: dict[tuple[Any, float], Future] = {}
+        #: ledger id -> its pace (answers per second) and the compositions computed in advance for it
+        self._pace: collections.OrderedDict[str, _Pace] = collections.OrderedDict()
         #: ledger id -> (the debits whose decision asked for the composition being computed, the debits of that
         #: ledger that arrived meanwhile)
         self._warming: dict[str, tuple[list[Debit], list[Debit]]] = {}
@@ -246,6 +271,7 @@ class DebitWriter:
         self._thread.join(timeout)
         self._exact.shutdown(wait=False, cancel_futures=True)
         self._exact_fine.shutdown(wait=False, cancel_futures=True)
+        self._ahead.shutdown(wait=False, cancel_futures=True)
         with self._warm_lock:
             waiting = [d for asked, late in self._warming.values() for d in asked + late]
             self._warming.clear()
@@ -308,7 +334,7 @@ class DebitWriter:
             if not batch:
                 return
             try:
-                results = self._transaction(batch)
+                results, ahead = self._transaction(batch)
                 break
             except NeedsExact as need:  # rolled back; that ledger's debits wait for it, the others go on
                 self._park(need, [d for d in batch if d.ledger_id == need.ledger_id])
@@ -330,6 +356,46 @@ class DebitWriter:
                 return
         for d, r in zip(batch, results, strict=True):  # committed: now the answers may leave
             d.future.set_result(r)
+        for ledger_id, answers, (parts, delta) in ahead:
+            self._paced(ledger_id, answers, parts)
+            self._compute_ahead(parts, delta)
+
+    def _paced(self, ledger_id: str, answers: int, ahead: Any) -> None:
+        """Record that ``ledger_id`` has ``answers`` answers and will need the composition ``ahead``."""
+        now = time.monotonic()
+        pace = self._pace.get(ledger_id)
+        if pace is None:
+            pace = self._pace[ledger_id] = _Pace(now, answers)
+            while len(self._pace) > PACED_LEDGERS:
+                self._pace.popitem(last=False)
+        self._pace.move_to_end(ledger_id)
+        if now - pace.since >= PACE_WINDOW_S:
+            pace.rate = (answers - pace.answers) / (now - pace.since)
+            pace.since, pace.answers = now, answers
+        if ahead not in pace.covers:
+            pace.covers.append(ahead)
+
+    def _compute_ahead(self, parts: list[tuple[Any, int]], delta: float) -> None:
+        """Compute the coarse composition of ``parts`` on the look-ahead thread unless it is cached or
+        being computed (a debit that needs it meanwhile waits for it, :meth:`_warm`)."""
+        key = (canonical_parts(parts), delta)
+        if not key[0] or cached_exact_epsilon(key[0], delta, coarse=True) is not None:
+            return
+        with self._warm_lock:
+            if key in self._ahead_running:
+                return
+
+            def run() -> None:
+                try:
+                    exact_epsilon(key[0], delta, coarse=True)
+                finally:
+                    with self._warm_lock:
+                        self._ahead_running.pop(key, None)
+
+            try:
+                self._ahead_running[key] = self._ahead.submit(run)
+            except RuntimeError:  # the pool is shut down: the writer is stopping
+                pass
 
     def _park(self, need: NeedsExact, debits: list[Debit]) -> None:
         """Set ``debits`` (of ledger ``need.ledger_id``) aside and compute the composition they need on the
@@ -353,6 +419,11 @@ class DebitWriter:
             self._release(need.ledger_id, exc)
 
     def _warm_and_requeue(self, need: NeedsExact) -> None:
+        with self._warm_lock:
+            ahead = self._ahead_running.get((canonical_parts(need.parts), need.delta)) if need.coarse else None
+        if ahead is not None:  # being computed in advance: wait for it (the look-ahead thread never waits)
+            with contextlib.suppress(Exception):
+                ahead.result()
         error = self._warm(need)
         if error is not None:
             log.error("exact accounting failed for ledger %s: %s", need.ledger_id, error)
@@ -380,7 +451,7 @@ class DebitWriter:
             return exc
         return None
 
-    def _transaction(self, batch: list[Debit]) -> list[DebitResult]:
+    def _transaction(self, batch: list[Debit]) -> tuple[list[DebitResult], list[tuple[str, int, Any]]]:
         """Decide and commit ``batch``. A debit marked ``uncertain`` was in an attempt that failed in the
         database, perhaps after its COMMIT went through, so the debits such attempts may have paid are looked
         up by ``debit_id`` (a debit in no failed attempt cannot have been paid)."""
@@ -392,9 +463,11 @@ class DebitWriter:
             ).all()
             states: dict[str, LedgerState] = {}
             for row in rows:
+                pace = self._pace.get(row.id, _Pace(0.0, 0))
                 states[row.id] = LedgerState(
                     row=ledger_row(row), usage={}, answers=int(row.answers),
                     spend=accounting.Spend(row.epsilon_spent, row.delta_spent, row.composition),
+                    covers=tuple(pace.covers), ahead_by=max(1, int(pace.rate * LOOKAHEAD_S)),
                 )
             if states:
                 for u in conn.execute(
@@ -441,4 +514,4 @@ class DebitWriter:
                             ledger_id=lid, table_id=t, epsilon0=e0, delta0=d0, answers=n))
             if new_spends:
                 conn.execute(insert(SpendRecord), [{**r, "created_at": now} for r in new_spends])
-        return results
+        return results, [(s.row.id, s.answers, s.ahead) for s in states.values() if s.ahead is not None]
