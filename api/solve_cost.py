@@ -21,7 +21,8 @@ from darrm_opt.mechanisms import mechanism_for
 #: the times are on the slow side of an idle machine's)
 MEASURED: dict[tuple[str, bool], list[tuple[int, float, float]]] = {
     ("darrm", False): [(51, 0.65, 13), (101, 1.50, 35), (201, 5.15, 207), (401, 34.29, 604)],
-    ("darrm", True): [(11, 0.09, 10), (25, 0.53, 35), (51, 10.75, 176), (101, 16.69, 353)],
+    ("darrm", True): [(11, 0.09, 10), (25, 0.53, 35), (51, 10.75, 176), (101, 16.69, 353),
+                         (201, 430.72, 2370)],
 }
 
 
