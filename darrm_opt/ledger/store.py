@@ -249,6 +249,7 @@ class DebitWriter:
         #: compositions of the next buckets, computed before a debit needs them (one thread: it never waits)
         self._ahead = ThreadPoolExecutor(1, thread_name_prefix="darrm-exact-ahead")
         self._ahead_running: dict[tuple[Any, float], Future] = {}
+        self._ahead_wanted: collections.OrderedDict[str, tuple[Any, float]] = collections.OrderedDict()
         #: ledger id -> its pace (answers per second) and the compositions computed in advance for it
         self._pace: collections.OrderedDict[str, _Pace] = collections.OrderedDict()
         #: ledger id -> (the debits whose decision asked for the composition being computed, the debits of that
@@ -358,7 +359,7 @@ class DebitWriter:
             d.future.set_result(r)
         for ledger_id, answers, (parts, delta) in ahead:
             self._paced(ledger_id, answers, parts)
-            self._compute_ahead(parts, delta)
+            self._compute_ahead(ledger_id, parts, delta)
 
     def _paced(self, ledger_id: str, answers: int, ahead: Any) -> None:
         """Record that ``ledger_id`` has ``answers`` answers and will need the composition ``ahead``."""
@@ -375,19 +376,26 @@ class DebitWriter:
         if ahead not in pace.covers:
             pace.covers.append(ahead)
 
-    def _compute_ahead(self, parts: list[tuple[Any, int]], delta: float) -> None:
+    def _compute_ahead(self, ledger_id: str, parts: Any, delta: float) -> None:
         """Compute the coarse composition of ``parts`` on the look-ahead thread unless it is cached or
-        being computed (a debit that needs it meanwhile waits for it, :meth:`_warm`)."""
+        being computed (a debit that needs it meanwhile waits for it, :meth:`_warm`). Only the latest one
+        asked for a ledger is computed: one queued before it and not started yet is dropped."""
         key = (canonical_parts(parts), delta)
         if not key[0] or cached_exact_epsilon(key[0], delta, coarse=True) is not None:
             return
         with self._warm_lock:
+            self._ahead_wanted[ledger_id] = key
+            while len(self._ahead_wanted) > PACED_LEDGERS:
+                self._ahead_wanted.popitem(last=False)
             if key in self._ahead_running:
                 return
 
             def run() -> None:
                 try:
-                    exact_epsilon(key[0], delta, coarse=True)
+                    with self._warm_lock:
+                        latest = self._ahead_wanted.get(ledger_id) == key
+                    if latest:
+                        exact_epsilon(key[0], delta, coarse=True)
                 finally:
                     with self._warm_lock:
                         self._ahead_running.pop(key, None)
