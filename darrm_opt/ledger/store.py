@@ -18,9 +18,10 @@ Exact compositions are never computed by the writer: a decision that needs one n
 and the composition is computed on a small pool of its own (``exact_workers`` threads, one computation per
 ledger at a time); the debits set aside, and any that arrive for that ledger meanwhile, are then queued again
 and decided with the cached composition. So a ledger near its budget, whose every debit asks for a new fine
-composition (0.4–4 s each), delays only its own debits, never another ledger's. Fine compositions run on
-threads of their own at a lower CPU priority (Linux nice +10, :data:`FINE_NICE`), so on a busy machine they
-take the CPU that the requests and the coarse compositions of ledgers within their budgets leave.
+composition (0.4–4 s each), delays only its own debits, never another ledger's. Fine compositions run at a
+lower CPU priority (Linux nice +10, :data:`FINE_NICE`): in the service in child processes (so they do not take
+the server process's interpreter lock either), else on threads of their own; so on a busy machine they take
+the CPU that the requests and the coarse compositions of ledgers within their budgets leave.
 
 Only after the commit returns are the callers woken, and only accepted callers release answers. A crash
 before the commit releases nothing; a crash after it wastes the budget of answers never delivered, never
@@ -35,6 +36,7 @@ import collections
 import contextlib
 import logging
 import math
+import multiprocessing
 import os
 import queue
 import random
@@ -42,7 +44,7 @@ import threading
 import time
 import uuid
 from collections.abc import Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
@@ -52,7 +54,7 @@ from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 
 from darrm_opt.privacy import accounting
 from darrm_opt.privacy.parallel import capped, check_cap
-from darrm_opt.privacy.pld import cached_exact_epsilon, canonical_parts, exact_epsilon
+from darrm_opt.privacy.pld import cached_exact_epsilon, canonical_parts, exact_epsilon, remember_exact_epsilon
 
 from .core import (
     Debit,
@@ -222,6 +224,12 @@ class _Pace:
     covers: collections.deque = field(default_factory=lambda: collections.deque(maxlen=4))
 
 
+def _lower_process_priority() -> None:
+    """Raise this (child) process's niceness by FINE_NICE where the system allows it."""
+    with contextlib.suppress(AttributeError, OSError):
+        os.nice(FINE_NICE)
+
+
 def _lower_priority() -> None:
     """Raise this thread's niceness by FINE_NICE (Linux schedules threads by their own nice value; elsewhere,
     or when refused, the thread keeps its priority)."""
@@ -234,10 +242,12 @@ def _lower_priority() -> None:
 
 class DebitWriter:
     """The process's single writer of debits (see the module docstring); ``exact_workers``: threads that
-    compute exact compositions for it."""
+    compute exact compositions for it; ``fine_processes``: the fine compositions run in child processes (at
+    most ``exact_workers``, started when first needed, at niceness +FINE_NICE), so that they take neither
+    this process's interpreter lock nor more than their share of the CPU from the requests it serves."""
 
     def __init__(self, db: Database, max_batch: int = 512, profile_of: ProfileOf = no_profiles,
-                 exact_workers: int = 2) -> None:
+                 exact_workers: int = 2, fine_processes: bool = False) -> None:
         self.db = db
         self.max_batch = max_batch
         self.profile_of = profile_of
@@ -246,6 +256,9 @@ class DebitWriter:
         self._exact = ThreadPoolExecutor(exact_workers, thread_name_prefix="darrm-exact")
         self._exact_fine = ThreadPoolExecutor(exact_workers, thread_name_prefix="darrm-exact-fine",
                                               initializer=_lower_priority)
+        self._fine_processes = (ProcessPoolExecutor(exact_workers, mp_context=multiprocessing.get_context("spawn"),
+                                                    initializer=_lower_process_priority)
+                                if fine_processes else None)
         #: compositions of the next buckets, computed before a debit needs them (one thread: it never waits)
         self._ahead = ThreadPoolExecutor(1, thread_name_prefix="darrm-exact-ahead")
         self._ahead_running: dict[tuple[Any, float], Future] = {}
@@ -272,6 +285,8 @@ class DebitWriter:
         self._thread.join(timeout)
         self._exact.shutdown(wait=False, cancel_futures=True)
         self._exact_fine.shutdown(wait=False, cancel_futures=True)
+        if self._fine_processes is not None:
+            self._fine_processes.shutdown(wait=False, cancel_futures=True)
         self._ahead.shutdown(wait=False, cancel_futures=True)
         with self._warm_lock:
             waiting = [d for asked, late in self._warming.values() for d in asked + late]
@@ -450,11 +465,14 @@ class DebitWriter:
             if group:
                 self._queue.put(group)
 
-    @staticmethod
-    def _warm(need: NeedsExact) -> BaseException | None:
+    def _warm(self, need: NeedsExact) -> BaseException | None:
         """Compute (and cache) the exact composition a decision asked for; the error if it failed."""
         try:
-            exact_epsilon(need.parts, need.delta, coarse=need.coarse)
+            if need.coarse or self._fine_processes is None:
+                exact_epsilon(need.parts, need.delta, coarse=need.coarse)
+            elif cached_exact_epsilon(need.parts, need.delta) is None:
+                value = self._fine_processes.submit(exact_epsilon, need.parts, need.delta).result()
+                remember_exact_epsilon(need.parts, need.delta, value)
         except Exception as exc:  # noqa: BLE001 - fail the debits that need it, keep the writer alive
             return exc
         return None

@@ -238,11 +238,19 @@ def exact_epsilon(parts: Iterable[tuple[Profile, int]], delta: float, *, coarse:
     if hit is not None:
         return hit
     value = _exact_epsilon(*key) if key[0] else 0.0
+    remember_exact_epsilon(key[0], key[1], value, coarse=key[2])
+    return value
+
+
+def remember_exact_epsilon(parts: Iterable[tuple[Profile, int]], delta: float, value: float, *,
+                           coarse: bool = False) -> None:
+    """Put ``value``, :func:`exact_epsilon` of these arguments computed elsewhere (another process), in the
+    cache."""
+    key = (canonical_parts(parts), float(delta), bool(coarse))
     with _EXACT_LOCK:
         _EXACT[key] = value
         while len(_EXACT) > EXACT_CACHE_SIZE:
             _EXACT.popitem(last=False)
-    return value
 
 
 def cached_exact_epsilon(parts: Iterable[tuple[Profile, int]], delta: float, *,
