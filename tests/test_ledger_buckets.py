@@ -112,3 +112,32 @@ def test_a_composition_computed_in_advance_is_used_when_the_bucket_is_not_cached
     assert pld.cached_exact_epsilon([(p, 32)], DELTA, coarse=True) is None  # the bucket was not computed
     # the next composition to compute in advance: room for at most a quarter more answers (31 + 7 -> bucket 40)
     assert state.ahead == (pld.canonical_parts([(p, 40)]), DELTA)
+
+
+def test_the_writer_pays_every_debit_once_and_computes_the_next_bucket_ahead(tmp_path):
+    """A real debit writer (the Python ledger's, on SQLite) and a GNMax table (a Gaussian pair): 20 one-row
+    debits are each paid once (20 answers, 20 spend records), every statement is the coarse composition of a
+    count at least the ledger's and never decreases, and the next bucket's composition is computed ahead."""
+    pytest.importorskip("sqlalchemy")
+    from sqlalchemy import func, select
+
+    from darrm_opt.ledger.local import Ledger
+    from darrm_opt.ledger.schema import SpendRecord
+    from darrm_opt.mechanisms import mechanism
+    from darrm_opt.model.gnmax import GnmaxParams
+
+    table = mechanism("gnmax").solve(GnmaxParams(15, 3, 3.4), solver="highs").table
+    p = table.profile
+    with Ledger(f"sqlite:///{tmp_path}/l.db", "g", epsilon_budget=1e9, delta_budget=DELTA) as book:
+        stated = [book.pay(table, 1).epsilon_spent for _ in range(20)]
+        book._writer._ahead.submit(lambda: None).result()  # the look-ahead thread is first in, first out: idle
+        view = book.view()
+        with book.db.read() as conn:
+            spends = conn.execute(select(func.count()).select_from(SpendRecord)).scalar_one()
+    assert view["answers"] == 20 and spends == 20 and view["epsilon_spent"] == stated[-1]
+    assert stated == sorted(stated)
+    for n, eps in enumerate(stated, start=1):
+        covering = {pld.cached_exact_epsilon([(p, c)], DELTA, coarse=True) for c in range(n, 2 * n + 9)}
+        assert eps in covering  # the composition of a count that covers the ledger's n answers
+        assert eps >= pld.exact_epsilon([(p, n)], DELTA, coarse=True)
+    assert pld.cached_exact_epsilon([(p, pld.bucket(21))], DELTA, coarse=True) is not None  # computed ahead
