@@ -56,7 +56,8 @@ def create_app(settings: Settings | None = None, *, random_bytes: RandomBytes = 
             db=db,
             tables=tables_svc,
             ledgers=LedgerStore(db),
-            writer=DebitWriter(db, settings.debit_batch, tables_svc.profile_of, settings.exact_workers),
+            writer=DebitWriter(db, settings.debit_batch, tables_svc.profile_of, settings.exact_workers,
+                               fine_processes=True),
             bodies=BodyBudget(settings.max_body_memory),
         )
         app.state.services = svc

@@ -35,6 +35,7 @@ from darrm_opt.planning.plan import Plan, PlanRequest, plan
 from darrm_opt.privacy import accounting
 from darrm_opt.privacy.pld import exact_epsilon
 
+from .settings import DEFAULT_MAX_MULTISETS
 from .table_service import TableNotServable, TableService, jsonable
 
 CACHE_SIZE = 256
@@ -68,9 +69,10 @@ class PlanService:
         settings = self.tables.settings
         size = n_multisets(req.K, n_corners(Params(K=req.K, m=1, epsilon=req.epsilon,
                                                     teacher_delta=req.teacher_delta)))
-        if size > settings.max_multisets:
+        limit = settings.max_multisets or DEFAULT_MAX_MULTISETS  # a plan solves several problems: not modelled
+        if size > limit:
             raise InvalidParameter("K", f"too large for this service: {size} corner multisets exceed "
-                                        f"DARRM_MAX_MULTISETS = {settings.max_multisets}", req.K)
+                                        f"DARRM_MAX_MULTISETS = {limit}", req.K)
         return size <= settings.inline_max_multisets
 
     def request(self, req: PlanRequest, solver: str) -> tuple[str, str, dict[str, Any] | None]:

@@ -46,8 +46,9 @@ from darrm_opt.mechanisms.samplers import RandomBytes, system_random
 from darrm_opt.privacy.profile import Profile
 from darrm_opt.privacy.table import CertifiedTable
 
+from . import solve_cost
 from .repositories import JobCoordinator, TableRepository
-from .settings import Settings
+from .settings import DEFAULT_MAX_MULTISETS, Settings
 
 log = logging.getLogger("darrm.api.table_service")
 
@@ -260,17 +261,32 @@ class TableService:
     # --- solving ---------------------------------------------------------------------------------------
     def _inline(self, params: Any) -> bool:
         """Whether a solve is awaited by the request (its kind's ``solve_size`` up to
-        ``inline_max_multisets``), up to ``inline_timeout_s``. Raises InvalidParameter (422) for K over the
-        kind's ``max_K`` or a size over DARRM_MAX_MULTISETS."""
+        ``inline_max_multisets``), up to ``inline_timeout_s``. Raises InvalidParameter (422 naming K) for K over
+        the kind's ``max_K``, a predicted wall time or memory (:mod:`.solve_cost`) over DARRM_MAX_SOLVE_SECONDS or
+        DARRM_MAX_SOLVE_MEMORY_MB, or a size over DARRM_MAX_MULTISETS (by default only for the kinds the cost
+        model does not cover)."""
         m = mechanism_for(params)
         if m.max_K is not None and params.K > m.max_K:
             raise InvalidParameter("K", f"too large for this service: {m.kind} tables take K <= {m.max_K}", params.K)
+        cost = solve_cost.predict(params)
+        if cost is not None:
+            over = [f"{cost.seconds:.3g} s over DARRM_MAX_SOLVE_SECONDS = {self.settings.max_solve_seconds:g}"
+                    for _ in range(cost.seconds > self.settings.max_solve_seconds)]
+            over += [f"{cost.memory_mb:.3g} MB over DARRM_MAX_SOLVE_MEMORY_MB = {self.settings.max_solve_memory_mb:g}"
+                     for _ in range(cost.memory_mb > self.settings.max_solve_memory_mb)]
+            if over:
+                raise InvalidParameter("K", f"too large for this service: the {m.kind} solve is predicted to take "
+                                            f"{cost.seconds:.3g} s and {cost.memory_mb:.3g} MB "
+                                            f"({'; '.join(over)})", params.K)
         size = m.solve_size(params)
-        if size > self.settings.max_multisets:
+        limit = self.settings.max_multisets
+        if limit is None and cost is None:
+            limit = DEFAULT_MAX_MULTISETS
+        if limit is not None and size > limit:
             raise InvalidParameter(
                 "K",
                 f"too large for this service: {size} privacy constraints (corner multisets) exceed "
-                f"DARRM_MAX_MULTISETS = {self.settings.max_multisets}",
+                f"DARRM_MAX_MULTISETS = {limit}",
                 params.K,
             )
         return size <= self.settings.inline_max_multisets

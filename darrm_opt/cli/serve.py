@@ -24,7 +24,8 @@ def serve(
 
     Settings also come from DARRM_* environment variables (DARRM_API_KEYS: comma-separated bearer keys, KEY or
     TENANT:KEY); keys can also be kept in the database with `darrm-opt keys add` (docs/tenancy.md).
-    The database schema is migrated before the server starts. Needs the service extra.
+    The database schema is migrated before the server starts: a database that cannot be used exits with
+    status 2, a server process that fails to start with status 3. Needs the service extra.
 
     \b
     Example:
@@ -35,7 +36,6 @@ def serve(
 
     with handle_errors():
         require("service", "darrm-opt serve")
-    import uvicorn
     from sqlalchemy.exc import SQLAlchemyError
 
     from darrm_opt.api.settings import Settings
@@ -56,5 +56,31 @@ def serve(
     if not settings.api_keys and not settings.admin_keys:
         err_console.print("note: DARRM_API_KEYS is empty: /v1 takes only the keys made with `darrm-opt keys add` "
                           "(none: every /v1 endpoint answers 401)")
-    uvicorn.run("darrm_opt.api.main:create_app", factory=True, host=host, port=port, workers=workers)
+    if not _run(host, port, workers):
+        err_console.print("[bold red]error:[/] the server did not start (its log above says why)", soft_wrap=True)
+        raise typer.Exit(3)
+
+
+def _run(host: str, port: int, workers: int) -> bool:
+    """Run the service until it stops; False when a server process failed to start.
+
+    ``uvicorn.run`` with several workers returns normally when its workers fail to start (the supervisor
+    stops them all and exits 0), so the supervisor is run here and its workers' exit statuses read."""
+    import uvicorn
+    from uvicorn.config import STARTUP_FAILURE
+    from uvicorn.supervisors import Multiprocess
+
+    config = uvicorn.Config("darrm_opt.api.main:create_app", factory=True, host=host, port=port, workers=workers)
+    if workers == 1:
+        server = uvicorn.Server(config)
+        try:
+            server.run()
+        except SystemExit as exc:  # uvicorn exits on a failed start (lifespan, bind)
+            return exc.code in (0, None)
+        except KeyboardInterrupt:  # uvicorn raises the signal again once it has shut down
+            pass
+        return server.started
+    supervisor = Multiprocess(config, sockets=[config.bind_socket()])
+    supervisor.run()
+    return not any(p.exitcode == STARTUP_FAILURE for p in supervisor.processes)
 

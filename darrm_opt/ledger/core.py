@@ -47,10 +47,22 @@ import numpy as np
 
 from darrm_opt.privacy import accounting
 from darrm_opt.privacy.parallel import capped
-from darrm_opt.privacy.pld import cached_exact_epsilon
+from darrm_opt.privacy.pld import (
+    EXACT_MAX_ANSWERS,
+    Parts,
+    bucketed,
+    cached_exact_epsilon,
+    canonical_parts,
+    covers,
+    next_bucket,
+)
 from darrm_opt.privacy.profile import Profile
 
 PATE = "disjoint-nonprivate"
+
+#: the composition computed in advance for a ledger has room for at most this fraction more answers than it has
+#: (before rounding up to a bucket), so the spend it states stays within ~1.25 × 1.25 of the answers' own
+AHEAD_FRACTION = 0.25
 
 #: the privacy profile of a table id (None when unknown: the ledger then uses the generic bounds only)
 ProfileOf = Callable[[str], "Profile | None"]
@@ -175,6 +187,13 @@ class LedgerState:
     stored_tables: set[str] = field(default_factory=set)  # tables with a usage row already
     changed: bool = False
     profiles: dict[str, Profile | None] = field(default_factory=dict)
+    #: the (parts, δ) of the composition the next debits will need (see :meth:`account`), or None
+    ahead: tuple[Parts, float] | None = None
+    #: answers per table the next composition should have room for beyond this debit (its ledger's recent
+    #: answers per second times the look-ahead time; the writer's estimate)
+    ahead_by: int = 1
+    #: compositions computed in advance for this ledger (any that is cached and covers the counts is valid)
+    covers: Sequence[Parts] = ()
 
     def groups(self, extra: Sequence[Debit] = ()) -> list[tuple[float, float, int]]:
         """The ledger's answers by cost, with the debits ``extra`` added (merged by accounting.account)."""
@@ -199,23 +218,49 @@ class LedgerState:
 
     def account(self, extra: Sequence[Debit], profile_of: ProfileOf) -> accounting.Accounting:
         """The tightest valid spend with ``extra``: the generic bounds, the parallel cap and, when every
-        table's profile is known, the exact composition of the tables' dominating pairs: on the coarse grid
-        while the generic bounds fit the budget (0.02-0.12 s; the stated spend stays close to the truth),
-        on the fine grid when they do not (0.4-4 s; the decision is then the one the tightest bound gives).
+        table's profile is known, the exact composition of the tables' dominating pairs:
+
+        1. at the counts rounded up to their buckets (:func:`darrm_opt.privacy.pld.bucketed`; a valid, looser
+           bound: more answers never cost less), on the coarse grid: one composition serves every count of
+           its bucket, so a busy ledger needs one every ~1/8 more answers, not one per debit;
+        2. only when neither that nor the generic bounds fit the budget, at the actual counts on the fine
+           grid (0.4-4 s): the decision near the budget is the one the tightest bound gives.
+
         Raises :class:`NeedsExact` when that composition is not in the cache: it is computed outside the
-        transaction (never while holding the database's write lock) and the batch is decided again."""
+        transaction (never while holding the database's write lock) and the batch is decided again. After a
+        decision by the bucketed composition, :attr:`ahead` names the next bucket's (computed in advance)."""
         budget_delta = self.row.delta_budget
         generic = accounting.account(self.groups(extra), budget_delta)
         acc = capped(generic, self.row.cap, budget_delta)
         parts = self.parts(extra, profile_of) if budget_delta > 0 else None
-        if parts is None:
+        if parts is None or sum(n for _, n in parts) > EXACT_MAX_ANSWERS:
             return acc
-        coarse = self.fits(acc)
-        exact = cached_exact_epsilon(parts, budget_delta, coarse=coarse)
+        wide = bucketed(parts)
+        exact = cached_exact_epsilon(wide, budget_delta, coarse=True)
         if exact is None:
-            raise NeedsExact(parts, budget_delta, coarse, self.row.id)
-        exact_bound = accounting.Spend(exact, budget_delta, accounting.EXACT)  # the generic bounds are not redone
-        return capped(accounting.with_bound(generic, exact_bound, budget_delta), self.row.cap, budget_delta)
+            exact = self._covered(canonical_parts(parts))
+        if exact is None:
+            raise NeedsExact(list(wide), budget_delta, True, self.row.id)
+        out = self._with_exact(generic, exact)
+        if self.fits(out):
+            grow = [self.profiles[x.table_id] for x in extra]
+            by = min(self.ahead_by, int(AHEAD_FRACTION * sum(n for _, n in parts)))  # the bound stays close
+            self.ahead = (next_bucket(parts, [g for g in grow if g is not None], by), budget_delta)
+            return out
+        exact = cached_exact_epsilon(parts, budget_delta, coarse=False)
+        if exact is None:
+            raise NeedsExact(parts, budget_delta, False, self.row.id)
+        return self._with_exact(generic, exact)
+
+    def _covered(self, parts: Parts) -> float | None:
+        """The smallest cached coarse ε among the compositions computed in advance that cover ``parts``."""
+        found = [cached_exact_epsilon(c, self.row.delta_budget, coarse=True) for c in self.covers if covers(c, parts)]
+        return min((e for e in found if e is not None), default=None)
+
+    def _with_exact(self, generic: accounting.Accounting, exact: float) -> accounting.Accounting:
+        bound = accounting.Spend(exact, self.row.delta_budget, accounting.EXACT)  # the generic bounds are not redone
+        return capped(accounting.with_bound(generic, bound, self.row.delta_budget), self.row.cap,
+                      self.row.delta_budget)
 
     def stated(self, acc: accounting.Accounting) -> accounting.Spend:
         """The spend the ledger states with ``acc``'s answers: the larger ε of the earlier statement and the

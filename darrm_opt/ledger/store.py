@@ -18,9 +18,10 @@ Exact compositions are never computed by the writer: a decision that needs one n
 and the composition is computed on a small pool of its own (``exact_workers`` threads, one computation per
 ledger at a time); the debits set aside, and any that arrive for that ledger meanwhile, are then queued again
 and decided with the cached composition. So a ledger near its budget, whose every debit asks for a new fine
-composition (0.4–4 s each), delays only its own debits, never another ledger's. Fine compositions run on
-threads of their own at a lower CPU priority (Linux nice +10, :data:`FINE_NICE`), so on a busy machine they
-take the CPU that the requests and the coarse compositions of ledgers within their budgets leave.
+composition (0.4–4 s each), delays only its own debits, never another ledger's. Fine compositions run at a
+lower CPU priority (Linux nice +10, :data:`FINE_NICE`): in the service in child processes (so they do not take
+the server process's interpreter lock either), else on threads of their own; so on a busy machine they take
+the CPU that the requests and the coarse compositions of ledgers within their budgets leave.
 
 Only after the commit returns are the callers woken, and only accepted callers release answers. A crash
 before the commit releases nothing; a crash after it wastes the budget of answers never delivered, never
@@ -31,8 +32,11 @@ finds the debits a lost acknowledgement hid and charges them nothing more.
 
 from __future__ import annotations
 
+import collections
+import contextlib
 import logging
 import math
+import multiprocessing
 import os
 import queue
 import random
@@ -40,7 +44,8 @@ import threading
 import time
 import uuid
 from collections.abc import Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
+from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
@@ -49,7 +54,7 @@ from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 
 from darrm_opt.privacy import accounting
 from darrm_opt.privacy.parallel import capped, check_cap
-from darrm_opt.privacy.pld import exact_epsilon
+from darrm_opt.privacy.pld import cached_exact_epsilon, canonical_parts, exact_epsilon, remember_exact_epsilon
 
 from .core import (
     Debit,
@@ -202,6 +207,29 @@ class LedgerStore:
         return ledger_view(row, usage)
 
 
+#: a busy ledger's next composition is computed for the answers it will have this many seconds later (at its
+#: recent pace), so it needs about one composition per LOOKAHEAD_S whatever its rate
+LOOKAHEAD_S = 1.0
+#: the pace of a ledger is its answers per second over windows of this many seconds
+PACE_WINDOW_S = 0.25
+#: ledgers whose pace the writer keeps (the least recently paid are forgotten)
+PACED_LEDGERS = 4096
+
+
+@dataclass
+class _Pace:
+    since: float
+    answers: int
+    rate: float = 0.0
+    covers: collections.deque = field(default_factory=lambda: collections.deque(maxlen=4))
+
+
+def _lower_process_priority() -> None:
+    """Raise this (child) process's niceness by FINE_NICE where the system allows it."""
+    with contextlib.suppress(AttributeError, OSError):
+        os.nice(FINE_NICE)
+
+
 def _lower_priority() -> None:
     """Raise this thread's niceness by FINE_NICE (Linux schedules threads by their own nice value; elsewhere,
     or when refused, the thread keeps its priority)."""
@@ -214,10 +242,12 @@ def _lower_priority() -> None:
 
 class DebitWriter:
     """The process's single writer of debits (see the module docstring); ``exact_workers``: threads that
-    compute exact compositions for it."""
+    compute exact compositions for it; ``fine_processes``: the fine compositions run in child processes (at
+    most ``exact_workers``, started when first needed, at niceness +FINE_NICE), so that they take neither
+    this process's interpreter lock nor more than their share of the CPU from the requests it serves."""
 
     def __init__(self, db: Database, max_batch: int = 512, profile_of: ProfileOf = no_profiles,
-                 exact_workers: int = 2) -> None:
+                 exact_workers: int = 2, fine_processes: bool = False) -> None:
         self.db = db
         self.max_batch = max_batch
         self.profile_of = profile_of
@@ -226,6 +256,15 @@ class DebitWriter:
         self._exact = ThreadPoolExecutor(exact_workers, thread_name_prefix="darrm-exact")
         self._exact_fine = ThreadPoolExecutor(exact_workers, thread_name_prefix="darrm-exact-fine",
                                               initializer=_lower_priority)
+        self._fine_processes = (ProcessPoolExecutor(exact_workers, mp_context=multiprocessing.get_context("spawn"),
+                                                    initializer=_lower_process_priority)
+                                if fine_processes else None)
+        #: compositions of the next buckets, computed before a debit needs them (one thread: it never waits)
+        self._ahead = ThreadPoolExecutor(1, thread_name_prefix="darrm-exact-ahead")
+        self._ahead_running: dict[tuple[Any, float], Future] = {}
+        self._ahead_wanted: collections.OrderedDict[str, tuple[Any, float]] = collections.OrderedDict()
+        #: ledger id -> its pace (answers per second) and the compositions computed in advance for it
+        self._pace: collections.OrderedDict[str, _Pace] = collections.OrderedDict()
         #: ledger id -> (the debits whose decision asked for the composition being computed, the debits of that
         #: ledger that arrived meanwhile)
         self._warming: dict[str, tuple[list[Debit], list[Debit]]] = {}
@@ -246,6 +285,9 @@ class DebitWriter:
         self._thread.join(timeout)
         self._exact.shutdown(wait=False, cancel_futures=True)
         self._exact_fine.shutdown(wait=False, cancel_futures=True)
+        if self._fine_processes is not None:
+            self._fine_processes.shutdown(wait=False, cancel_futures=True)
+        self._ahead.shutdown(wait=False, cancel_futures=True)
         with self._warm_lock:
             waiting = [d for asked, late in self._warming.values() for d in asked + late]
             self._warming.clear()
@@ -308,7 +350,7 @@ class DebitWriter:
             if not batch:
                 return
             try:
-                results = self._transaction(batch)
+                results, ahead = self._transaction(batch)
                 break
             except NeedsExact as need:  # rolled back; that ledger's debits wait for it, the others go on
                 self._park(need, [d for d in batch if d.ledger_id == need.ledger_id])
@@ -330,6 +372,53 @@ class DebitWriter:
                 return
         for d, r in zip(batch, results, strict=True):  # committed: now the answers may leave
             d.future.set_result(r)
+        for ledger_id, answers, (parts, delta) in ahead:
+            self._paced(ledger_id, answers, parts)
+            self._compute_ahead(ledger_id, parts, delta)
+
+    def _paced(self, ledger_id: str, answers: int, ahead: Any) -> None:
+        """Record that ``ledger_id`` has ``answers`` answers and will need the composition ``ahead``."""
+        now = time.monotonic()
+        pace = self._pace.get(ledger_id)
+        if pace is None:
+            pace = self._pace[ledger_id] = _Pace(now, answers)
+            while len(self._pace) > PACED_LEDGERS:
+                self._pace.popitem(last=False)
+        self._pace.move_to_end(ledger_id)
+        if now - pace.since >= PACE_WINDOW_S:
+            pace.rate = (answers - pace.answers) / (now - pace.since)
+            pace.since, pace.answers = now, answers
+        if ahead not in pace.covers:
+            pace.covers.append(ahead)
+
+    def _compute_ahead(self, ledger_id: str, parts: Any, delta: float) -> None:
+        """Compute the coarse composition of ``parts`` on the look-ahead thread unless it is cached or
+        being computed (a debit that needs it meanwhile waits for it, :meth:`_warm`). Only the latest one
+        asked for a ledger is computed: one queued before it and not started yet is dropped."""
+        key = (canonical_parts(parts), delta)
+        if not key[0] or cached_exact_epsilon(key[0], delta, coarse=True) is not None:
+            return
+        with self._warm_lock:
+            self._ahead_wanted[ledger_id] = key
+            while len(self._ahead_wanted) > PACED_LEDGERS:
+                self._ahead_wanted.popitem(last=False)
+            if key in self._ahead_running:
+                return
+
+            def run() -> None:
+                try:
+                    with self._warm_lock:
+                        latest = self._ahead_wanted.get(ledger_id) == key
+                    if latest:
+                        exact_epsilon(key[0], delta, coarse=True)
+                finally:
+                    with self._warm_lock:
+                        self._ahead_running.pop(key, None)
+
+            try:
+                self._ahead_running[key] = self._ahead.submit(run)
+            except RuntimeError:  # the pool is shut down: the writer is stopping
+                pass
 
     def _park(self, need: NeedsExact, debits: list[Debit]) -> None:
         """Set ``debits`` (of ledger ``need.ledger_id``) aside and compute the composition they need on the
@@ -353,6 +442,11 @@ class DebitWriter:
             self._release(need.ledger_id, exc)
 
     def _warm_and_requeue(self, need: NeedsExact) -> None:
+        with self._warm_lock:
+            ahead = self._ahead_running.get((canonical_parts(need.parts), need.delta)) if need.coarse else None
+        if ahead is not None:  # being computed in advance: wait for it (the look-ahead thread never waits)
+            with contextlib.suppress(Exception):
+                ahead.result()
         error = self._warm(need)
         if error is not None:
             log.error("exact accounting failed for ledger %s: %s", need.ledger_id, error)
@@ -371,16 +465,19 @@ class DebitWriter:
             if group:
                 self._queue.put(group)
 
-    @staticmethod
-    def _warm(need: NeedsExact) -> BaseException | None:
+    def _warm(self, need: NeedsExact) -> BaseException | None:
         """Compute (and cache) the exact composition a decision asked for; the error if it failed."""
         try:
-            exact_epsilon(need.parts, need.delta, coarse=need.coarse)
+            if need.coarse or self._fine_processes is None:
+                exact_epsilon(need.parts, need.delta, coarse=need.coarse)
+            elif cached_exact_epsilon(need.parts, need.delta) is None:
+                value = self._fine_processes.submit(exact_epsilon, need.parts, need.delta).result()
+                remember_exact_epsilon(need.parts, need.delta, value)
         except Exception as exc:  # noqa: BLE001 - fail the debits that need it, keep the writer alive
             return exc
         return None
 
-    def _transaction(self, batch: list[Debit]) -> list[DebitResult]:
+    def _transaction(self, batch: list[Debit]) -> tuple[list[DebitResult], list[tuple[str, int, Any]]]:
         """Decide and commit ``batch``. A debit marked ``uncertain`` was in an attempt that failed in the
         database, perhaps after its COMMIT went through, so the debits such attempts may have paid are looked
         up by ``debit_id`` (a debit in no failed attempt cannot have been paid)."""
@@ -392,9 +489,11 @@ class DebitWriter:
             ).all()
             states: dict[str, LedgerState] = {}
             for row in rows:
+                pace = self._pace.get(row.id, _Pace(0.0, 0))
                 states[row.id] = LedgerState(
                     row=ledger_row(row), usage={}, answers=int(row.answers),
                     spend=accounting.Spend(row.epsilon_spent, row.delta_spent, row.composition),
+                    covers=tuple(pace.covers), ahead_by=max(1, int(pace.rate * LOOKAHEAD_S)),
                 )
             if states:
                 for u in conn.execute(
@@ -441,4 +540,4 @@ class DebitWriter:
                             ledger_id=lid, table_id=t, epsilon0=e0, delta0=d0, answers=n))
             if new_spends:
                 conn.execute(insert(SpendRecord), [{**r, "created_at": now} for r in new_spends])
-        return results
+        return results, [(s.row.id, s.answers, s.ahead) for s in states.values() if s.ahead is not None]

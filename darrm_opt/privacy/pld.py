@@ -200,6 +200,48 @@ def _composed(parts: Parts, interval: float) -> PLD | None:
     return compose((_one_pld(p, interval), n) for p, n in parts)
 
 
+#: a ledger states and admits with the composition at its counts rounded up to this many significant bits
+#: (:func:`bucket`): one composition then serves every count of its bucket
+BUCKET_BITS = 3
+
+
+def bucket(count: int) -> int:
+    """The smallest count ≥ ``count`` with at most BUCKET_BITS significant bits: ``count`` itself up to
+    2^BUCKET_BITS = 8, then rounded up to a multiple of 2^(bitlength − BUCKET_BITS), so the bucket exceeds the
+    count by less than a factor 1 + 2^(2 − BUCKET_BITS) = 1.25 (4 buckets per doubling of the count).
+
+    More answers never cost less: the k-fold product of a dominating pair is dominated by the (k + j)-fold one
+    (the extra outputs can be dropped, a post-processing), so the ε of the composition at the bucketed counts
+    is a valid, looser upper bound for the actual counts."""
+    _check_count_zero(count)
+    if count <= 1 << BUCKET_BITS:
+        return count
+    step = 1 << (count.bit_length() - BUCKET_BITS)
+    return -(-count // step) * step
+
+
+def bucketed(parts: Iterable[tuple[Profile, int]]) -> Parts:
+    """``parts`` with every count rounded up by :func:`bucket` (canonical); the parts themselves when the
+    bucketed total would be over EXACT_MAX_ANSWERS (where no composition is attempted)."""
+    key = canonical_parts(parts)
+    out = tuple((p, bucket(n)) for p, n in key)
+    return key if sum(n for _, n in out) > EXACT_MAX_ANSWERS else out
+
+
+def next_bucket(parts: Iterable[tuple[Profile, int]], grow: Iterable[Profile], by: int = 1) -> Parts:
+    """The bucketed parts once ``by`` more answers (at least enough to fill the bucket) came from each table of
+    ``grow``: the composition a ledger whose answers come from those tables will need next."""
+    growing = set(grow)
+    return bucketed((p, max(bucket(n) + 1, n + by) if p in growing else n) for p, n in canonical_parts(parts))
+
+
+def covers(wide: Parts, parts: Parts) -> bool:
+    """Whether the composition of ``wide`` bounds that of ``parts``: every table of ``parts`` is in ``wide``
+    with at least as many answers (see :func:`bucket`)."""
+    have = dict(wide)
+    return all(have.get(p, 0) >= n for p, n in parts)
+
+
 _EXACT: collections.OrderedDict[tuple[Parts, float, bool], float] = collections.OrderedDict()
 _EXACT_LOCK = threading.Lock()
 EXACT_CACHE_SIZE = 4096
@@ -226,11 +268,19 @@ def exact_epsilon(parts: Iterable[tuple[Profile, int]], delta: float, *, coarse:
     if hit is not None:
         return hit
     value = _exact_epsilon(*key) if key[0] else 0.0
+    remember_exact_epsilon(key[0], key[1], value, coarse=key[2])
+    return value
+
+
+def remember_exact_epsilon(parts: Iterable[tuple[Profile, int]], delta: float, value: float, *,
+                           coarse: bool = False) -> None:
+    """Put ``value``, :func:`exact_epsilon` of these arguments computed elsewhere (another process), in the
+    cache."""
+    key = (canonical_parts(parts), float(delta), bool(coarse))
     with _EXACT_LOCK:
         _EXACT[key] = value
         while len(_EXACT) > EXACT_CACHE_SIZE:
             _EXACT.popitem(last=False)
-    return value
 
 
 def cached_exact_epsilon(parts: Iterable[tuple[Profile, int]], delta: float, *,

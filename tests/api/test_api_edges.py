@@ -125,3 +125,32 @@ def test_database_errors_are_503_on_read_and_create_endpoints(empty_pg_database)
         for method, path, body in calls:
             r = c.request(method, path, json=body)
             assert r.status_code == 503 and r.headers["retry-after"] == "1", (path, r.status_code, r.text)
+
+
+#: run by every Python process started with this folder on PYTHONPATH: in a server process spawned by the
+#: supervisor (its command line runs multiprocessing's spawn_main) the schema migration fails, as it would
+#: if the database went away after `serve` checked it
+_WORKERS_FAIL = '''
+import sys
+if any("spawn_main" in a for a in sys.orig_argv):
+    import darrm_opt.ledger.db as db
+
+    def migrate(*args, **kwargs):
+        raise OSError("the database went away")
+
+    db.migrate = migrate
+'''
+
+
+@pytest.mark.slow
+def test_serve_exits_nonzero_when_its_server_processes_fail_to_start(tmp_path):
+    """The database passes serve's check, then every server process fails to start: uvicorn's supervisor
+    alone exits 0 then (--workers 2); serve exits 3 and says so."""
+    (tmp_path / "inject").mkdir()
+    (tmp_path / "inject" / "sitecustomize.py").write_text(_WORKERS_FAIL)
+    env = _env(f"sqlite:///{tmp_path}/darrm.db")
+    env["PYTHONPATH"] = os.pathsep.join([str(tmp_path / "inject"), str(ROOT), env.get("PYTHONPATH", "")])
+    serve = subprocess.run([sys.executable, "-m", "darrm_opt", "serve", "--port", str(free_port()), "--workers", "2"],
+                           env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert serve.returncode == 3 and "the server did not start" in serve.stderr, serve.stderr[-2000:]
+    assert "the database went away" in serve.stderr and "Application startup failed" in serve.stderr

@@ -62,11 +62,14 @@ def test_large_budget_reports_the_tightest_bound(client):
                                            "votes": [[1, 1, 1, 0, 0]] * 30})
     assert r.status_code == 200
     generic = accounting.account([(0.2, Params(5, 2).delta, 30)], 1e-3).spend
-    # far from the budget the debit states the exact composition on the coarse grid: a valid bound within
-    # 30 × 1e-4 of the fine one, far below the generic bound; the view states the same
+    # far from the budget the debit states the exact composition on the coarse grid at the count's bucket
+    # (30 answers -> 32): a valid bound above the one for 30 (within 30 × 1e-4 of the fine one), far below
+    # the generic bound; the view states the same
+    assert pld.bucket(30) == 32
+    wide = pld.exact_epsilon([(prof, 32)], 1e-3, coarse=True)
     coarse = pld.exact_epsilon([(prof, 30)], 1e-3, coarse=True)
     fine = pld.exact_epsilon([(prof, 30)], 1e-3)
-    assert fine <= coarse <= fine + 30 * 1e-4 and coarse < generic.epsilon
-    assert (r.json()["composition"], r.json()["epsilon_spent"]) == ("exact", coarse)
+    assert fine <= coarse <= fine + 30 * 1e-4 and coarse < wide < generic.epsilon
+    assert (r.json()["composition"], r.json()["epsilon_spent"]) == ("exact", wide)
     state = client.get(f"/v1/ledgers/{ledger['id']}").json()
-    assert (state["composition"], state["epsilon_spent"]) == ("exact", coarse)
+    assert (state["composition"], state["epsilon_spent"]) == ("exact", wide)
