@@ -431,7 +431,7 @@ def state_law(K: int, C: int, cap: int, prior: MulticlassPrior) -> StateLaw:
         mR[g1, g2c] += w_top + w_run * (1 - 1 / r) + w_oth
 
     GE, HE = G[C - 2], H[C - 3]
-    for s in range(1, K + 1):
+    for s in range(0, K + 1):
         M = np.arange(s + 1, K - s + 1)
         if M.size == 0:
             break
