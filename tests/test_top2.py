@@ -11,8 +11,7 @@ import pytest
 from darrm_opt.certify.top2 import certify_top2
 from darrm_opt.errors import InvalidParameter
 from darrm_opt.model import top2
-from darrm_opt.model.multiclass import MulticlassParams, MulticlassPrior
-from darrm_opt.model.multiclass import hockey_stick
+from darrm_opt.model.multiclass import MulticlassParams, MulticlassPrior, hockey_stick
 from darrm_opt.optimize.multiclass import solve_multiclass
 from darrm_opt.optimize.top2 import solve_top2
 
@@ -145,3 +144,67 @@ def test_table_rules() -> None:
     bad[params.states] = 0.5  # q(0, 0)
     with pytest.raises(InvalidParameter, match="q"):
         certify_top2(params, bad)
+
+
+def test_sampler_laws_are_the_rule_and_its_draws_follow_them() -> None:
+    from fractions import Fraction
+
+    from darrm_opt.mechanisms import mechanism
+
+    params = top2.Top2Params(9, 4, 1.0, 1e-5, "paper", 2)
+    m = mechanism("darrm-multiclass-top2")
+    table = m.solve(params, solver="highs").table
+    sampler = m.sampler(table, np.random.default_rng(7).bytes)
+    for h in histograms(9, 4):
+        law = sampler.distribution(h)
+        assert sum(law) == 1 and min(law) >= 0
+        np.testing.assert_allclose([float(x) for x in law], top2.output_distribution(h, table.gamma, 2), atol=1e-15)
+    # a runner-up state where all three outcomes (top, runner-up, uniform) have mass
+    h = np.array([[4, 3, 1, 1]])
+    law = np.array([float(x) for x in sampler.distribution(h[0])])
+    assert law[1] > law[2] and law[0] > law[1]
+    n = 20000
+    draws = sampler.answers_from_histograms(np.repeat(h, n, axis=0))
+    freq = np.bincount(draws, minlength=4) / n
+    assert np.all(np.abs(freq - law) <= 5 * np.sqrt(law * (1 - law) / n) + 1e-12)
+    assert Fraction(1) == sum(sampler.distribution([9, 0, 0, 0]))
+
+
+def test_profile_is_certified_and_composes() -> None:
+    from darrm_opt.mechanisms import mechanism
+
+    params = top2.Top2Params(9, 3, 0.5, 1e-6, "paper", 2)
+    m = mechanism("darrm-multiclass-top2")
+    table = m.solve(params, solver="highs").table
+    assert table.profile is not None
+    assert table.profile.delta(0.5) <= 1e-6
+    # the profile at ε′ = 0 is the largest total-variation distance over the brute-force pairs
+    tv = max(0.5 * np.abs(top2.output_distribution(h, table.gamma, 2) - top2.output_distribution(h2, table.gamma, 2)).sum()
+             for h, h2 in moves(9, 3))
+    assert table.profile.delta(0.0) == pytest.approx(tv, abs=1e-9)
+    assert m.check_profile(params, np.asarray(table.gamma), table.profile, table.certificate).valid
+
+
+def test_plan_cli_offers_a_top2_table_as_json(tmp_path) -> None:
+    import json
+    import subprocess
+    import sys
+
+    out = tmp_path / "plan.json"
+    r = subprocess.run([sys.executable, "-m", "darrm_opt", "plan", "--K", "9", "--classes", "3", "--queries", "4",
+                        "--budget", "2,1e-5", "--teachers", "disjoint-nonprivate", "--mechanism",
+                        "darrm-multiclass-top2", "--format", "json", "--quiet", "--no-baselines", "--out", str(out)],
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(out.read_text())
+    assert doc["kind"] == "darrm-multiclass-top2" and doc["gap_cap"] == 12 and doc["certificate"]["certified"]
+    assert len(doc["gamma"]) == 2 * 10 * 13 and doc["expected_error"] < 0.5
+    # the table file verifies
+    v = subprocess.run([sys.executable, "-m", "darrm_opt", "verify", str(out)], capture_output=True, text=True,
+                       timeout=600)
+    assert v.returncode == 0, v.stdout + v.stderr
+    # bad input: a clear error naming the parameter, non-zero exit
+    bad = subprocess.run([sys.executable, "-m", "darrm_opt", "plan", "--K", "9", "--classes", "2", "--queries", "4",
+                          "--budget", "2,1e-5", "--teachers", "disjoint-nonprivate", "--mechanism",
+                          "darrm-multiclass-top2", "--quiet"], capture_output=True, text=True, timeout=600)
+    assert bad.returncode != 0

@@ -45,7 +45,6 @@ from typing import Any
 
 import numpy as np
 
-from darrm_opt.errors import InvalidParameter
 from darrm_opt.model.multiclass import MulticlassPrior, normaliser
 from darrm_opt.model.params import digest, integer_in, per_answer_epsilon, probability_below_one
 
@@ -222,13 +221,14 @@ def _feasible(K: int, L: int, mu: list[int], apos: Any, bpos: Any, n_deep: int, 
 
 @lru_cache(maxsize=8)
 def _pair_types_cached(K: int, C: int, cap: int) -> tuple[np.ndarray, np.ndarray]:
-    rows: list[np.ndarray] = []
+    keys: dict[tuple[int, ...], list[np.ndarray]] = {}
     states = np.zeros((K + 1, cap + 1), dtype=bool)
     D = np.arange(1, K + 1)
     for L, m, apos, bpos, n_deep, mu in _shapes(C):
+        d1g: np.ndarray
+        d2g: np.ndarray
         if L == 3:
-            d1g, d2g = np.meshgrid(D, D, indexing="ij")
-            d1g, d2g = d1g.ravel(), d2g.ravel()
+            d1g, d2g = (a.ravel() for a in np.meshgrid(D, D, indexing="ij"))
             keep = d1g + 2 * d2g <= K
             d1g, d2g = d1g[keep], d2g[keep]
         elif L == 2:
@@ -239,12 +239,14 @@ def _pair_types_cached(K: int, C: int, cap: int) -> tuple[np.ndarray, np.ndarray
         if not ok.any():
             continue
         d1g, d2g = d1g[ok], d2g[ok]
-        beta = 2  # the type does not depend on β (module docstring); any β with the right signs serves
+        # the type does not depend on β (module docstring): β = 2 serves every shape
         r1 = np.minimum(d1g, 4) if L >= 2 else d1g
         r2 = np.minimum(d2g, 4) if L == 3 else d2g
 
-        def at(x1: int, x2: int) -> np.ndarray | None:
-            t = _shape_type(L, m, apos, bpos, n_deep, x1, x2, beta)
+        shape = (L, m, apos, bpos, n_deep)
+
+        def at(x1: int, x2: int, shape: tuple[Any, ...] = shape) -> np.ndarray | None:
+            t = _shape_type(shape[0], shape[1], shape[2], shape[3], shape[4], x1, x2, 2)
             return None if t is None else np.array(t, dtype=np.int64)
 
         for k1, k2 in set(zip(r1.tolist(), r2.tolist())):
@@ -255,12 +257,12 @@ def _pair_types_cached(K: int, C: int, cap: int) -> tuple[np.ndarray, np.ndarray
                 nxt = at(5, k2)
                 if (base is None) != (nxt is None):
                     raise AssertionError("shape type not affine in d1")
-                s1 = None if base is None else nxt - base  # type: ignore[operator]
+                s1 = None if base is None or nxt is None else nxt - base
             if L == 3 and k2 == 4:
                 nxt = at(k1, 5)
                 if (base is None) != (nxt is None):
                     raise AssertionError("shape type not affine in d2")
-                s2 = None if base is None else nxt - base  # type: ignore[operator]
+                s2 = None if base is None or nxt is None else nxt - base
             if base is None:
                 continue
             block = np.repeat(base[None, :], int(sel.sum()), axis=0)
@@ -272,15 +274,23 @@ def _pair_types_cached(K: int, C: int, cap: int) -> tuple[np.ndarray, np.ndarray
             block[:, 5] = np.minimum(block[:, 5], cap)
             states[block[:, 0], block[:, 1]] = True
             states[block[:, 4], block[:, 5]] = True
-            # a move inside a capped state that keeps every role is no pair
-            same = (block[:, 0] == block[:, 4]) & (block[:, 1] == block[:, 5])
-            off = block[:, 8:].reshape(-1, 3, 3).copy()
-            off[:, [0, 1, 2], [0, 1, 2]] = 0
-            block = block[~(same & ~off.reshape(-1, 9).any(axis=1))]
-            rows.append(np.unique(block, axis=0))
-        if sum(r.shape[0] for r in rows) > 200_000:
-            rows = [np.unique(np.concatenate(rows), axis=0)]
-    out = np.unique(np.concatenate(rows), axis=0) if rows else np.zeros((0, 17), dtype=np.int64)
+            # within a block only the gaps vary: key them as one integer per (t, r, t′, r′, n)
+            head = (int(base[2]), int(base[3]), int(base[6]), int(base[7]), *base[8:].tolist())
+            diag = not (base[8:].reshape(3, 3) - np.diag(np.diag(base[8:].reshape(3, 3)))).any()
+            key = ((block[:, 0] * 128 + block[:, 1]) * 2048 + block[:, 4]) * 128 + block[:, 5]
+            if diag:  # a move inside a capped state that keeps every role is no pair
+                key = key[(block[:, 0] != block[:, 4]) | (block[:, 1] != block[:, 5])]
+            keys.setdefault(head, []).append(key)
+    parts = []
+    for head, ks in keys.items():
+        k = np.unique(np.concatenate(ks))
+        g = np.stack([k >> 25, (k >> 18) & 127, (k >> 7) & 2047, k & 127], axis=1)
+        rows_h = np.empty((k.size, 17), dtype=np.int64)
+        rows_h[:, [0, 1, 4, 5]] = g
+        rows_h[:, [2, 3, 6, 7]] = head[:4]
+        rows_h[:, 8:] = head[4:]
+        parts.append(rows_h)
+    out = np.unique(np.concatenate(parts), axis=0) if parts else np.zeros((0, 17), dtype=np.int64)
     out.setflags(write=False)
     states.setflags(write=False)
     return out, states
@@ -457,25 +467,25 @@ def state_law(K: int, C: int, cap: int, prior: MulticlassPrior) -> StateLaw:
                     W * Rw[M] * math.comb(W - 1, r - 1) * Y[s] * Rw[s] ** (r - 1) * g,
                     W * Rw[M] * math.comb(W - 1, r) * Rw[s] ** r * hh, r)
     # a tie of two at M, the rest's maximum exactly v = M − g₂
-    for M in range(1, K // 2 + 1):
-        n = np.array([K - 2 * M])
-        for g2 in range(1, min(M, cap) + 1):
-            v = M - g2
+    for top in range(1, K // 2 + 1):
+        nn = np.array([K - 2 * top])
+        for g2 in range(1, min(top, cap) + 1):
+            vv = top - g2
             if g2 < cap:
-                eG = max(float((upto(GE, v, n) - upto(GE, v - 1, n))[0]), 0.0)
-                eH = max(float((upto(HE, v, n) - upto(HE, v - 1, n))[0]), 0.0)
+                e_g = max(float((upto(GE, vv, nn) - upto(GE, vv - 1, nn))[0]), 0.0)
+                e_h = max(float((upto(HE, vv, nn) - upto(HE, vv - 1, nn))[0]), 0.0)
             else:
-                eG, eH = float(upto(GE, v, n)[0]), float(upto(HE, v, n)[0])
-            wt, wo = W * Y[M] * Rw[M] * eG, math.comb(W, 2) * Rw[M] ** 2 * eH
+                e_g, e_h = float(upto(GE, vv, nn)[0]), float(upto(HE, vv, nn)[0])
+            wt, wo = W * Y[top] * Rw[top] * e_g, math.comb(W, 2) * Rw[top] ** 2 * e_h
             prob[0, g2] += wt + wo
             mT[0, g2] += wt * 0.5 + wo
             mR[0, g2] += wt + wo
     # a tie of t ≥ 3 at M, the rest ≤ M − 1
     for t in range(3, C + 1):
-        for M in range(1, K // t + 1):
-            n = np.array([K - t * M])
-            wt = math.comb(W, t - 1) * Y[M] * Rw[M] ** (t - 1) * float(upto(G[C - t], M - 1, n)[0])
-            wo = (math.comb(W, t) * Rw[M] ** t * float(upto(H[C - 1 - t], M - 1, n)[0])) if t <= W else 0.0
+        for top in range(1, K // t + 1):
+            nn = np.array([K - t * top])
+            wt = math.comb(W, t - 1) * Y[top] * Rw[top] ** (t - 1) * float(upto(G[C - t], top - 1, nn)[0])
+            wo = (math.comb(W, t) * Rw[top] ** t * float(upto(H[C - 1 - t], top - 1, nn)[0])) if t <= W else 0.0
             prob[0, 0] += wt + wo
             mT[0, 0] += wt * (1 - 1 / t) + wo
             mR[0, 0] += wt + wo

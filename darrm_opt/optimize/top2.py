@@ -8,7 +8,8 @@
 (TT-2) holds iff every subset's row holds, so the LP over all rows is exact; the rows are added lazily:
 each round solves the LP over the rows so far, evaluates every type's divergence at the solution and adds
 the row of the positive-part set S of each violated type (at most ROUND_ROWS, most violated first),
-until none is violated at δ (the rows are solved at δ − τ, τ = min(1e-9, ρ/2)). The table is then certified over every type (certify.top2); one rejected by
+until none is violated at δ + SLACK (the rows are solved at δ − τ, τ = min(1e-9, ρ/2)). The table is
+then certified over every type (certify.top2); one rejected by
 an excess x (solver tolerance) is scaled by ρ/(ρ + 2x) with ρ = δ + (e^ε − 1)/C ≤ every row's right-hand
 side (scaling keeps p + q ≤ 1 and q(0, ·) = 0).
 """
@@ -17,8 +18,8 @@ from __future__ import annotations
 
 import math
 import time
-from fractions import Fraction
 from dataclasses import dataclass
+from fractions import Fraction
 
 import numpy as np
 
@@ -34,6 +35,10 @@ TIGHTEN_ABS = 1e-9
 ROUND_ROWS = 4000
 #: most rounds
 MAX_ROUNDS = 200
+#: violations of δ up to this are left to the final scaling (ρ/(ρ + 2x) costs a relative 2x/ρ of the table)
+SLACK = 1e-9
+#: the solver's feasibility tolerance (HiGHS meets rows to a few times this after its own scaling)
+FEAS_TOL = 1e-10
 
 
 @dataclass(frozen=True)
@@ -55,7 +60,7 @@ class Top2Solution:
                 "pair_types": self.pair_types, "lp_rows": self.rows, "rounds": self.rounds, "seconds": self.seconds}
 
 
-def solve_top2(params: Top2Params, *, solver: str = solvers.DEFAULT_BACKEND) -> Top2Solution:
+def solve_top2(params: Top2Params, *, solver: str = solvers.DEFAULT_BACKEND, progress=None) -> Top2Solution:  # noqa: ANN001
     """The certified optimal top-two table for ``params`` (CertificationFailed rather than an uncertified one)."""
     t0 = time.perf_counter()
     try:
@@ -75,7 +80,7 @@ def solve_top2(params: Top2Params, *, solver: str = solvers.DEFAULT_BACKEND) -> 
     c = np.concatenate([(law.miss_T - keep * law.prob).ravel(), (law.miss_R - keep * law.prob).ravel()])
     c = c / max(float(np.abs(c).max()), 1e-300)
     ta = type_arrays(pair_types(K, C, cap), C, cap)
-    sess = backend.session(c, np.zeros(2 * S), ub, feasibility_tol=1e-9)
+    sess = backend.session(c, np.zeros(2 * S), ub, feasibility_tol=FEAS_TOL)
     x = ub.copy()
     lp_seconds, rounds = 0.0, 0
     for rounds in range(1, MAX_ROUNDS + 1):
@@ -85,9 +90,12 @@ def solve_top2(params: Top2Params, *, solver: str = solvers.DEFAULT_BACKEND) -> 
         d = P - E * Q
         pos = (d > 0) & (ta.n > 0)
         viol = (ta.n * np.where(pos, d, 0.0)).sum(axis=1) - d_lp
-        # rows are solved at δ − τ and re-added only when violated at δ (a solver meets a row only to its
-        # feasibility tolerance: re-adding at δ − τ would add the same rows forever)
-        bad = np.flatnonzero(viol > params.delta - d_lp)
+        # rows are solved at δ − τ and re-added only when violated at δ + SLACK (a solver meets a row only
+        # to its feasibility tolerance: re-adding those would add the same rows forever); what remains over δ
+        # is removed by scaling after the certificate
+        bad = np.flatnonzero(viol > params.delta - d_lp + SLACK)
+        if progress is not None:
+            progress(rounds, bad.size, float(viol.max()) + d_lp)
         sum_bad = np.flatnonzero(p + q > 1.0 + 1e-12)
         if bad.size == 0 and sum_bad.size == 0:
             break
@@ -125,4 +133,4 @@ def solve_top2(params: Top2Params, *, solver: str = solvers.DEFAULT_BACKEND) -> 
         raise CertificationFailed(f"top-two table could not be certified: {cert.reason}", cert)
     err = expected_error(x, K, C, cap, params.prior, law)
     return Top2Solution(params, tuple(float(v) for v in x), cert, err, backend.name, int(ta.rows.shape[0]),
-                        sess.n_rows, rounds, time.perf_counter() - t0, lp_seconds)
+                        int(getattr(sess, "n_rows", 0)), rounds, time.perf_counter() - t0, lp_seconds)
