@@ -23,7 +23,7 @@ from .base import Mechanism, Solved
 
 class DarrmMulticlassTop2(Mechanism):
     kind = "darrm-multiclass-top2"
-    # at K = 250, C = 10, Q = 100, (2, 1e-5) its plan takes ~7 min and ~4 GB (three LPs at ε₀ ≈ 0.05, where the
+    # at K = 250, C = 10, Q = 100, (2, 1e-5) its plan takes ~7 min and several GB (three LPs at ε₀ ≈ 0.05, where the
     # cutting planes need many rounds) for 2.2e-2 against GNMax's 4.0e-5 (benchmarks/multiclass_top2.py):
     # planned when asked for (plan --mechanism darrm-multiclass-top2)
     planned_by_default = False
