@@ -31,6 +31,7 @@ from darrm_opt.model.multiclass import MulticlassParams
 from darrm_opt.model.neighbours import PateParams
 from darrm_opt.model.params import Params
 from darrm_opt.model.shaped import ShapedMulticlassParams, ShapedPateParams
+from darrm_opt.model.top2 import Top2Params
 from darrm_opt.privacy.table import table_id
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -42,6 +43,7 @@ EXAMPLES = {
     "confident-gnmax": ConfidentGnmaxParams(5, 3, 3.0, 2.5, 2.0),
     "darrm-pate-shaped": ShapedPateParams(6, 3.0, 2.0, 8, 1.0),
     "darrm-multiclass-shaped": ShapedMulticlassParams(5, 3, 3.0, 2.0, 8, 1.0),
+    "darrm-multiclass-top2": Top2Params(5, 3, 1.0, 1e-5, cap=2),
 }
 #: kinds whose documents predate the ``kind`` field (their kind is implied by their fields)
 LEGACY_KINDS = ("darrm", "darrm-pate", "darrm-multiclass")

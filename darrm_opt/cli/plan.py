@@ -37,8 +37,8 @@ def plan(
     mechanism_name: Optional[str] = typer.Option(
         None, "--mechanism", help="auto (every mechanism; the default with --classes or "
                                   "--teachers disjoint-nonprivate) or one kind: darrm, darrm-pate, "
-                                  "darrm-pate-shaped, darrm-multiclass, darrm-multiclass-shaped, gnmax, "
-                                  "confident-gnmax"),
+                                  "darrm-pate-shaped, darrm-multiclass, darrm-multiclass-shaped, "
+                                  "darrm-multiclass-top2, gnmax, confident-gnmax"),
 ) -> None:
     """Search the per-answer (m, δ) for the certified table of least expected error whose Q-fold exact
     composition (its privacy profile's PLD) fits the budget; the JSON output is a table file that

@@ -6,6 +6,7 @@ from .base import Mechanism
 from .darrm import Darrm
 from .darrm_multiclass import DarrmMulticlass
 from .darrm_multiclass_shaped import DarrmMulticlassShaped
+from .darrm_multiclass_top2 import DarrmMulticlassTop2
 from .darrm_pate import DarrmPate
 from .darrm_pate_shaped import DarrmPateShaped
 from .gaussian_mean import GaussianMean
@@ -20,5 +21,6 @@ MECHANISMS: dict[str, Mechanism] = {m.kind: m for m in (
     Gnmax(),
     ConfidentGnmax(),
     DarrmMulticlassShaped(),
+    DarrmMulticlassTop2(),
     GaussianMean(),
 )}

@@ -353,3 +353,79 @@ class MulticlassSampler:
         g = Fraction(float(self.gamma[gap]))
         return [(1 - g) / self.C + (g / len(T) if c in T else 0) for c in range(self.C)]
 
+
+
+class Top2Sampler:
+    """The top-two multi-class rule for one certified table (:func:`darrm_opt.model.top2.output_distribution`):
+    for a histogram in state s with top set T and runner-up set R,
+
+        P(c) = (1 − p(s) − q(s))/C + p(s)·1{c ∈ T}/|T| + q(s)·1{c ∈ R}/|R|                       (TT-1)
+
+    realised row by row as: with probability exactly p(s) a uniform class of T; else with probability
+    exactly q(s)/(1 − p(s)) a uniform class of R; else a uniform class of all C (exact dyadic coins,
+    :func:`_exact_bernoulli`; uniform indices by 64-bit rejection sampling, no draw for a set of one).
+    Random bytes are read row by row in that order."""
+
+    def __init__(self, table: Sequence[float], K: int, classes: int, cap: int,
+                 random_bytes: RandomBytes = system_random) -> None:
+        from darrm_opt.model.top2 import split
+
+        self.K, self.C, self.cap = int(K), int(classes), int(cap)
+        self.p, self.q = split(table, self.K, self.cap)
+        self.random_bytes = random_bytes
+        self._limits = _uniform_limits(self.C)
+        self.dtype = np.uint8 if self.C <= 256 else np.uint16
+
+    def prepare(self, votes: np.ndarray | Sequence[Sequence[int]]) -> np.ndarray:
+        """The (rows, K) class labels, checked (InvalidParameter naming ``votes``); no coin is drawn."""
+        return class_labels(votes, self.K, self.C)
+
+    @staticmethod
+    def rows(prepared: np.ndarray) -> int:
+        return int(prepared.shape[0])
+
+    def __call__(self, votes: np.ndarray | Sequence[Sequence[int]]) -> np.ndarray:
+        return self.draw(self.prepare(votes))
+
+    def draw(self, prepared: np.ndarray) -> np.ndarray:
+        """(TT-1) for the labels of :meth:`prepare`, with fresh exact coins."""
+        return self.answers_from_histograms(label_histograms(prepared, self.C))
+
+    def _index(self, n: int) -> int:
+        if n == 1:
+            return 0
+        while True:
+            u = int.from_bytes(self.random_bytes(8), "little")
+            if u < self._limits[n]:
+                return u % n
+
+    def answers_from_histograms(self, h: np.ndarray) -> np.ndarray:
+        """One released class per histogram row (counts over the C classes summing to K), by (TT-1)."""
+        from darrm_opt.model.top2 import structure
+
+        h = np.asarray(h, dtype=np.int64)
+        if h.ndim != 2 or h.shape[1] != self.C or (h.shape[0] and (h.min() < 0 or np.any(h.sum(axis=1) != self.K))):
+            raise InvalidParameter("votes", f"histograms must be rows of C = {self.C} counts >= 0 summing to "
+                                   f"K = {self.K}")
+        out = np.zeros(h.shape[0], dtype=self.dtype)
+        for i, row in enumerate(h):
+            g1, g2, T, R = structure(row)
+            s = (g1, min(g2, self.cap))
+            p, q = Fraction(float(self.p[s])), Fraction(float(self.q[s]))
+            if p == 1 or _exact_bernoulli(p, self.random_bytes):
+                out[i] = T[self._index(len(T))]
+            elif R and q > 0 and (q == 1 - p or _exact_bernoulli(q / (1 - p), self.random_bytes)):
+                out[i] = R[self._index(len(R))]
+            else:
+                out[i] = self._index(self.C)
+        return out
+
+    def distribution(self, h: Sequence[int]) -> list[Fraction]:
+        """(TT-1) in exact rationals for one histogram."""
+        from darrm_opt.model.top2 import structure
+
+        g1, g2, T, R = structure(np.asarray(h))
+        s = (g1, min(g2, self.cap))
+        p, q = Fraction(float(self.p[s])), Fraction(float(self.q[s]))
+        return [(1 - p - q) / self.C + (p / len(T) if c in T else 0) + (q / len(R) if c in R else 0)
+                for c in range(self.C)]

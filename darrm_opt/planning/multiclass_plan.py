@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from typing import Any
 
 from darrm_opt.errors import InvalidParameter
@@ -57,18 +58,27 @@ def plan_multiclass(mech: Any, job: Job) -> Offer | None:
     from darrm_opt.optimize.multiclass import solve_multiclass
     from darrm_opt.privacy.pair_profile import multiclass_profile
 
+    prior, C = MulticlassPrior.parse(job.prior), job.classes
+    return plan_per_answer(mech, job, lambda e, d: MulticlassParams(job.K, C, e, d, prior),
+                           lambda params: solve_multiclass(params, solver=job.solver), multiclass_profile)
+
+
+def plan_per_answer(mech: Any, job: Job, make_params: Callable[[float, float], Any], solve: Callable[[Any], Any],
+                    profile: Callable[[Any, Any], Any]) -> Offer:
+    """The per-answer search of the module docstring for any kind whose tables are solved for a per-answer
+    (ε₀, δ₀): ``make_params(ε₀, δ₀)`` its parameters, ``solve(params)`` its certified solution (``gamma``,
+    ``certificate``, ``expected_error``), ``profile(params, gamma)`` its exact privacy profile."""
     t0 = time.perf_counter()
     q, be, bd = job.queries, job.budget_epsilon, job.budget_delta
-    prior = MulticlassPrior.parse(job.prior)
     if bd <= 0 and q > 1:
         raise InvalidParameter("budget_delta", "must be > 0 to plan several multi-class DaRRM answers", bd)
     delta0 = bd if q == 1 else bd / (2 * q)
     eps0 = be if q == 1 else _generic_fit(be, bd, delta0, q)
     best: tuple[float, Any, Any, Any, float, str] | None = None
     for step in range(1 + (0 if q == 1 else REFINE)):
-        params = MulticlassParams(job.K, job.classes, eps0, delta0, prior)
-        sol = solve_multiclass(params, solver=job.solver)
-        prof = multiclass_profile(params, sol.gamma)
+        params = make_params(eps0, delta0)
+        sol = solve(params)
+        prof = profile(params, sol.gamma)
         acc = accounting.account([(eps0, delta0, q)], bd, profiles=[(prof, q)])
         spent = acc.spend.epsilon
         if acc.spend.delta <= bd and spent <= be:

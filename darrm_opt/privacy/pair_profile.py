@@ -279,3 +279,46 @@ def profile_holds(family: PairFamily, stored: PrivacyProfile) -> bool:
     from darrm_opt.privacy.statements import check_family_profile
 
     return check_family_profile(family, stored).valid
+
+
+def top2_family(params, table) -> PairFamily:
+    """Every ordered neighbouring histogram type of a top-two table (:func:`darrm_opt.model.top2.pair_types`),
+    its non-empty role groups packed into five columns (no type has more; padding groups have n = 0), with
+    P_grp = 1/C + p(s)·(1{T}/t − 1/C) + q(s)·(1{R}/r − 1/C) (TT-1) and Q_grp likewise at s′."""
+    from darrm_opt.certify.top2 import exact_hockey_stick
+    from darrm_opt.model.top2 import group_laws, pair_types, split, type_arrays
+
+    K, C, cap = params.K, params.C, params.cap
+    types = pair_types(K, C, cap)
+    ta = type_arrays(types, C, cap)
+    P9, Q9 = group_laws(ta, table, K, C, cap)
+    width = 5
+    order = np.argsort((ta.n <= 0).astype(np.int8), axis=1, kind="stable")[:, :width]
+    rows = np.arange(len(types))[:, None]
+    n, P, Q = ta.n[rows, order], P9[rows, order], Q9[rows, order]
+    if np.any((ta.n > 0).sum(axis=1) > width):
+        raise AssertionError("a top-two pair type with more than five role groups")
+    p, q = split(table, K, cap)
+
+    def laws(i: int) -> tuple[list[Fraction], list[Fraction]]:
+        g1, g2, t, r, h1, h2, t2, r2 = (int(v) for v in types[i][:8])
+        pa, qa = Fraction(float(p[g1, g2])), Fraction(float(q[g1, g2]))
+        pb, qb = Fraction(float(p[h1, h2])), Fraction(float(q[h1, h2]))
+        out_p, out_q = [], []
+        for j in order[i].tolist():
+            ra, rb = divmod(j, 3)
+            out_p.append((1 - pa - qa) / C + (pa / t if ra == 0 else 0) + (qa / r if ra == 1 else 0))
+            out_q.append((1 - pb - qb) / C + (pb / t2 if rb == 0 else 0) + (qb / r2 if rb == 1 else 0))
+        return out_p, out_q
+
+    return PairFamily(n, P, Q, lambda i, X: exact_hockey_stick(types[i], table, params, X), laws)
+
+
+def top2_profile(params, table) -> PrivacyProfile:
+    """The exact privacy profile of a top-two table (``params`` a Top2Params); its certificate adds the
+    statement (ε, δ) when it certifies."""
+    from darrm_opt.certify.top2 import certify_top2, validate_table
+
+    x = validate_table(params, table)
+    cert = certify_top2(params, x)
+    return family_profile(top2_family(params, x), (params.epsilon, params.delta) if cert.certified else None)
