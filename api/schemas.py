@@ -133,12 +133,14 @@ class TableOut(BaseModel):
 
 
 class MulticlassTableOut(BaseModel):
-    """A certified multi-class table: γ[g] for the gap g between the top two vote counts (g = 0: a tie)."""
+    """A certified multi-class table: γ[g] for the gap g between the top two vote counts (g = 0: a tie), or
+    for the top-two rule (p, q) over the states (g₁, min(g₂, gap_cap))."""
 
     id: str = Field(..., description="hash of the table's content: kind, parameters (classes included), γ")
-    kind: str = Field(..., description="the mechanism: darrm-multiclass")
+    kind: str = Field(..., description="the mechanism: darrm-multiclass | darrm-multiclass-top2")
     K: int
     classes: int
+    gap_cap: int | None = Field(None, description="darrm-multiclass-top2: the cap G on the second gap g₂")
     teachers: Literal["disjoint-nonprivate"]
     setting: dict[str, Any] | None = None
     target_epsilon: float = Field(..., description="each answer's epsilon")

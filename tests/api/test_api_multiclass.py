@@ -254,3 +254,25 @@ def test_fast_reader_reads_labels_as_the_model_does(rows, spaces):
 def test_fast_reader_refuses_what_is_not_labels(votes):
     body = b'{"table_id":"t","ledger_id":"l","votes":' + votes + b"}"
     assert votes_io.parse_fast(body) is None
+
+
+def test_a_top_two_table_is_planned_served_whole_and_answers_labels(client):
+    """The top-two kind through the service: planned on request, served with every field its document needs
+    (``gap_cap`` included, so the served table reads back and re-certifies), and answering class labels."""
+    from darrm_opt.mechanisms import table_from_document
+
+    body = {"K": 9, "classes": 3, "queries": 1, "budget_epsilon": 1.0, "budget_delta": 1e-5,
+            "mechanism": "darrm-multiclass-top2"}
+    r = client.post("/v1/plans", json=body)
+    assert r.status_code == 200, r.text
+    doc = r.json()
+    assert doc["mechanism"] == "darrm-multiclass-top2"
+    served = client.get(f"/v1/tables/{doc['table']['id']}").json()
+    assert served["kind"] == "darrm-multiclass-top2" and served["gap_cap"] == doc["table"]["gap_cap"] >= 1
+    table = table_from_document(served)
+    assert table.id == served["id"] and list(table.gamma) == served["gamma"]
+    ledger = make_ledger(client, epsilon_budget=5.0, delta_budget=1e-3, name="top2-" + uuid.uuid4().hex[:6])
+    votes = [[0] * 9, [1, 1, 1, 1, 1, 2, 2, 2, 0]]
+    r = client.post("/v1/aggregate", json={"table_id": served["id"], "ledger_id": ledger["id"], "votes": votes})
+    assert r.status_code == 200, r.text
+    assert len(r.json()["answers"]) == 2 and set(r.json()["answers"]) <= {0, 1, 2}
