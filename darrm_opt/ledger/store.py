@@ -259,8 +259,12 @@ class DebitWriter:
         self._fine_processes = (ProcessPoolExecutor(exact_workers, mp_context=multiprocessing.get_context("spawn"),
                                                     initializer=_lower_process_priority)
                                 if fine_processes else None)
-        #: compositions of the next buckets, computed before a debit needs them (one thread: it never waits)
+        #: compositions of the next buckets, computed before a debit needs them (one thread: it never waits); with
+        #: ``fine_processes`` the thread hands each to a child process of normal priority, so that it does not
+        #: hold this process's interpreter lock while requests wait
         self._ahead = ThreadPoolExecutor(1, thread_name_prefix="darrm-exact-ahead")
+        self._ahead_process = (ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"))
+                               if fine_processes else None)
         self._ahead_running: dict[tuple[Any, float], Future] = {}
         self._ahead_wanted: collections.OrderedDict[str, tuple[Any, float]] = collections.OrderedDict()
         #: ledger id -> its pace (answers per second) and the compositions computed in advance for it
@@ -288,6 +292,8 @@ class DebitWriter:
         if self._fine_processes is not None:
             self._fine_processes.shutdown(wait=False, cancel_futures=True)
         self._ahead.shutdown(wait=False, cancel_futures=True)
+        if self._ahead_process is not None:
+            self._ahead_process.shutdown(wait=False, cancel_futures=True)
         with self._warm_lock:
             waiting = [d for asked, late in self._warming.values() for d in asked + late]
             self._warming.clear()
@@ -409,8 +415,12 @@ class DebitWriter:
                 try:
                     with self._warm_lock:
                         latest = self._ahead_wanted.get(ledger_id) == key
-                    if latest:
+                    child = self._ahead_process
+                    if latest and child is None:
                         exact_epsilon(key[0], delta, coarse=True)
+                    elif latest and child is not None:
+                        value = child.submit(exact_epsilon, key[0], delta, coarse=True).result()
+                        remember_exact_epsilon(key[0], delta, value, coarse=True)
                 finally:
                     with self._warm_lock:
                         self._ahead_running.pop(key, None)
