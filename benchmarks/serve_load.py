@@ -44,11 +44,19 @@ DEFAULT_PG = "postgresql://postgres@127.0.0.1:5432/test"
 
 # --- a minimal HTTP/1.1 keep-alive client (cheap on the client's CPU) -----------------------------------------
 async def _connection(host: str, port: int, request: bytes, stop_at: float, latencies: list, codes: dict,
-                      record_from: float) -> None:
+                      record_from: float, period: float | None = None, offset: float = 0.0) -> None:
+    """Requests one after another on one keep-alive connection; with ``period``, open loop: the k-th request
+    is due at record_from − warm-up + offset + k·period and its latency counts from that due time (a late
+    send counts as waiting, so a slow server cannot hide its queue by slowing the client)."""
     reader, writer = await asyncio.open_connection(host, port)
+    due = time.perf_counter() + offset
     try:
         while True:
             t0 = time.perf_counter()
+            if period is not None:
+                if due > t0:
+                    await asyncio.sleep(due - t0)
+                t0, due = due, due + period
             if t0 >= stop_at:
                 return
             writer.write(request)
@@ -71,8 +79,10 @@ async def _connection(host: str, port: int, request: bytes, stop_at: float, late
 
 
 def _run_load(args: tuple) -> dict:
-    """In the client process: ``connections`` connections for ``seconds`` (after ``warmup``)."""
-    host, port, request, connections, seconds, warmup = args
+    """In the client process: ``connections`` connections for ``seconds`` (after ``warmup``); with ``rate``
+    (requests per second in all), each connection sends on a fixed schedule (open loop)."""
+    host, port, request, connections, seconds, warmup, rate = (*args, None)[:7]
+    period = None if rate is None else connections / rate
 
     async def main() -> dict:
         latencies: list[float] = []
@@ -81,7 +91,8 @@ def _run_load(args: tuple) -> dict:
         record_from = start + warmup
         stop_at = record_from + seconds
         await asyncio.gather(*[
-            _connection(host, port, request, stop_at, latencies, codes, record_from) for _ in range(connections)
+            _connection(host, port, request, stop_at, latencies, codes, record_from, period,
+                        0.0 if period is None else i * period / connections) for i in range(connections)
         ])
         return {"latencies": latencies, "codes": codes, "seconds": seconds}
 
@@ -95,7 +106,8 @@ def http_request(host: str, port: int, key: str, body: bytes) -> bytes:
     ).encode() + body
 
 
-def measure(url: str, key: str, rows: int, connections: int, seconds: float, warmup: float) -> dict:
+def measure(url: str, key: str, rows: int, connections: int, seconds: float, warmup: float,
+            rate: float | None = None) -> dict:
     host, port = url.split("//", 1)[1].split(":")
     port = int(port.rstrip("/"))
     with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {key}"}, timeout=300) as c:
@@ -110,7 +122,7 @@ def measure(url: str, key: str, rows: int, connections: int, seconds: float, war
     request = http_request(host, port, key, body)
     ctx = mp.get_context("spawn")
     with ctx.Pool(1) as pool:  # the load comes from a second process
-        out = pool.apply(_run_load, ((host, port, request, connections, seconds, warmup),))
+        out = pool.apply(_run_load, ((host, port, request, connections, seconds, warmup, rate),))
     lat = sorted(out["latencies"])
     ok = out["codes"].get(200, 0)
     return {

@@ -8,7 +8,10 @@ with two tenants' keys (``DARRM_API_KEYS=victim:…,hostile:…``) and measures,
 ``serve_load.py`` in a separate process (keep-alive connections, 32 for 1-row and 8 for 100-row requests):
 
 1. the victim alone: requests/s, p50 and p99 of ``POST /v1/aggregate`` with 1-row and with 100-row batches
-   (a pure-DP K = 11 table, a ledger that never runs out);
+   (a pure-DP K = 11 table, a ledger that never runs out), each connection sending as soon as it has its
+   answer (closed loop: the server saturated, so p99 includes its queue); and 1-row requests offered at a
+   fixed ``--rate`` (default 800 req/s, the target's rate) on a fixed schedule, latency counted from each
+   request's due time (open loop);
 2. the same while the hostile tenant saturates its own ledger from another process (8 connections of 1-row
    requests on a ledger whose generic bounds are over its budget and whose exact composition is not, so
    every debit needs a fresh fine composition, 2–6 s each): the victim's share of its own throughput;
@@ -140,6 +143,7 @@ def main() -> None:
     ap.add_argument("--idle", type=int, default=1000)
     ap.add_argument("--configs", default="sqlite:2,postgresql:2", help="database:workers pairs")
     ap.add_argument("--json", type=Path, help="also write the results here")
+    ap.add_argument("--rate", type=float, default=800.0, help="the offered rate of the open-loop 1-row run")
     args = ap.parse_args()
 
     configs = [(c.split(":")[0], int(c.split(":")[1])) for c in args.configs.split(",")]
@@ -161,6 +165,8 @@ def main() -> None:
                                    seconds=args.seconds, warmup=args.warmup)
 
                 row["alone_1"], row["alone_100"] = victim(1), victim(100)
+                row["paced_1"] = measure(server.url, VICTIM, rows=1, connections=32, seconds=args.seconds,
+                                         warmup=args.warmup, rate=args.rate)
                 row["hostile_1"], row["hostile_codes_1"] = with_hostile(server.url, lambda: victim(1),
                                                                        args.seconds + args.warmup)
                 row["hostile_100"], row["hostile_codes_100"] = with_hostile(server.url, lambda: victim(100),
@@ -181,6 +187,14 @@ def main() -> None:
             print(f"| {r['backend']} | {r['workers']} | {rows} | {a['requests_per_s']:.0f} | {a['p50_ms']:.1f} | "
                   f"{a['p99_ms']:.1f} | {h['requests_per_s']:.0f} | {h['p50_ms']:.1f} | {h['p99_ms']:.1f} | "
                   f"{100 * kept:.0f} % |")
+    print()
+    print(f"| database | workers | 1-row offered at {args.rate:.0f} req/s (open loop): served req/s | p50 ms | "
+          "p99 ms |")
+    print("|---|---|---|---|---|")
+    for r in results:
+        p = r["paced_1"]
+        print(f"| {r['backend']} | {r['workers']} | {p['requests_per_s']:.0f} | {p['p50_ms']:.1f} | "
+              f"{p['p99_ms']:.1f} |")
     print()
     print(f"| database | GET /v1/ledgers, {args.ledgers} ledgers: first | best of 3 | RSS before | "
           f"RSS with {args.idle} idle connections | added |")
