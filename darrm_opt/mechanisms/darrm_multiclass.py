@@ -44,15 +44,11 @@ class DarrmMulticlass(Mechanism):
         return multiclass_profile_check(params, gamma, stored)
 
     def verdict_line(self, params: MulticlassParams, certificate) -> str:  # noqa: ANN001
-        head = (f"multi-class table, K={params.K}, C={params.C}, per-answer (ε, δ) = ({params.epsilon:g}, "
-                f"{params.delta:g})")
-        return (f"CERTIFIED: {head}; max divergence {certificate.max_hockey_stick:.12g} <= δ over "
-                f"{certificate.types_checked} ordered histogram types ({certificate.exact_checked} re-checked "
-                "exactly)" if certificate.certified else f"NOT CERTIFIED: {head}: {certificate.reason}")
+        return histogram_types_verdict(f"multi-class table, K={params.K}, C={params.C}, per-answer (ε, δ) = "
+                                       f"({params.epsilon:g}, {params.delta:g})", certificate)
 
     def failure(self, params: MulticlassParams, gamma: np.ndarray, certificate) -> str:  # noqa: ANN001
-        return (f"[bold red]violation:[/] {certificate.reason} (max divergence {certificate.max_hockey_stick:.12g} "
-                f"> δ = {params.delta:.12g})")
+        return histogram_types_failure(params.delta, certificate)
 
     def describe(self, params: MulticlassParams) -> str:
         return (f"the multi-class table K = {params.K}, C = {params.C} (disjoint-nonprivate), per answer "
@@ -95,3 +91,16 @@ class DarrmMulticlass(Mechanism):
         from .samplers import MulticlassSampler
 
         return MulticlassSampler(table.gamma, table.params.C, random_bytes)
+
+
+def histogram_types_verdict(head: str, certificate: MulticlassCertificate) -> str:
+    """``verify``'s line for a table certified over ordered histogram types (``head``: what the table is)."""
+    return (f"CERTIFIED: {head}; max divergence {certificate.max_hockey_stick:.12g} <= δ over "
+            f"{certificate.types_checked} ordered histogram types ({certificate.exact_checked} re-checked "
+            "exactly)" if certificate.certified else f"NOT CERTIFIED: {head}: {certificate.reason}")
+
+
+def histogram_types_failure(delta: float, certificate: MulticlassCertificate) -> str:
+    """The violation a failed certificate over histogram types reports."""
+    return (f"[bold red]violation:[/] {certificate.reason} (max divergence {certificate.max_hockey_stick:.12g} "
+            f"> δ = {delta:.12g})")

@@ -19,6 +19,7 @@ from darrm_opt.model.multiclass import MulticlassPrior
 from darrm_opt.model.top2 import DEFAULT_CAP, Top2Params
 
 from .base import Mechanism, Solved
+from .darrm_multiclass import histogram_types_failure, histogram_types_verdict
 
 
 class DarrmMulticlassTop2(Mechanism):
@@ -74,15 +75,12 @@ class DarrmMulticlassTop2(Mechanism):
         return check_family_profile(top2_family(params, validate_table(params, gamma)), stored)
 
     def verdict_line(self, params: Top2Params, certificate) -> str:  # noqa: ANN001
-        head = (f"top-two multi-class table, K={params.K}, C={params.C}, gap cap {params.cap}, per-answer (ε, δ) = "
-                f"({params.epsilon:g}, {params.delta:g})")
-        return (f"CERTIFIED: {head}; max divergence {certificate.max_hockey_stick:.12g} <= δ over "
-                f"{certificate.types_checked} ordered histogram types ({certificate.exact_checked} re-checked "
-                "exactly)" if certificate.certified else f"NOT CERTIFIED: {head}: {certificate.reason}")
+        return histogram_types_verdict(f"top-two multi-class table, K={params.K}, C={params.C}, gap cap "
+                                       f"{params.cap}, per-answer (ε, δ) = ({params.epsilon:g}, {params.delta:g})",
+                                       certificate)
 
     def failure(self, params: Top2Params, gamma: np.ndarray, certificate) -> str:  # noqa: ANN001
-        return (f"[bold red]violation:[/] {certificate.reason} (max divergence {certificate.max_hockey_stick:.12g} "
-                f"> δ = {params.delta:.12g})")
+        return histogram_types_failure(params.delta, certificate)
 
     def describe(self, params: Top2Params) -> str:
         return (f"the top-two multi-class table K = {params.K}, C = {params.C}, gap cap {params.cap} "

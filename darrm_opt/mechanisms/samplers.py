@@ -226,7 +226,25 @@ def label_histograms(v: np.ndarray, C: int) -> np.ndarray:
 CHUNK_CELLS = 1 << 18
 
 
-class MulticlassSampler:
+class LabelSampler:
+    """A sampler of class-label votes: ``prepare`` checks the (rows, K) labels into what ``draw`` takes (no
+    coin is drawn), ``draw`` releases one answer per row with fresh exact coins; calling it does both."""
+
+    def prepare(self, votes: np.ndarray | Sequence[Sequence[int]]) -> np.ndarray:
+        raise NotImplementedError
+
+    def draw(self, prepared: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
+
+    @staticmethod
+    def rows(prepared: np.ndarray) -> int:
+        return int(prepared.shape[0])
+
+    def __call__(self, votes: np.ndarray | Sequence[Sequence[int]]) -> np.ndarray:
+        return self.draw(self.prepare(votes))
+
+
+class MulticlassSampler(LabelSampler):
     """Multi-class DaRRM_γ for one certified table (:func:`darrm_opt.model.multiclass.output_distribution`):
     for a histogram h of the K votes over C classes, gap g = h₍₁₎ − h₍₂₎ (0 for a tie) and top set T,
 
@@ -267,21 +285,13 @@ class MulticlassSampler:
         """The (rows, C) histograms of (rows, K) class labels; InvalidParameter naming the first bad row."""
         return self._count(self._labels(votes))
 
-    def __call__(self, votes: np.ndarray | Sequence[Sequence[int]]) -> np.ndarray:
-        """One released class per row of K class labels (integers 0..C−1); the histograms are formed
-        :data:`CHUNK_CELLS` cells at a time (memory O(rows + CHUNK_CELLS), whatever C)."""
-        return self.draw(self.prepare(votes))
-
     def prepare(self, votes: np.ndarray | Sequence[Sequence[int]]) -> np.ndarray:
         """The (rows, K) class labels, checked (InvalidParameter naming ``votes``); no coin is drawn."""
         return self._labels(votes)
 
-    @staticmethod
-    def rows(prepared: np.ndarray) -> int:
-        return int(prepared.shape[0])
-
     def draw(self, prepared: np.ndarray) -> np.ndarray:
-        """(MC-1) for the labels of :meth:`prepare`, with fresh exact coins."""
+        """(MC-1) for the labels of :meth:`prepare`, with fresh exact coins; the histograms are formed
+        :data:`CHUNK_CELLS` cells at a time (memory O(rows + CHUNK_CELLS), whatever C)."""
         return self._release(prepared.shape[0], lambda lo, hi: self._count(prepared[lo:hi]))
 
     def answers_from_histograms(self, h: np.ndarray) -> np.ndarray:
@@ -355,7 +365,7 @@ class MulticlassSampler:
 
 
 
-class Top2Sampler:
+class Top2Sampler(LabelSampler):
     """The top-two multi-class rule for one certified table (:func:`darrm_opt.model.top2.output_distribution`):
     for a histogram in state s with top set T and runner-up set R,
 
@@ -379,13 +389,6 @@ class Top2Sampler:
     def prepare(self, votes: np.ndarray | Sequence[Sequence[int]]) -> np.ndarray:
         """The (rows, K) class labels, checked (InvalidParameter naming ``votes``); no coin is drawn."""
         return class_labels(votes, self.K, self.C)
-
-    @staticmethod
-    def rows(prepared: np.ndarray) -> int:
-        return int(prepared.shape[0])
-
-    def __call__(self, votes: np.ndarray | Sequence[Sequence[int]]) -> np.ndarray:
-        return self.draw(self.prepare(votes))
 
     def draw(self, prepared: np.ndarray) -> np.ndarray:
         """(TT-1) for the labels of :meth:`prepare`, with fresh exact coins."""

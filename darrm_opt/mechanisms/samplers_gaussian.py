@@ -18,7 +18,14 @@ import numpy as np
 from darrm_opt.errors import InvalidParameter
 
 from .discrete_gaussian import DiscreteGaussian
-from .samplers import RandomBytes, class_labels, label_histograms, system_random, uniform_rejection
+from .samplers import (
+    LabelSampler,
+    RandomBytes,
+    class_labels,
+    label_histograms,
+    system_random,
+    uniform_rejection,
+)
 
 #: the answer written for ⊥
 ABSTAIN = -1
@@ -26,7 +33,7 @@ ABSTAIN = -1
 CHUNK_CELLS = 1 << 18
 
 
-class GnmaxSampler:
+class GnmaxSampler(LabelSampler):
     """GNMax (or, with ``threshold`` and ``sigma1``, Confident-GNMax) for one certified table."""
 
     def __init__(self, K: int, C: int, sigma: float, random_bytes: RandomBytes = system_random, *,
@@ -41,13 +48,6 @@ class GnmaxSampler:
     def prepare(self, votes: np.ndarray | Sequence[Sequence[int]]) -> np.ndarray:
         """The (rows, C) histograms of (rows, K) class labels, checked (InvalidParameter naming ``votes``)."""
         return label_histograms(class_labels(votes, self.K, self.C), self.C)
-
-    @staticmethod
-    def rows(prepared: np.ndarray) -> int:
-        return int(prepared.shape[0])
-
-    def __call__(self, votes: np.ndarray | Sequence[Sequence[int]]) -> np.ndarray:
-        return self.draw(self.prepare(votes))
 
     def draw(self, prepared: np.ndarray) -> np.ndarray:
         """The answers for the histograms of :meth:`prepare` (−1: ⊥), with fresh exact coins."""
