@@ -196,6 +196,22 @@ def uniform_rejection(C: int) -> tuple[np.ndarray, np.ndarray]:
             np.array([lim % _TWO64 for lim in limits], dtype=np.uint64))
 
 
+def uniform_indices(size: np.ndarray, all_kept: np.ndarray, limit: np.ndarray,
+                    random_bytes: RandomBytes) -> np.ndarray:
+    """Uniform{0..size_i − 1} per row (0 without a draw where size_i = 1), by rejection sampling of 64-bit
+    integers against the tables of :func:`uniform_rejection` (8 bytes per pending row per round, in row
+    order)."""
+    out = np.zeros(size.shape[0], dtype=np.int64)
+    todo = np.flatnonzero(size > 1)
+    while todo.size:
+        u = np.frombuffer(random_bytes(8 * todo.size), dtype=np.uint64, count=todo.size)
+        s = size[todo]
+        ok = all_kept[s] | (u < limit[s])
+        out[todo[ok]] = (u[ok] % s[ok].astype(np.uint64)).astype(np.int64)
+        todo = todo[~ok]
+    return out
+
+
 def class_labels(votes: np.ndarray | Sequence[Sequence[int]], K: int, C: int) -> np.ndarray:
     """The (rows, K) class labels in [0, C), checked; InvalidParameter naming ``votes`` and the first bad
     row."""
@@ -318,7 +334,8 @@ class MulticlassSampler(LabelSampler):
             second = np.partition(h, self.C - 2, axis=1)[:, self.C - 2]
             gap[lo : lo + step] = np.where(t[lo : lo + step] > 1, 0, h.max(axis=1) - second)
         keep = self._coins(gap)
-        index = self._uniform_indices(np.where(keep, t, self.C))  # among the top set, or among all classes
+        # among the top set, or among all classes
+        index = uniform_indices(np.where(keep, t, self.C), self._all_kept, self._limit, self.random_bytes)
         out = index.astype(self.dtype)
         for lo in range(0, n, step):
             k = keep[lo : lo + step]
@@ -341,18 +358,6 @@ class MulticlassSampler(LabelSampler):
         for i in np.flatnonzero((u == t) & ~always):  # probability 2^-64 per row
             keep[i] = _exact_bernoulli(self._remainder[int(gap[i])], self.random_bytes)
         return keep
-
-    def _uniform_indices(self, size: np.ndarray) -> np.ndarray:
-        """Uniform{0..size_i − 1} per row (0 without a draw where size_i = 1), by rejection sampling."""
-        out = np.zeros(size.shape[0], dtype=np.int64)
-        todo = np.flatnonzero(size > 1)
-        while todo.size:
-            u = np.frombuffer(self.random_bytes(8 * todo.size), dtype=np.uint64, count=todo.size)
-            s = size[todo]
-            ok = self._all_kept[s] | (u < self._limit[s])
-            out[todo[ok]] = (u[ok] % s[ok].astype(np.uint64)).astype(np.int64)
-            todo = todo[~ok]
-        return out
 
     def distribution(self, h: Sequence[int]) -> list[Fraction]:
         """(MC-1) in exact rationals for one histogram: the law of the released class."""

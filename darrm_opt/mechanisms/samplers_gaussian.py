@@ -24,6 +24,7 @@ from .samplers import (
     class_labels,
     label_histograms,
     system_random,
+    uniform_indices,
     uniform_rejection,
 )
 
@@ -74,25 +75,12 @@ class GnmaxSampler(LabelSampler):
             top = v == v.max(axis=1, keepdims=True)
             tops.append(top)
             sizes[lo : lo + r.size] = top.sum(axis=1)
-        index = self._uniform_indices(sizes)
+        index = uniform_indices(sizes, self._all_kept, self._limit, self.random_bytes)
         for i, lo in enumerate(range(0, rows.size, step)):
             top = tops[i]
             rank = np.cumsum(top, axis=1) - 1
             k = index[lo : lo + top.shape[0]]
             out[rows[lo : lo + top.shape[0]]] = np.argmax(top & (rank == k[:, None]), axis=1)
-        return out
-
-    def _uniform_indices(self, size: np.ndarray) -> np.ndarray:
-        """Uniform{0..size_i − 1} per row (no draw where size_i = 1), by rejection sampling of 64-bit
-        integers."""
-        out = np.zeros(size.shape[0], dtype=np.int64)
-        todo = np.flatnonzero(size > 1)
-        while todo.size:
-            u = np.frombuffer(self.random_bytes(8 * todo.size), dtype=np.uint64, count=todo.size)
-            s = size[todo]
-            ok = self._all_kept[s] | (u < self._limit[s])
-            out[todo[ok]] = (u[ok] % s[ok].astype(np.uint64)).astype(np.int64)
-            todo = todo[~ok]
         return out
 
     def distribution(self, h: Sequence[int]) -> list[float]:
