@@ -162,6 +162,7 @@ class NeedsExact(Exception):
         self.delta = delta
         self.coarse = coarse
         self.ledger_id = ledger_id
+        self.tenant: str | None = None  #: the tenant whose debits asked for it (set by the writer)
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,9 @@
   request carried an ``idempotency_key``, with a digest of the request, and the debit's own ``debit_id``.
   Votes are never stored.
 - ``api_keys``: the service's bearer keys by SHA-256 digest (never the key itself), each with its tenant
-  and scope (``tenant`` or ``admin``), and when it was revoked (0008; :mod:`darrm_opt.ledger.keys`).
+  and scope (``tenant`` or ``admin``), and when it was revoked (0008; :mod:`darrm_opt.ledger.keys`);
+- ``compositions``: exact compositions' ε by key, computed by one server process and read by the others
+  (0010; :mod:`darrm_opt.ledger.compositions`).
 """
 
 from __future__ import annotations
@@ -185,3 +187,17 @@ class ApiKey(Base):
     name: Mapped[str] = mapped_column(String(200), default="", server_default="")
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     revoked_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+
+
+class Composition(Base):
+    """An exact composition's ε shared by every server process (:class:`darrm_opt.ledger.compositions.SharedCompositions`):
+    one process computes it, the others read it (0010)."""
+
+    __tablename__ = "compositions"
+
+    #: :func:`darrm_opt.privacy.pld.composition_key` of the composition (parts, δ, grid, accounting version)
+    key: Mapped[str] = mapped_column(String(64), primary_key=True)
+    #: its ε (an upper bound); NULL while a process has claimed it and is computing it
+    epsilon: Mapped[float | None] = mapped_column(Double, nullable=True)
+    #: when the row was claimed or its value stored (a claim older than the stale time may be taken over)
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, index=True)

@@ -66,6 +66,7 @@ from .core import (
     decide,
     no_profiles,
 )
+from .compositions import SharedCompositions
 from .db import Database
 from .schema import DEFAULT_TENANT, Ledger, LedgerUsage, SpendRecord, aware, utcnow
 
@@ -244,11 +245,19 @@ class DebitWriter:
     """The process's single writer of debits (see the module docstring); ``exact_workers``: threads that
     compute exact compositions for it; ``fine_processes``: the fine compositions run in child processes (at
     most ``exact_workers``, started when first needed, at niceness +FINE_NICE), so that they take neither
-    this process's interpreter lock nor more than their share of the CPU from the requests it serves."""
+    this process's interpreter lock nor more than their share of the CPU from the requests it serves.
+    A tenant has at most one fine composition computed at a time per process (the others it needs wait in its
+    backlog), so a tenant whose ledgers sit at their budgets takes one of the ``exact_workers`` slots, never all,
+    and another tenant's ledger near its budget is not queued behind them."""
 
     def __init__(self, db: Database, max_batch: int = 512, profile_of: ProfileOf = no_profiles,
-                 exact_workers: int = 2, fine_processes: bool = False) -> None:
+                 exact_workers: int = 2, fine_processes: bool = False, share_compositions: bool = False) -> None:
         self.db = db
+        #: with ``share_compositions`` (the service: several processes on one database) exact compositions are
+        #: shared through the database, computed by one process and read by the others
+        self.shared = SharedCompositions(db) if share_compositions else None
+        #: tenant -> the fine compositions it asked for while one of its own was being computed (see :meth:`_park`)
+        self._fine_backlog: dict[str | None, collections.deque[NeedsExact]] = {}
         self.max_batch = max_batch
         self.profile_of = profile_of
         #: new debits; a list is a group of debits set aside for an exact composition, decided as one batch
@@ -415,12 +424,8 @@ class DebitWriter:
                 try:
                     with self._warm_lock:
                         latest = self._ahead_wanted.get(ledger_id) == key
-                    child = self._ahead_process
-                    if latest and child is None:
-                        exact_epsilon(key[0], delta, coarse=True)
-                    elif latest and child is not None:
-                        value = child.submit(exact_epsilon, key[0], delta, coarse=True).result()
-                        remember_exact_epsilon(key[0], delta, value, coarse=True)
+                    if latest:  # a composition another process is computing is not waited for here
+                        self._composition(key[0], delta, True, self._ahead_process, wait_s=0)
                 finally:
                     with self._warm_lock:
                         self._ahead_running.pop(key, None)
@@ -446,10 +451,32 @@ class DebitWriter:
                 waiting[1].extend(keep)
                 return
             self._warming[need.ledger_id] = (keep, [])
+            if not need.coarse:
+                need.tenant = next((d.tenant for d in keep), None)
+                backlog = self._fine_backlog.get(need.tenant)
+                if backlog is not None:  # one of this tenant's is being computed: this one waits its turn
+                    backlog.append(need)
+                    return
+                self._fine_backlog[need.tenant] = collections.deque()
+        self._start(need)
+
+    def _start(self, need: NeedsExact) -> None:
         try:
             (self._exact if need.coarse else self._exact_fine).submit(self._warm_and_requeue, need)
         except RuntimeError as exc:  # the pool is shut down: the writer is stopping
             self._release(need.ledger_id, exc)
+            if not need.coarse:
+                self._next_fine(need.tenant)
+
+    def _next_fine(self, tenant: str | None) -> None:
+        """Start the next fine composition ``tenant`` asked for, or note that it has none running."""
+        with self._warm_lock:
+            backlog = self._fine_backlog.get(tenant)
+            nxt = backlog.popleft() if backlog else None
+            if nxt is None:
+                self._fine_backlog.pop(tenant, None)
+        if nxt is not None:
+            self._start(nxt)
 
     def _warm_and_requeue(self, need: NeedsExact) -> None:
         with self._warm_lock:
@@ -457,10 +484,14 @@ class DebitWriter:
         if ahead is not None:  # being computed in advance: wait for it (the look-ahead thread never waits)
             with contextlib.suppress(Exception):
                 ahead.result()
-        error = self._warm(need)
-        if error is not None:
-            log.error("exact accounting failed for ledger %s: %s", need.ledger_id, error)
-        self._release(need.ledger_id, error)
+        try:
+            error = self._warm(need)
+            if error is not None:
+                log.error("exact accounting failed for ledger %s: %s", need.ledger_id, error)
+            self._release(need.ledger_id, error)
+        finally:
+            if not need.coarse:
+                self._next_fine(need.tenant)
 
     def _release(self, ledger_id: str, error: BaseException | None) -> None:
         """Queue the debits set aside for ``ledger_id`` again (those that asked for the composition as one
@@ -478,14 +509,29 @@ class DebitWriter:
     def _warm(self, need: NeedsExact) -> BaseException | None:
         """Compute (and cache) the exact composition a decision asked for; the error if it failed."""
         try:
-            if need.coarse or self._fine_processes is None:
-                exact_epsilon(need.parts, need.delta, coarse=need.coarse)
-            elif cached_exact_epsilon(need.parts, need.delta) is None:
-                value = self._fine_processes.submit(exact_epsilon, need.parts, need.delta).result()
-                remember_exact_epsilon(need.parts, need.delta, value)
+            self._composition(need.parts, need.delta, need.coarse, None if need.coarse else self._fine_processes)
         except Exception as exc:  # noqa: BLE001 - fail the debits that need it, keep the writer alive
             return exc
         return None
+
+    def _composition(self, parts: Any, delta: float, coarse: bool, child: ProcessPoolExecutor | None,
+                     wait_s: float | None = None) -> float | None:
+        """:func:`exact_epsilon` of ``parts`` (now in this process's cache): from the cache, from the database
+        (another process computed it, or is computing it: waited for up to ``wait_s``, see
+        :meth:`SharedCompositions.obtain`) or computed, on this thread or in the ``child`` process."""
+        def compute() -> float:
+            if child is None:
+                return exact_epsilon(parts, delta, coarse=coarse)
+            return child.submit(exact_epsilon, parts, delta, coarse=coarse).result()
+
+        hit = cached_exact_epsilon(parts, delta, coarse=coarse)
+        if hit is not None:
+            return hit
+        if self.shared is not None:
+            return self.shared.obtain(parts, delta, coarse, compute, wait_s=wait_s)
+        value = compute()
+        remember_exact_epsilon(parts, delta, value, coarse=coarse)
+        return value
 
     def _transaction(self, batch: list[Debit]) -> tuple[list[DebitResult], list[tuple[str, int, Any]]]:
         """Decide and commit ``batch``. A debit marked ``uncertain`` was in an attempt that failed in the

@@ -19,6 +19,7 @@ composes it the same way (it agrees with darrm_opt.privacy.accounting's closed f
 from __future__ import annotations
 
 import collections
+import hashlib
 import math
 import threading
 from collections.abc import Iterable, Sequence
@@ -270,6 +271,32 @@ def exact_epsilon(parts: Iterable[tuple[Profile, int]], delta: float, *, coarse:
     value = _exact_epsilon(*key) if key[0] else 0.0
     remember_exact_epsilon(key[0], key[1], value, coarse=key[2])
     return value
+
+
+#: bumped whenever a change to this module could change a value of :func:`exact_epsilon` (grid, margins, the
+#: PLD construction): part of :func:`composition_key`, so a value stored by another version is never read
+ACCOUNTING_VERSION = 1
+
+
+def _exact_text(value: object) -> str:
+    """A canonical, exact text of a profile's sort key: floats by :meth:`float.hex`, containers recursively."""
+    if isinstance(value, float):
+        return value.hex()
+    if isinstance(value, (tuple, list)):
+        return "(" + ",".join(_exact_text(v) for v in value) + ")"
+    return repr(value)
+
+
+def composition_key(parts: Iterable[tuple[Profile, int]], delta: float, *, coarse: bool = False) -> str:
+    """SHA-256 (hex) naming the value of :func:`exact_epsilon` for these arguments across processes and
+    versions: the canonical parts (each profile's exact sort key and its count), δ, the grid (INTERVAL, COARSE,
+    SHIFT, DELTA_MARGIN) and :data:`ACCOUNTING_VERSION`."""
+    h = hashlib.sha256()
+    h.update(f"darrm-composition-v{ACCOUNTING_VERSION}|{INTERVAL.hex()}|{COARSE.hex()}|{SHIFT.hex()}|"
+             f"{DELTA_MARGIN.hex()}|{float(delta).hex()}|{bool(coarse)}".encode())
+    for prof, n in canonical_parts(parts):
+        h.update(f"|{_exact_text(prof.sort_key())}#{n}".encode())
+    return h.hexdigest()
 
 
 def remember_exact_epsilon(parts: Iterable[tuple[Profile, int]], delta: float, value: float, *,

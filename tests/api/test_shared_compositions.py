@@ -1,0 +1,156 @@
+"""Exact compositions shared through the database (darrm_opt.ledger.compositions), on SQLite and PostgreSQL:
+one process computes a composition, another reads the same float; a fresh claim is waited for, a stale one
+taken over; a database that fails means computing locally; and the debit writer gives each tenant at most
+one fine composition at a time."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+import time
+import types
+
+import pytest
+
+from darrm_opt.ledger.compositions import SharedCompositions
+from darrm_opt.ledger.core import NeedsExact
+from darrm_opt.ledger.db import Database, migrate
+from darrm_opt.ledger.store import DebitWriter
+from darrm_opt.privacy import pld
+from darrm_opt.privacy.gaussian_profile import GaussianProfile
+
+DELTA = 1e-5
+
+
+def _profile(sigma: float) -> GaussianProfile:
+    return GaussianProfile(sigma, (1.0, 1.0))
+
+
+_fresh = iter(range(1, 10**6))
+
+
+def _new_sigma(base: float) -> float:
+    """A σ whose compositions no earlier test put in this process's memory."""
+    return base + next(_fresh) / 1024
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def db(request, tmp_path):
+    url = (f"sqlite:///{tmp_path / 'c.db'}" if request.param == "sqlite"
+           else request.getfixturevalue("empty_pg_database"))
+    database = Database(url)
+    migrate(database)
+    yield database
+    database.dispose()
+
+
+def test_the_key_names_the_composition_exactly():
+    a, b = _profile(3.0), _profile(5.0)
+    key = pld.composition_key([(a, 4), (b, 6)], DELTA)
+    assert key == pld.composition_key([(b, 6), (a, 1), (a, 3)], DELTA)  # merged, in canonical order
+    others = {pld.composition_key([(a, 4), (b, 7)], DELTA), pld.composition_key([(a, 4), (b, 6)], 2e-5),
+              pld.composition_key([(a, 4), (b, 6)], DELTA, coarse=True),
+              pld.composition_key([(_profile(3.0000000000000004), 4), (b, 6)], DELTA)}  # one ulp of σ
+    assert key not in others and len(others) == 4
+    code = ("from darrm_opt.privacy import pld; from darrm_opt.privacy.gaussian_profile import GaussianProfile as G;"
+            "print(pld.composition_key([(G(5.0, (1.0, 1.0)), 6), (G(3.0, (1.0, 1.0)), 4)], 1e-05))")
+    other_process = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert other_process.stdout.strip() == key
+
+
+def test_another_process_reads_the_stored_value_and_computes_nothing(db):
+    sigma = _new_sigma(4.0)
+    parts = [(_profile(sigma), 30)]
+    shared = SharedCompositions(db)
+    value = shared.obtain(parts, DELTA, False, lambda: pld.exact_epsilon(parts, DELTA))
+    assert value == pld.exact_epsilon(parts, DELTA) and shared.computed == 1
+    code = f"""
+import json
+from darrm_opt.ledger.compositions import SharedCompositions
+from darrm_opt.ledger.db import Database
+from darrm_opt.privacy.gaussian_profile import GaussianProfile
+def compute():
+    raise AssertionError("computed again")
+shared = SharedCompositions(Database({db.url.render_as_string(hide_password=False)!r}))
+value = shared.obtain([(GaussianProfile(float.fromhex({sigma.hex()!r}), (1.0, 1.0)), 30)], 1e-05, False, compute)
+print(json.dumps([value.hex(), shared.read, shared.computed]))
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert json.loads(out.stdout) == [value.hex(), 1, 0]  # the same float, bit for bit
+
+
+def test_a_fresh_claim_is_waited_for_and_a_stale_one_taken_over(db):
+    sigma = _new_sigma(6.0)
+    parts = [(_profile(sigma), 12)]
+    key = pld.composition_key(parts, DELTA)
+    owner = SharedCompositions(db)
+    assert owner.claim(key) == (None, True)
+    assert owner.claim(key) == (None, False)  # claimed: nobody else computes it
+
+    def computes():
+        raise AssertionError("the claim's owner computes it")
+
+    later = threading.Timer(0.3, owner.store, (key, 1.25))
+    later.start()
+    waiter = SharedCompositions(db, poll_s=0.02)
+    assert waiter.obtain(parts, DELTA, False, computes) == 1.25 and waiter.read == 1 and waiter.computed == 0
+    later.join()
+
+    parts2 = [(_profile(sigma), 13)]
+    assert owner.claim(pld.composition_key(parts2, DELTA)) == (None, True)
+    assert SharedCompositions(db).obtain(parts2, DELTA, False, lambda: 9.0, wait_s=0) is None  # the look-ahead
+    time.sleep(0.3)
+    heir = SharedCompositions(db, stale_s=0.2, poll_s=0.02)
+    value = heir.obtain(parts2, DELTA, False, lambda: pld.exact_epsilon(parts2, DELTA))
+    assert heir.computed == 1 and value == pld.exact_epsilon(parts2, DELTA)
+    assert heir.peek(pld.composition_key(parts2, DELTA)) == (value, False)  # stored for the others
+
+
+def test_a_failing_database_means_computing_locally():
+    dead = Database("postgresql://nobody@127.0.0.1:1/none")
+    parts = [(_profile(7.5), 9)]
+    shared = SharedCompositions(dead)
+    assert shared.obtain(parts, DELTA, False, lambda: 2.5) == 2.5 and shared.computed == 1
+    dead.dispose()
+
+
+class _Recorder:
+    """An executor that records what it is given and runs nothing."""
+
+    def __init__(self) -> None:
+        self.started: list[NeedsExact] = []
+
+    def submit(self, fn, need):  # noqa: ANN001, ANN201
+        self.started.append(need)
+
+    def shutdown(self, **kwargs) -> None:  # noqa: ANN003
+        pass
+
+
+def test_each_tenant_has_one_fine_composition_at_a_time(tmp_path):
+    database = Database(f"sqlite:///{tmp_path / 'w.db'}")
+    migrate(database)
+    writer = DebitWriter(database)
+    recorder = _Recorder()
+    writer._exact_fine = recorder
+    try:
+        def need(ledger: str, tenant: str) -> NeedsExact:
+            n = NeedsExact([(_profile(3.0), 10)], DELTA, False, ledger)
+            writer._park(n, [types.SimpleNamespace(tenant=tenant, parked=0, future=None)])
+            return n
+
+        a1, a2, b1, a3 = need("A1", "a"), need("A2", "a"), need("B1", "b"), need("A3", "a")
+        assert recorder.started == [a1, b1]  # b's is not queued behind a's second and third
+        writer._next_fine("a")  # a1 done
+        assert recorder.started == [a1, b1, a2]
+        writer._next_fine("b")
+        writer._next_fine("a")
+        assert recorder.started == [a1, b1, a2, a3]
+        writer._next_fine("a")
+        assert writer._fine_backlog == {}
+    finally:
+        writer._warming.clear()
+        writer.stop()
+        database.dispose()
