@@ -190,8 +190,8 @@ class ApiKey(Base):
 
 
 class Composition(Base):
-    """An exact composition's ε shared by every server process (:class:`darrm_opt.ledger.compositions.SharedCompositions`):
-    one process computes it, the others read it (0010)."""
+    """An exact composition's ε shared by every server process: one process computes it, the others read it
+    (0010; :class:`darrm_opt.ledger.compositions.SharedCompositions`)."""
 
     __tablename__ = "compositions"
 

@@ -56,6 +56,7 @@ from darrm_opt.privacy import accounting
 from darrm_opt.privacy.parallel import capped, check_cap
 from darrm_opt.privacy.pld import cached_exact_epsilon, canonical_parts, exact_epsilon, remember_exact_epsilon
 
+from .compositions import SharedCompositions
 from .core import (
     Debit,
     DebitResult,
@@ -66,7 +67,6 @@ from .core import (
     decide,
     no_profiles,
 )
-from .compositions import SharedCompositions
 from .db import Database
 from .schema import DEFAULT_TENANT, Ledger, LedgerUsage, SpendRecord, aware, utcnow
 
