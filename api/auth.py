@@ -15,12 +15,15 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import threading
 
 from fastapi.security import HTTPBearer
 
 from darrm_opt.ledger.db import Database
 from darrm_opt.ledger.keys import Principal, digest, load_keys
+
+from .admission import TenantRates
 
 PROTECTED_PREFIX = "/v1/"
 #: the scope key holding the request's principal
@@ -75,10 +78,20 @@ class KeyRing:
             self._thread.join(5)
 
 
+async def _refuse(send, status: int, body: bytes, headers: list[tuple[bytes, bytes]]) -> None:  # noqa: ANN001
+    await send({"type": "http.response.start", "status": status, "headers": [
+        (b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()), *headers]})
+    await send({"type": "http.response.body", "body": body})
+
+
 class BearerKeyMiddleware:
-    def __init__(self, app, keys: KeyRing) -> None:  # noqa: ANN001
+    """401 for a ``/v1`` request without a valid key; with ``rates`` (:class:`darrm_opt.api.admission.TenantRates`),
+    429 with ``Retry-After`` for a tenant's request over its rate (admin keys are not limited)."""
+
+    def __init__(self, app, keys: KeyRing, rates: TenantRates | None = None) -> None:  # noqa: ANN001
         self.app = app
         self.keys = keys
+        self.rates = rates
 
     def _principal(self, header: bytes | None) -> Principal | None:
         if not header:
@@ -98,16 +111,16 @@ class BearerKeyMiddleware:
                     break
             who = self._principal(header)
             if who is None:
-                await send({
-                    "type": "http.response.start",
-                    "status": 401,
-                    "headers": [
-                        (b"content-type", b"application/json"),
-                        (b"content-length", str(len(_BODY)).encode()),
-                        (b"www-authenticate", b"Bearer"),
-                    ],
-                })
-                await send({"type": "http.response.body", "body": _BODY})
+                await _refuse(send, 401, _BODY, [(b"www-authenticate", b"Bearer")])
+                return
+            wait = 0.0 if self.rates is None or who.admin else self.rates.take(who.tenant)
+            if wait > 0:
+                retry = max(1, math.ceil(wait))
+                body = json.dumps({"detail": (
+                    f"tenant {who.tenant!r} is over its request rate (DARRM_TENANT_RATE = {self.rates.rate:g} "
+                    f"requests per second per server process, bursts of {self.rates.burst:g}); retry after "
+                    f"{retry} s; nothing was done")}).encode()
+                await _refuse(send, 429, body, [(b"retry-after", str(retry).encode())])
                 return
             scope[PRINCIPAL] = who
         await self.app(scope, receive, send)

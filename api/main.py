@@ -19,6 +19,7 @@ from darrm_opt.ledger.store import DebitWriter, LedgerStore
 from darrm_opt.mechanisms.samplers import RandomBytes, system_random
 
 from . import docs
+from .admission import TenantRates
 from .auth import BearerKeyMiddleware, KeyRing
 from .deps import Services
 from .errors import install as install_errors
@@ -81,7 +82,8 @@ def create_app(settings: Settings | None = None, *, random_bytes: RandomBytes = 
     install_log_redaction()
     app.add_middleware(BodyLimitMiddleware, aggregate_limit=settings.max_body_bytes,
                        default_limit=settings.max_request_bytes)
-    app.add_middleware(BearerKeyMiddleware, keys=keys)  # 401 before all else
+    rates = None if settings.tenant_rate is None else TenantRates(settings.tenant_rate, settings.tenant_burst)
+    app.add_middleware(BearerKeyMiddleware, keys=keys, rates=rates)  # 401 (and 429) before all else
     app.add_middleware(AllowMiddleware, routes_of=app)  # OPTIONS needs no key (the routes are public)
     install_errors(app)
     docs.install(app)

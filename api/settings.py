@@ -29,6 +29,9 @@
                          body arriving past it is answered 503 (Retry-After); bodies are read as they
                          arrive, so a connection holds what it sent, whatever its Content-Length says
 ``DARRM_EXACT_WORKERS``  threads computing exact compositions for the debit writer (2), off its thread
+``DARRM_TENANT_RATE``, ``DARRM_TENANT_BURST``  requests per second (and the burst) one tenant may make to
+                         ``/v1`` in each server process (unset: unlimited); one more is answered 429 with
+                         Retry-After before its body is read (``api.admission``)
 """
 
 from __future__ import annotations
@@ -72,6 +75,9 @@ class Settings(BaseSettings):
     debit_batch: int = Field(512, ge=1)
     debit_timeout_s: float = Field(60.0, gt=0)
     migrate_on_start: bool = True
+    # tenants
+    tenant_rate: float | None = Field(None, gt=0, allow_inf_nan=False)  # requests/s per tenant per process
+    tenant_burst: float | None = Field(None, ge=1, allow_inf_nan=False)  # default: one second's requests
 
     @field_validator("api_keys", "admin_keys", mode="before")
     @classmethod
