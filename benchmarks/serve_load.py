@@ -142,12 +142,13 @@ def free_port() -> int:
 
 
 class Server:
-    def __init__(self, database_url: str, workers: int, key: str, workdir: Path) -> None:
+    def __init__(self, database_url: str, workers: int, key: str, workdir: Path, env: dict | None = None) -> None:
+        env_extra = env
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         env = {k: v for k, v in os.environ.items() if not k.startswith("DARRM_")}
         env.update({"DARRM_DATABASE_URL": database_url, "DARRM_API_KEYS": key,
-                    "PYTHONPATH": str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")})
+                    "PYTHONPATH": str(ROOT) + os.pathsep + env.get("PYTHONPATH", ""), **(env_extra or {})})
         self.log = open(workdir / f"server-{self.port}.log", "wb")  # noqa: SIM115
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "uvicorn", "darrm_opt.api.main:create_app", "--factory", "--host", "127.0.0.1",

@@ -8,13 +8,17 @@ with two tenants' keys (``DARRM_API_KEYS=victim:…,hostile:…``) and measures,
 ``serve_load.py`` in a separate process (keep-alive connections, 32 for 1-row and 8 for 100-row requests):
 
 1. the victim alone: requests/s, p50 and p99 of ``POST /v1/aggregate`` with 1-row and with 100-row batches
-   (a pure-DP K = 11 table, a ledger that never runs out), each connection sending as soon as it has its
-   answer (closed loop: the server saturated, so p99 includes its queue); and 1-row requests offered at a
+   (a pure-DP K = 11 table, a new ledger per run that never runs out), each connection sending as soon as it
+   has its answer (closed loop: the server saturated, so p99 includes its queue), after a run that warms the
+   caches, and the mean of a run before and one after the hostile run of 2.; and 1-row requests offered at a
    fixed ``--rate`` (default 800 req/s, the target's rate) on a fixed schedule, latency counted from each
    request's due time (open loop);
 2. the same while the hostile tenant saturates its own ledger from another process (8 connections of 1-row
    requests on a ledger whose generic bounds are over its budget and whose exact composition is not, so
-   every debit needs a fresh fine composition, 2–6 s each): the victim's share of its own throughput;
+   every debit needs a fresh fine composition, 2–6 s each; each run on a table of its own, a pure-DP
+   K = 11 table at an ε no earlier run used, so that no composition it needs was computed before): the
+   victim's share of its own throughput, and the hostile's answers (200 paid, 409 over its budget, 429
+   over its request rate with ``--tenant-rate``);
 3. ``GET /v1/ledgers?limit=1000`` over 1000 ledgers of one tenant, each paid once (first call and best of 3);
 4. the server's RSS (parent and workers) before and with 1000 idle slow connections, each having sent its
    headers (``Content-Length: 16000000``) and 30 bytes of body, then nothing.
@@ -60,11 +64,17 @@ def _auth(key: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {key}"}
 
 
+_RUNS = iter(range(1, 10**6))
+
+
 def hostile_request(url: str) -> bytes:
-    """A 1-row request on a hostile ledger: 100 answers paid, budget ε = 14 at δ = 1e-5 (the generic bound
-    of 100 answers is 16.1, the exact one 12.0), so every further debit needs a new fine composition."""
+    """A 1-row request on a hostile ledger: 100 answers paid, budget ε = 14 at δ = 1e-5 (the exact
+    composition of 100 answers is about 12, the generic bounds over 14), so every further debit needs a new
+    fine composition. Each call makes a table of its own (ε = 0.1 + k·1e-6 for the k-th call)."""
     with httpx.Client(base_url=url, headers=_auth(HOSTILE), timeout=600) as c:
-        table = c.post("/v1/tables", json=TABLE).json()
+        r = c.post("/v1/tables", json={**TABLE, "epsilon": 0.1 + next(_RUNS) * 1e-6})
+        assert r.status_code == 200, r.text
+        table = r.json()
         ledger = c.post("/v1/ledgers", json={"name": "hostile", "epsilon_budget": 14.0, "delta_budget": 1e-5}).json()
         r = c.post("/v1/aggregate", json={"table_id": table["id"], "ledger_id": ledger["id"],
                                           "votes": [[1] * 11] * 100})
@@ -85,6 +95,11 @@ def with_hostile(url: str, fn, seconds: float):  # noqa: ANN001, ANN201
         out = fn()
         hostile = pending.get(timeout=seconds + 600)
     return out, hostile["codes"]
+
+
+def mean_of(a: dict, b: dict) -> dict:
+    """The victim alone: the mean of its runs before and after the hostile one (the machine may drift)."""
+    return {k: (a[k] + b[k]) / 2 for k in ("requests_per_s", "rows_per_s", "p50_ms", "p99_ms")}
 
 
 def ledger_list(url: str, n: int) -> tuple[float, float]:
@@ -144,6 +159,8 @@ def main() -> None:
     ap.add_argument("--configs", default="sqlite:2,postgresql:2", help="database:workers pairs")
     ap.add_argument("--json", type=Path, help="also write the results here")
     ap.add_argument("--rate", type=float, default=800.0, help="the offered rate of the open-loop 1-row run")
+    ap.add_argument("--tenant-rate", type=float, help="run the servers with DARRM_TENANT_RATE (requests/s per "
+                                                      "tenant and process; the default: unlimited)")
     args = ap.parse_args()
 
     configs = [(c.split(":")[0], int(c.split(":")[1])) for c in args.configs.split(",")]
@@ -156,7 +173,8 @@ def main() -> None:
             with contextlib.ExitStack() as stack:
                 db = (f"sqlite:///{tmp}/tenants-{workers}.db" if backend == "sqlite"
                       else stack.enter_context(postgres_database(args.postgres_url)))
-                server = Server(db, workers, f"victim:{VICTIM},hostile:{HOSTILE}", Path(tmp))
+                env = {} if args.tenant_rate is None else {"DARRM_TENANT_RATE": str(args.tenant_rate)}
+                server = Server(db, workers, f"victim:{VICTIM},hostile:{HOSTILE}", Path(tmp), env=env)
                 stack.callback(server.stop)
                 row = {"backend": backend, "workers": workers}
 
@@ -164,13 +182,14 @@ def main() -> None:
                     return measure(url, VICTIM, rows=rows, connections=32 if rows == 1 else 8,
                                    seconds=args.seconds, warmup=args.warmup)
 
-                row["alone_1"], row["alone_100"] = victim(1), victim(100)
+                for rows in (1, 100):
+                    victim(rows)  # a run to warm the caches: the runs below pay the same compositions
+                    before = victim(rows)
+                    row[f"hostile_{rows}"], row[f"hostile_codes_{rows}"] = with_hostile(
+                        server.url, lambda rows=rows: victim(rows), args.seconds + args.warmup)
+                    row[f"alone_{rows}"] = mean_of(before, victim(rows))
                 row["paced_1"] = measure(server.url, VICTIM, rows=1, connections=32, seconds=args.seconds,
                                          warmup=args.warmup, rate=args.rate)
-                row["hostile_1"], row["hostile_codes_1"] = with_hostile(server.url, lambda: victim(1),
-                                                                       args.seconds + args.warmup)
-                row["hostile_100"], row["hostile_codes_100"] = with_hostile(server.url, lambda: victim(100),
-                                                                           args.seconds + args.warmup)
                 row["list_first_s"], row["list_best_s"] = ledger_list(server.url, args.ledgers)
                 row["rss_before_mb"], row["rss_idle_mb"] = idle_connections(server.url, server.proc.pid, args.idle)
                 results.append(row)
