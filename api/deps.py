@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import Depends, Request, Security
 
@@ -13,6 +13,7 @@ from darrm_opt.ledger.store import DebitWriter, LedgerStore
 
 from .auth import PRINCIPAL, bearer_scheme
 from .middleware import BodyBudget
+from .schemas import ErrorOut
 from .settings import Settings
 from .table_service import TableService
 
@@ -49,3 +50,9 @@ PrincipalDep = Annotated[Principal, Depends(principal)]
 
 #: declares the bearer scheme on keyed routes in OpenAPI (the key itself is checked by the middleware)
 keyed = [Security(bearer_scheme)]
+#: the answers of the key middleware (api.auth) on every keyed route, declared once for every router
+KEYED_RESPONSES: dict[int | str, dict[str, Any]] = {
+    401: {"model": ErrorOut, "description": "missing or invalid API key"},
+    429: {"model": ErrorOut, "description": "the tenant is over its request rate (DARRM_TENANT_RATE) or, for a "
+                                            "table, its DARRM_SOLVE_QUOTA of background solves; Retry-After"},
+}

@@ -21,7 +21,7 @@ from darrm_opt.ledger.core import Debit, request_digest
 
 from .. import votes as votes_io
 from ..debits import pay, refusal
-from ..deps import principal, services
+from ..deps import KEYED_RESPONSES, principal, services
 from ..errors import invalid, validation_detail
 from ..middleware import BodyBudgetExceeded, read_body
 from ..schemas import AggregateOut, BudgetExceededOut, ErrorOut, HTTPValidationErrorOut
@@ -30,7 +30,7 @@ from . import means
 log = logging.getLogger("darrm.api.aggregate")
 
 #: no per-request security dependency on this hot path: the middleware checks the key; OpenAPI says so
-router = APIRouter(prefix="/v1", tags=["aggregate"])
+router = APIRouter(prefix="/v1", tags=["aggregate"], responses=KEYED_RESPONSES)
 
 #: batches above this many rows are answered on a worker thread, not the event loop
 THREAD_ROWS = 2_000
@@ -51,8 +51,7 @@ def _request_schema() -> dict:
         "security": [{"HTTPBearer": []}],
     },
     responses={
-        401: {"model": ErrorOut, "description": "missing or invalid API key"},
-        404: {"model": ErrorOut, "description": "unknown table_id or ledger_id"},
+            404: {"model": ErrorOut, "description": "unknown table_id or ledger_id"},
         409: {"model": BudgetExceededOut,
               "description": "the batch would exceed the ledger's budget (nothing released)"},
         413: {"model": ErrorOut, "description": "body over DARRM_MAX_BODY_BYTES"},

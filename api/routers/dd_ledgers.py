@@ -17,10 +17,10 @@ from darrm_opt.errors import BudgetExceeded
 from darrm_opt.ledger.dd_store import DataDependentStore
 from darrm_opt.mechanisms.dd_answers import drawer
 
-from ..deps import PrincipalDep, ServicesDep, keyed, readable
+from ..deps import KEYED_RESPONSES, PrincipalDep, ServicesDep, keyed, readable
 from ..schemas import ID_PATTERN, ErrorOut, HTTPValidationErrorOut, PlainText
 
-router = APIRouter(prefix="/v1", tags=["data-dependent ledgers"], dependencies=keyed)
+router = APIRouter(prefix="/v1", tags=["data-dependent ledgers"], dependencies=keyed, responses=KEYED_RESPONSES)
 
 GUARANTEE = ("sanitised_epsilon is a noisy, differentially private estimate of the (ε, δ) bound that holds for "
              "this dataset, including the cost of its release; it is not a worst case and can fall below the "
@@ -104,7 +104,6 @@ class DataDependentLedgerOut(BaseModel):
 
 
 _COMMON: dict[int | str, dict[str, Any]] = {
-    401: {"model": ErrorOut, "description": "missing or invalid API key"},
     422: {"model": HTTPValidationErrorOut, "description": "invalid body (the field is named)"},
 }
 _FOUND: dict[int | str, dict[str, Any]] = {404: {"model": ErrorOut, "description": "unknown ledger_id"}, **_COMMON}

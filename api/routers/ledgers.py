@@ -10,7 +10,7 @@ from typing import Any
 from fastapi import APIRouter, Path
 from fastapi.responses import JSONResponse
 
-from ..deps import PrincipalDep, ServicesDep, keyed, readable
+from ..deps import KEYED_RESPONSES, PrincipalDep, ServicesDep, keyed, readable
 from ..schemas import (
     ID_PATTERN,
     ErrorOut,
@@ -19,10 +19,9 @@ from ..schemas import (
     LedgerRequest,
 )
 
-router = APIRouter(prefix="/v1", tags=["ledgers"], dependencies=keyed)
+router = APIRouter(prefix="/v1", tags=["ledgers"], dependencies=keyed, responses=KEYED_RESPONSES)
 
 _COMMON: dict[int | str, dict[str, Any]] = {
-    401: {"model": ErrorOut, "description": "missing or invalid API key"},
     422: {"model": HTTPValidationErrorOut, "description": "invalid body (the field is named)"},
 }
 

@@ -28,12 +28,12 @@ from darrm_opt.ledger.core import Debit
 from darrm_opt.mechanisms import mechanism
 
 from ..debits import pay, refusal
-from ..deps import Services, ServicesDep, principal
+from ..deps import KEYED_RESPONSES, Services, ServicesDep, principal
 from ..errors import invalid
 
 log = logging.getLogger("darrm.api.means")
 
-router = APIRouter(prefix="/v1", tags=["gaussian mean"])
+router = APIRouter(prefix="/v1", tags=["gaussian mean"], responses=KEYED_RESPONSES)
 
 #: the most values (N × K × l) one vectors request may hold
 MAX_VECTOR_VALUES = 1 << 21

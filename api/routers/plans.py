@@ -16,7 +16,7 @@ from darrm_opt.planning.job import Job
 from darrm_opt.planning.pate_plan import majority_free
 from darrm_opt.planning.plan import PlanRequest
 
-from ..deps import keyed, principal, services
+from ..deps import KEYED_RESPONSES, keyed, principal, services
 from ..plan_service import PlanService, plan_key
 from ..schemas import (
     ID_PATTERN,
@@ -32,7 +32,7 @@ from ..schemas import (
 )
 from .dd_ledgers import DataDependentLedgerOut
 
-router = APIRouter(prefix="/v1", tags=["plans"], dependencies=keyed)
+router = APIRouter(prefix="/v1", tags=["plans"], dependencies=keyed, responses=KEYED_RESPONSES)
 _LOCK = threading.Lock()
 
 
@@ -159,8 +159,7 @@ class PlanAccepted(BaseModel):
     ledger: LedgerOut | None = None
 
 
-_COMMON: dict[int | str, dict[str, Any]] = {401: {"model": ErrorOut, "description": "missing or invalid API key"},
-           422: {"model": HTTPValidationErrorOut,
+_COMMON: dict[int | str, dict[str, Any]] = {422: {"model": HTTPValidationErrorOut,
                  "description": "invalid inputs, or a budget no certified table fits (the message gives the "
                                 "smallest ε reachable at budget_delta, or the δ the answers must spend)"}}
 

@@ -11,7 +11,7 @@ from darrm_opt.errors import InvalidParameter
 from darrm_opt.mechanisms import kind_for
 from darrm_opt.model.neighbours import check_setting_options
 
-from ..deps import PrincipalDep, ServicesDep, keyed
+from ..deps import KEYED_RESPONSES, PrincipalDep, ServicesDep, keyed
 from ..schemas import (
     ID_PATTERN,
     AnyTableOut,
@@ -25,9 +25,8 @@ from ..schemas import (
     Teachers,
 )
 
-router = APIRouter(prefix="/v1", tags=["tables"], dependencies=keyed)
+router = APIRouter(prefix="/v1", tags=["tables"], dependencies=keyed, responses=KEYED_RESPONSES)
 
-_UNAUTHORIZED: dict[int | str, dict[str, Any]] = {401: {"model": ErrorOut, "description": "missing or invalid API key"}}
 _INVALID: dict[int | str, dict[str, Any]] = {
     422: {"model": HTTPValidationErrorOut, "description": "invalid parameters (the field is named)"},
 }
@@ -55,8 +54,8 @@ def table_params(body: TableRequest) -> tuple[Any, str]:
     responses={
         202: {"model": JobAccepted, "description": "solving in the background; poll status_url"},
         409: {"model": ErrorOut, "description": "the stored table failed its re-check"},
-        429: {"model": ErrorOut, "description": "the tenant has DARRM_SOLVE_QUOTA background solves under way"},
-        **_UNAUTHORIZED,
+        429: {"model": ErrorOut, "description": "the tenant has DARRM_SOLVE_QUOTA background solves under way, "
+                                                "or is over its request rate (DARRM_TENANT_RATE); Retry-After"},
         **_INVALID,
     },
 )
@@ -81,7 +80,7 @@ def post_table(body: TableRequest, s: ServicesDep, who: PrincipalDep, response: 
     response_model=AnyTableOut,
     summary="One certified table",
     responses={404: {"model": ErrorOut, "description": "unknown table_id"}, 409: {"model": ErrorOut},
-               **_UNAUTHORIZED, **_INVALID},
+               **_INVALID},
 )
 def get_table(s: ServicesDep, table_id: str = Path(..., pattern=ID_PATTERN)):
     table = s.tables.get(table_id)
@@ -94,7 +93,7 @@ def get_table(s: ServicesDep, table_id: str = Path(..., pattern=ID_PATTERN)):
     "/tables",
     response_model=TableListOut,
     summary="Certified tables, filtered",
-    responses={**_UNAUTHORIZED, **_INVALID},
+    responses={**_INVALID},
 )
 def list_tables(
     s: ServicesDep,
@@ -118,7 +117,7 @@ def list_tables(
     "/jobs/{job_id}",
     response_model=JobOut,
     summary="Progress of a background solve, then its table",
-    responses={404: {"model": ErrorOut, "description": "unknown job_id"}, **_UNAUTHORIZED, **_INVALID},
+    responses={404: {"model": ErrorOut, "description": "unknown job_id"}, **_INVALID},
 )
 def get_job(s: ServicesDep, job_id: str = Path(..., pattern=ID_PATTERN)):
     job = s.tables.job(job_id)

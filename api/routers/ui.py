@@ -21,14 +21,13 @@ from __future__ import annotations
 import math
 from datetime import datetime
 from pathlib import Path as FilePath
-from typing import Any
 
 from fastapi import APIRouter, Path, Query
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import FileResponse, JSONResponse
 from pydantic import BaseModel, Field
 
-from ..deps import PrincipalDep, ServicesDep, keyed, readable
+from ..deps import KEYED_RESPONSES, PrincipalDep, ServicesDep, keyed, readable
 from ..schemas import ID_PATTERN, ErrorOut, LedgerSpend, PlainText
 
 STATIC = FilePath(__file__).resolve().parent.parent / "static"
@@ -42,8 +41,7 @@ HEADERS = {
 }
 
 page = APIRouter(tags=["dashboard"], include_in_schema=False)
-router = APIRouter(prefix="/v1", tags=["dashboard"], dependencies=keyed)
-_UNAUTHORIZED: dict[int | str, dict[str, Any]] = {401: {"model": ErrorOut, "description": "missing or invalid API key"}}
+router = APIRouter(prefix="/v1", tags=["dashboard"], dependencies=keyed, responses=KEYED_RESPONSES)
 
 
 @page.get("/ui")
@@ -93,7 +91,7 @@ class BaselinesOut(BaseModel):
 
 @router.get("/ledgers", response_model=LedgerListOut,
             summary="The tenant's ledgers (an admin key: every tenant's): budgets, spend and what remains",
-            responses=_UNAUTHORIZED)
+            )
 def list_ledgers(svc: ServicesDep, who: PrincipalDep, limit: int = Query(100, ge=1, le=1000),
                  offset: int = Query(0, ge=0, le=1_000_000_000),
                  tenant: PlainText | None = Query(None, max_length=64,
@@ -108,7 +106,7 @@ def list_ledgers(svc: ServicesDep, who: PrincipalDep, limit: int = Query(100, ge
 
 @router.get("/ledgers/{ledger_id}/spends", response_model=SpendListOut,
             summary="A ledger's spend after each paid request (oldest first)",
-            responses={404: {"model": ErrorOut, "description": "unknown ledger_id"}, **_UNAUTHORIZED})
+            responses={404: {"model": ErrorOut, "description": "unknown ledger_id"}})
 def ledger_spends(svc: ServicesDep, who: PrincipalDep, ledger_id: str = Path(..., pattern=ID_PATTERN),
                   limit: int = Query(1000, ge=1, le=10_000)):
     history = svc.ledgers.spends(ledger_id, limit, readable(who))
@@ -139,7 +137,7 @@ def _baselines(params, gamma: tuple[float, ...]) -> dict:
 
 @router.get("/tables/{table_id}/baselines", response_model=BaselinesOut,
             summary="A table's γ next to the closed-form baselines (display only)",
-            responses={404: {"model": ErrorOut, "description": "unknown table_id"}, **_UNAUTHORIZED})
+            responses={404: {"model": ErrorOut, "description": "unknown table_id"}})
 async def table_baselines(s: ServicesDep, table_id: str = Path(..., pattern=ID_PATTERN)):
     table = s.tables.cached(table_id) or await run_in_threadpool(s.tables.get, table_id)
     if table is None:
