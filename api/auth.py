@@ -113,12 +113,13 @@ class BearerKeyMiddleware:
             if who is None:
                 await _refuse(send, 401, _BODY, [(b"www-authenticate", b"Bearer")])
                 return
-            wait = 0.0 if self.rates is None or who.admin else self.rates.take(who.tenant)
-            if wait > 0:
+            rates = self.rates
+            wait = 0.0 if rates is None or who.admin else rates.take(who.tenant)
+            if rates is not None and wait > 0:
                 retry = max(1, math.ceil(wait))
                 body = json.dumps({"detail": (
-                    f"tenant {who.tenant!r} is over its request rate (DARRM_TENANT_RATE = {self.rates.rate:g} "
-                    f"requests per second per server process, bursts of {self.rates.burst:g}); retry after "
+                    f"tenant {who.tenant!r} is over its request rate (DARRM_TENANT_RATE = {rates.rate:g} "
+                    f"requests per second per server process, bursts of {rates.burst:g}); retry after "
                     f"{retry} s; nothing was done")}).encode()
                 await _refuse(send, 429, body, [(b"retry-after", str(retry).encode())])
                 return

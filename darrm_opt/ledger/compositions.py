@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable, Iterable
 from datetime import timedelta
 
-from sqlalchemy import delete, select, update
+from sqlalchemy import delete, insert, select, update
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
 from darrm_opt.privacy.pld import cached_exact_epsilon, composition_key, remember_exact_epsilon
@@ -92,7 +92,7 @@ class SharedCompositions:
             if row is not None and row.epsilon is not None:
                 return float(row.epsilon), False
             if row is None:
-                conn.execute(Composition.__table__.insert().values(key=key, epsilon=None, updated_at=now))
+                conn.execute(insert(Composition).values(key=key, epsilon=None, updated_at=now))
                 return None, True
             if not self._fresh(row.updated_at, now):  # abandoned: take it over
                 conn.execute(update(Composition).where(Composition.key == key).values(updated_at=now))
@@ -117,8 +117,7 @@ class SharedCompositions:
                 done = conn.execute(update(Composition).where(Composition.key == key)
                                     .values(epsilon=float(epsilon), updated_at=utcnow())).rowcount
                 if not done:
-                    conn.execute(Composition.__table__.insert().values(key=key, epsilon=float(epsilon),
-                                                                       updated_at=utcnow()))
+                    conn.execute(insert(Composition).values(key=key, epsilon=float(epsilon), updated_at=utcnow()))
         except SQLAlchemyError as exc:
             log.warning("shared composition not stored (%s)", type(exc).__name__)
         self._prune()
