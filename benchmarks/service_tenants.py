@@ -18,7 +18,8 @@ with two tenants' keys (``DARRM_API_KEYS=victim:…,hostile:…``) and measures,
    every debit needs a fresh fine composition, 2–6 s each; each run on a table of its own, a pure-DP
    K = 11 table at an ε no earlier run used, so that no composition it needs was computed before): the
    victim's share of its own throughput, and the hostile's answers (200 paid, 409 over its budget, 429
-   over its request rate with ``--tenant-rate``);
+   over its request rate with ``--tenant-rate``); and, 1-row only, while the hostile tenant floods the service
+   with requests on a ledger that pays none (each refused, 409, or 429 with ``--tenant-rate``);
 3. ``GET /v1/ledgers?limit=1000`` over 1000 ledgers of one tenant, each paid once (first call and best of 3);
 4. the server's RSS (parent and workers) before and with 1000 idle slow connections, each having sent its
    headers (``Content-Length: 16000000``) and 30 bytes of body, then nothing.
@@ -67,27 +68,32 @@ def _auth(key: str) -> dict[str, str]:
 _RUNS = iter(range(1, 10**6))
 
 
-def hostile_request(url: str) -> bytes:
+def hostile_request(url: str, flood: bool = False) -> bytes:
     """A 1-row request on a hostile ledger: 100 answers paid, budget ε = 14 at δ = 1e-5 (the exact
     composition of 100 answers is about 12, the generic bounds over 14), so every further debit needs a new
-    fine composition. Each call makes a table of its own (ε = 0.1 + k·1e-6 for the k-th call)."""
+    fine composition. Each call makes a table of its own (ε = 0.1 + k·1e-6 for the k-th call). ``flood``: a
+    ledger whose budget (ε = 0.1) no answer fits, so every request is refused (409) as fast as the server can."""
     with httpx.Client(base_url=url, headers=_auth(HOSTILE), timeout=600) as c:
         r = c.post("/v1/tables", json={**TABLE, "epsilon": 0.1 + next(_RUNS) * 1e-6})
         assert r.status_code == 200, r.text
         table = r.json()
-        ledger = c.post("/v1/ledgers", json={"name": "hostile", "epsilon_budget": 14.0, "delta_budget": 1e-5}).json()
+        ledger = c.post("/v1/ledgers", json={"name": "hostile", "epsilon_budget": 0.1 if flood else 14.0,
+                                             "delta_budget": 1e-5}).json()
         r = c.post("/v1/aggregate", json={"table_id": table["id"], "ledger_id": ledger["id"],
                                           "votes": [[1] * 11] * 100})
-        assert r.status_code == 200 and r.json()["composition"] == "exact", r.text
+        if flood:
+            assert r.status_code == 409, r.text
+        else:
+            assert r.status_code == 200 and r.json()["composition"] == "exact", r.text
     body = json.dumps({"table_id": table["id"], "ledger_id": ledger["id"], "votes": [[1] * 11]}).encode()
     host, port = url.split("//", 1)[1].split(":")
     return http_request(host, int(port), HOSTILE, body)
 
 
-def with_hostile(url: str, fn, seconds: float):  # noqa: ANN001, ANN201
+def with_hostile(url: str, fn, seconds: float, flood: bool = False):  # noqa: ANN001, ANN201
     """``fn()`` while the hostile tenant's 8 connections hammer its ledger from another process."""
     host, port = url.split("//", 1)[1].split(":")
-    request = hostile_request(url)
+    request = hostile_request(url, flood)
     ctx = mp.get_context("spawn")
     with ctx.Pool(1) as pool:
         pending = pool.apply_async(_run_load, ((host, int(port), request, 8, seconds, 0.0),))
@@ -188,6 +194,8 @@ def main() -> None:
                     row[f"hostile_{rows}"], row[f"hostile_codes_{rows}"] = with_hostile(
                         server.url, lambda rows=rows: victim(rows), args.seconds + args.warmup)
                     row[f"alone_{rows}"] = mean_of(before, victim(rows))
+                row["flood_1"], row["flood_codes_1"] = with_hostile(
+                    server.url, lambda: victim(1), args.seconds + args.warmup, flood=True)
                 row["paced_1"] = measure(server.url, VICTIM, rows=1, connections=32, seconds=args.seconds,
                                          warmup=args.warmup, rate=args.rate)
                 row["list_first_s"], row["list_best_s"] = ledger_list(server.url, args.ledgers)
@@ -206,6 +214,14 @@ def main() -> None:
             print(f"| {r['backend']} | {r['workers']} | {rows} | {a['requests_per_s']:.0f} | {a['p50_ms']:.1f} | "
                   f"{a['p99_ms']:.1f} | {h['requests_per_s']:.0f} | {h['p50_ms']:.1f} | {h['p99_ms']:.1f} | "
                   f"{100 * kept:.0f} % |")
+    print()
+    print("| database | workers | 1-row, the hostile tenant flooding: victim req/s | p99 ms | kept | "
+          "hostile's answers |")
+    print("|---|---|---|---|---|---|")
+    for r in results:
+        f, a = r["flood_1"], r["alone_1"]
+        print(f"| {r['backend']} | {r['workers']} | {f['requests_per_s']:.0f} | {f['p99_ms']:.1f} | "
+              f"{100 * f['requests_per_s'] / a['requests_per_s']:.0f} % | {r['flood_codes_1']} |")
     print()
     print(f"| database | workers | 1-row offered at {args.rate:.0f} req/s (open loop): served req/s | p50 ms | "
           "p99 ms |")
