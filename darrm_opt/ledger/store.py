@@ -21,7 +21,10 @@ and decided with the cached composition. So a ledger near its budget, whose ever
 composition (0.4–4 s each), delays only its own debits, never another ledger's. Fine compositions run at a
 lower CPU priority (Linux nice +10, :data:`FINE_NICE`): in the service in child processes (so they do not take
 the server process's interpreter lock either), else on threads of their own; so on a busy machine they take
-the CPU that the requests and the coarse compositions of ledgers within their budgets leave.
+the CPU that the requests and the coarse compositions of ledgers within their budgets leave. A tenant has at
+most one fine composition under way per process, so its ledgers never hold every slot of the pool. In the
+service the compositions are shared between processes through the database
+(:class:`darrm_opt.ledger.compositions.SharedCompositions`): one process computes each, the others read it.
 
 Only after the commit returns are the callers woken, and only accepted callers release answers. A crash
 before the commit releases nothing; a crash after it wastes the budget of answers never delivered, never
