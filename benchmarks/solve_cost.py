@@ -8,7 +8,7 @@ size (``Mechanism.solve_cost_key``: K; K³·C for darrm-multiclass; K·slopes fo
 machine may be shared: the wall seconds then include time lost to other processes (each case keeps the largest
 of its repeats, so the model errs towards refusing).
 
-    python benchmarks/solve_cost.py                     # every curve's default cases (~17 min on 2 cores)
+    python benchmarks/solve_cost.py                     # every curve's default cases (~19 min on 2 cores)
     python benchmarks/solve_cost.py --kinds darrm-pate darrm-multiclass --repeat 2
     python benchmarks/solve_cost.py --cases darrm:K=201 darrm-multiclass-top2:K=51,gap_cap=64
 
@@ -38,19 +38,21 @@ DEFAULTS: dict[str, dict[str, Any]] = {
     "darrm-multiclass-top2": {"classes": 10, "target_epsilon": 1.0, "delta": 1e-5},
 }
 
-#: the default cases: enough sizes per curve to interpolate, each solve under a minute on 2 shared cores but
-#: the top-two rule's K = 101 at δ = 0, stopped at --timeout (a lower bound the model reads as measured)
+#: the default cases: enough sizes per curve to interpolate, each solve under ~1 min on 2 shared cores but the
+#: top-two rule's K = 101 at δ = 0, stopped at --timeout (a lower bound the model reads as measured)
 CASES: dict[str, list[str]] = {
     "darrm": ["K=51,teacher_delta=0", "K=101,teacher_delta=0", "K=201,teacher_delta=0", "K=401,teacher_delta=0",
               "K=11", "K=25", "K=51", "K=101"],
     "darrm-pate": [f"K={K},delta={d}" for K in (101, 251, 501, 1001) for d in (0, 1e-5)],
     "darrm-multiclass": [f"{case},delta={d}" for case in ("K=101", "K=250", "K=250,classes=100", "K=1000",
                                                            "K=2000,classes=12", "K=464,classes=1000")
-                         for d in (0, 1e-5)],
+                         for d in (0, 1e-5)] + ["K=1500,delta=0"],
     "darrm-pate-shaped": ["K=101", "K=251", "K=501", "K=501,slopes=2000"],
-    "darrm-multiclass-shaped": ["K=51", "K=101", "K=101,classes=100", "K=250", "K=501", "K=101,slopes=1000"],
+    "darrm-multiclass-shaped": ["K=51", "K=101", "K=101,classes=100", "K=250", "K=501", "K=101,slopes=1000",
+                                "K=250,slopes=1000"],
     "darrm-multiclass-top2": [f"{case},delta={d}" for d in (1e-5, 0)
-                              for case in ("K=25", "K=51", "K=101,classes=5", "K=75", "K=51,gap_cap=64", "K=101")],
+                              for case in ("K=25", "K=51", "K=101,classes=5", "K=75", "K=51,gap_cap=64", "K=101")]
+                             + ["K=125,delta=1e-5"],
 }
 
 CHILD = """

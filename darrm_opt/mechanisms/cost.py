@@ -24,7 +24,8 @@ from .base import SolveCostKey
 #: curve -> [(size, wall seconds, MB above the imports)], measured by ``python benchmarks/solve_cost.py`` (its
 #: default cases: solver highs, each solve in a fresh process; 2 cores shared with other work, so the times are
 #: on the slow side of an idle machine's). darrm: the larger of two runs (the second measured 1.5-4× less time,
-#: on a less busy machine), and approximate K = 201 from ``--cases darrm:K=201``; the PATE-setting kinds at
+#: on a less busy machine), and approximate K = 201 from ``--cases darrm:K=201``; darrm-multiclass-shaped
+#: K = 501 at 2000 slopes from ``--cases darrm-multiclass-shaped:K=501,slopes=2000``; the PATE-setting kinds at
 #: δ = 0 and 10⁻⁵ (both kept: the model reads the larger); a point marked "at least" was stopped at the
 #: benchmark's ``--timeout`` (330 s).
 MEASURED: dict[str, list[tuple[float, float, float]]] = {
@@ -36,13 +37,14 @@ MEASURED: dict[str, list[tuple[float, float, float]]] = {
     "darrm-multiclass": [(1.0303e+07, 0.47, 35), (1.0303e+07, 0.51, 35), (1.5625e+08, 0.89, 64),
                          (1.5625e+08, 0.99, 65), (1.5625e+09, 2.16, 80), (1.5625e+09, 2.29, 85),
                          (1e+10, 8.21, 524), (1e+10, 8.74, 526), (9.6e+10, 43.38, 1880), (9.6e+10, 48.85, 1876),
-                         (9.98973e+10, 53.59, 274), (9.98973e+10, 56.55, 246)],
+                         (9.98973e+10, 53.59, 274), (9.98973e+10, 56.55, 246), (3.375e+10, 21.85, 1140)],
     "darrm-pate-shaped": [(12120, 0.62, 38), (30120, 1.04, 43), (60120, 3.22, 93), (1.002e+06, 39.89, 1114)],
     "darrm-multiclass-shaped": [(7320, 1.3, 52), (13320, 3.04, 67), (24120, 6.31, 95), (31200, 12.53, 145),
-                                (61320, 25.81, 307), (111000, 18.01, 331)],
+                                (61320, 25.81, 307), (111000, 18.01, 331), (260000, 62.25, 834),
+                                (1.022e+06, 326.44, 3845)],
     "darrm-multiclass-top2/approximate": [(81250, 1.46, 92), (338130, 3.57, 233), (663065, 3.6, 395),
                                           (731250, 8.63, 356), (1.32613e+06, 7.01, 504),
-                                          (1.69065e+06, 7.41, 1123)],
+                                          (1.69065e+06, 7.41, 1123), (2.03125e+06, 7.53, 645)],
     "darrm-multiclass-top2/pure": [(81250, 2.2, 90), (338130, 12.93, 242), (663065, 9.14, 495), (731250, 33.58, 421),
                                    (1.32613e+06, 330.0, 614),  # at least (stopped at the timeout)
                                    (1.69065e+06, 26.2, 1255)],

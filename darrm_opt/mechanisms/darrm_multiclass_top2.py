@@ -106,7 +106,7 @@ class DarrmMulticlassTop2(Mechanism):
     def solve_cost_key(self, params: Top2Params) -> SolveCostKey:
         """By K²·C·(G + 1): its (K + 1)(G + 1) states times the pair types each cutting-plane round evaluates,
         which grow with K and C; on one curve for δ = 0 and one for δ > 0 (at δ = 0 the cutting planes take
-        far more rounds). The rounds also grow as ε falls, which the curves, measured at ε = 1, omit."""
+        far more rounds). Its cost depends on ε too, which the curves, measured at ε = 1, omit."""
         curve = f"{self.kind}/{'pure' if params.delta == 0 else 'approximate'}"
         return SolveCostKey(curve, float(params.K) ** 2 * params.C * (params.cap + 1), "K²·C·(G+1)", value=params.K)
 
