@@ -12,11 +12,12 @@
                          process crash only
 ``DARRM_INLINE_MAX_MULTISETS``, ``DARRM_INLINE_TIMEOUT_S``: a table whose LP has at most this many corner
                          multisets is solved inline (200) if it finishes within the timeout, else 202 + job
-``DARRM_MAX_SOLVE_SECONDS``, ``DARRM_MAX_SOLVE_MEMORY_MB``  a table whose solve is predicted (``api.solve_cost``,
-                         from measured solves) to take longer (300 s) or more memory (2048 MB) is refused
-                         (422 naming K and the predicted cost)
+``DARRM_MAX_SOLVE_SECONDS``, ``DARRM_MAX_SOLVE_MEMORY_MB``  a table whose solve is predicted
+                         (``darrm_opt.mechanisms.cost``, from measured solves of every LP kind) to take longer
+                         (300 s) or more memory (2048 MB) is refused (422 naming the parameter its cost grows
+                         with, K, and the predicted cost)
 ``DARRM_MAX_MULTISETS``  an operator's cap on a solve's corner multisets (422 naming K); unset: none for the
-                         kinds the cost model covers, 200 000 000 for the others
+                         kinds the cost model covers, 200 000 000 for an LP it has no measured solves of
 ``DARRM_SMALL_SOLVE_WORKERS``  threads solving the inline-sized problems (2), apart from the large ones
                          (``DARRM_SOLVE_WORKERS``, 1), so a small table never waits behind a large solve
 ``DARRM_SOLVE_QUOTA``    background solves one tenant may have running or queued per process (2); one more
@@ -41,7 +42,7 @@ from typing import Annotated, Literal
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-#: the multiset limit of the kinds the solve cost model does not cover (K <= 45 with Δ > 0)
+#: the multiset limit of an LP the solve cost model has no measured solves of (K <= 45 with Δ > 0)
 DEFAULT_MAX_MULTISETS = 200_000_000
 
 
@@ -57,10 +58,11 @@ class Settings(BaseSettings):
     default_solver: str = "highs"
     inline_max_multisets: int = Field(4_000_000, ge=0)  # K <= 25 with Δ > 0; K <= 101 pure
     inline_timeout_s: float = Field(20.0, gt=0)
-    #: an operator's cap on a solve's corner multisets; unset: the kinds of the cost model (api.solve_cost) are
-    #: limited by their predicted time and memory only, the others by DEFAULT_MAX_MULTISETS
+    #: an operator's cap on a solve's corner multisets; unset: the kinds of the cost model
+    #: (darrm_opt.mechanisms.cost) are limited by their predicted time and memory only, the others by
+    #: DEFAULT_MAX_MULTISETS
     max_multisets: int | None = Field(None, ge=1)
-    max_solve_seconds: float = Field(300.0, gt=0)  # predicted wall seconds of one solve (api.solve_cost)
+    max_solve_seconds: float = Field(300.0, gt=0)  # predicted wall seconds of one solve (mechanisms.cost)
     max_solve_memory_mb: float = Field(2048.0, gt=0)  # predicted memory of one solve
     solve_workers: int = Field(1, ge=1)
     small_solve_workers: int = Field(2, ge=1)

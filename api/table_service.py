@@ -41,12 +41,11 @@ from darrm_opt.errors import DarrmError, InvalidParameter
 from darrm_opt.ledger.db import Database
 from darrm_opt.ledger.schema import aware
 from darrm_opt.ledger.tables import TableNotServable, table_columns
-from darrm_opt.mechanisms import Mechanism, mechanism, mechanism_for, params_key, table_from_row
+from darrm_opt.mechanisms import Mechanism, cost, mechanism, mechanism_for, params_key, table_from_row
 from darrm_opt.mechanisms.samplers import RandomBytes, system_random
 from darrm_opt.privacy.profile import Profile
 from darrm_opt.privacy.table import CertifiedTable
 
-from . import solve_cost
 from .repositories import JobCoordinator, TableRepository
 from .settings import DEFAULT_MAX_MULTISETS, Settings
 
@@ -261,26 +260,20 @@ class TableService:
     # --- solving ---------------------------------------------------------------------------------------
     def _inline(self, params: Any) -> bool:
         """Whether a solve is awaited by the request (its kind's ``solve_size`` up to
-        ``inline_max_multisets``), up to ``inline_timeout_s``. Raises InvalidParameter (422 naming K) for K over
-        the kind's ``max_K``, a predicted wall time or memory (:mod:`.solve_cost`) over DARRM_MAX_SOLVE_SECONDS or
-        DARRM_MAX_SOLVE_MEMORY_MB, or a size over DARRM_MAX_MULTISETS (by default only for the kinds the cost
-        model does not cover)."""
+        ``inline_max_multisets``), up to ``inline_timeout_s``. Raises InvalidParameter (422) naming K for K over
+        the kind's ``max_K``; naming the parameter its cost grows with (the kind's ``solve_cost_key``) for a
+        predicted wall time or memory (:mod:`darrm_opt.mechanisms.cost`) over DARRM_MAX_SOLVE_SECONDS or
+        DARRM_MAX_SOLVE_MEMORY_MB; naming K for a size over DARRM_MAX_MULTISETS (by default only for an LP
+        the cost model has no measured solves of)."""
         m = mechanism_for(params)
         if m.max_K is not None and params.K > m.max_K:
             raise InvalidParameter("K", f"too large for this service: {m.kind} tables take K <= {m.max_K}", params.K)
-        cost = solve_cost.predict(params)
-        if cost is not None:
-            over = [f"{cost.seconds:.3g} s over DARRM_MAX_SOLVE_SECONDS = {self.settings.max_solve_seconds:g}"
-                    for _ in range(cost.seconds > self.settings.max_solve_seconds)]
-            over += [f"{cost.memory_mb:.3g} MB over DARRM_MAX_SOLVE_MEMORY_MB = {self.settings.max_solve_memory_mb:g}"
-                     for _ in range(cost.memory_mb > self.settings.max_solve_memory_mb)]
-            if over:
-                raise InvalidParameter("K", f"too large for this service: the {m.kind} solve is predicted to take "
-                                            f"{cost.seconds:.3g} s and {cost.memory_mb:.3g} MB "
-                                            f"({'; '.join(over)})", params.K)
+        predicted = cost.predict(params)
+        if predicted is not None and predicted.key is not None:
+            self._admit(m.kind, predicted.key, predicted)
         size = m.solve_size(params)
         limit = self.settings.max_multisets
-        if limit is None and cost is None:
+        if limit is None and predicted is None:
             limit = DEFAULT_MAX_MULTISETS
         if limit is not None and size > limit:
             raise InvalidParameter(
@@ -290,6 +283,19 @@ class TableService:
                 params.K,
             )
         return size <= self.settings.inline_max_multisets
+
+    def _admit(self, kind: str, key: cost.SolveCostKey, predicted: cost.Cost) -> None:
+        """InvalidParameter naming ``key``'s parameter when the predicted cost is over a limit."""
+        s = self.settings
+        over = [f"{predicted.seconds:.3g} s over DARRM_MAX_SOLVE_SECONDS = {s.max_solve_seconds:g}"
+                for _ in range(predicted.seconds > s.max_solve_seconds)]
+        over += [f"{predicted.memory_mb:.3g} MB over DARRM_MAX_SOLVE_MEMORY_MB = {s.max_solve_memory_mb:g}"
+                 for _ in range(predicted.memory_mb > s.max_solve_memory_mb)]
+        if over:
+            size = "" if key.feature == key.parameter else f" at {key.feature} = {key.size:.4g}"
+            raise InvalidParameter(key.parameter, f"too large for this service: the {kind} solve{size} is "
+                                                  f"predicted to take {predicted.seconds:.3g} s and "
+                                                  f"{predicted.memory_mb:.3g} MB ({'; '.join(over)})", key.value)
 
     def request(self, params: Any, solver: str, teachers: str = "shared", tenant: str | None = None) -> Outcome:
         """A certified table for ``params`` in the setting ``teachers``: cached, solved now, or a pending job

@@ -12,6 +12,8 @@ A kind supplies:
 - its per-answer cost (ε₀, δ₀) and the limit its certificate must prove;
 - ``solve`` (the optimal certified table), ``certify`` (a :class:`~darrm_opt.certify.verdict.Verdict`)
   and ``profile`` (its certified privacy profile, the dominating pair the ledger composes exactly);
+- what drives the time and memory of its solve (``solve_cost_key``: the curve of measured solves it follows
+  and its size on it, :mod:`darrm_opt.mechanisms.cost`);
 - its sampler (answers with exact coins from a CSPRNG);
 - its expected error under its prior, and its certificate read back from a document.
 
@@ -33,6 +35,20 @@ from darrm_opt.privacy.profile import Profile
 from darrm_opt.privacy.table import CertifiedTable
 
 Progress = Callable[..., None]
+
+
+@dataclass(frozen=True)
+class SolveCostKey:
+    """What a solve's time and memory grow with: the ``curve`` of measured solves it follows
+    (:data:`darrm_opt.mechanisms.cost.MEASURED`), its ``size`` on that curve (``feature``: the size's formula
+    in the parameters, for messages), and the request's ``parameter`` (of value ``value``) the size grows
+    with, named when a service refuses a solve by its predicted cost."""
+
+    curve: str
+    size: float
+    feature: str = "K"
+    parameter: str = "K"
+    value: Any = None
 
 
 @dataclass(frozen=True)
@@ -197,6 +213,12 @@ class Mechanism(ABC):
     def solve_size(self, params: Any) -> int:
         """How many privacy constraints a solve must check (the service's limits compare it)."""
         return 4 * params.K
+
+    def solve_cost_key(self, params: Any) -> SolveCostKey | None:
+        """What drives the time and memory of ``solve`` for these parameters (:mod:`darrm_opt.mechanisms.cost`
+        predicts them from measured solves on the key's curve): by default the kind's own curve, by K. None
+        for a kind whose solve is no LP (the release its parameters define, certified in closed form)."""
+        return SolveCostKey(self.kind, float(params.K), value=params.K)
 
     # --- release ------------------------------------------------------------------------------------------
     @abstractmethod

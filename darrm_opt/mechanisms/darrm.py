@@ -17,7 +17,7 @@ import numpy as np
 from darrm_opt.certify.certificate import Certificate
 from darrm_opt.model.params import Params
 
-from .base import Mechanism, Solved
+from .base import Mechanism, SolveCostKey, Solved
 
 
 class Darrm(Mechanism):
@@ -121,6 +121,10 @@ class Darrm(Mechanism):
         from darrm_opt.model.corners import n_corners, n_multisets
 
         return n_multisets(params.K, n_corners(params))
+
+    def solve_cost_key(self, params: Params) -> SolveCostKey:
+        """By K, on one curve for pure-DP teachers (4 corners) and one for approximate (Δ > 0: 8 corners)."""
+        return SolveCostKey("darrm/pure" if params.pure else "darrm/approximate", float(params.K), value=params.K)
 
     def plan(self, job):  # noqa: ANN001, ANN201
         """The shared-setting plan (:func:`darrm_opt.planning.plan.plan`) for 0/1-vote jobs of DP-trained

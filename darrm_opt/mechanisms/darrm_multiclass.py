@@ -15,7 +15,7 @@ import numpy as np
 from darrm_opt.certify.multiclass import MulticlassCertificate
 from darrm_opt.model.multiclass import MulticlassParams, MulticlassPrior
 
-from .base import Mechanism, Solved
+from .base import Mechanism, SolveCostKey, Solved
 
 
 class DarrmMulticlass(Mechanism):
@@ -80,6 +80,10 @@ class DarrmMulticlass(Mechanism):
 
     def solve_size(self, params: MulticlassParams) -> int:
         return params.K + 1  # an LP over γ(0..K), solved in seconds at K = 250, C = 10
+
+    def solve_cost_key(self, params: MulticlassParams) -> SolveCostKey:
+        """By K³·C: its exact prior weights cost O(K³ C), and its LP's rows grow with K and C."""
+        return SolveCostKey(self.kind, float(params.K) ** 3 * params.C, "K³·C", value=params.K)
 
     def plan(self, job):  # noqa: ANN001, ANN201
         """A per-answer multi-class table for a job with classes (:mod:`darrm_opt.planning.multiclass_plan`)."""

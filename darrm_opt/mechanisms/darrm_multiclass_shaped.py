@@ -19,7 +19,7 @@ from darrm_opt.certify.shaped import ShapedMulticlassCertificate
 from darrm_opt.errors import InvalidParameter
 from darrm_opt.model.shaped import ShapedMulticlassParams
 
-from .base import Mechanism, Solved
+from .base import Mechanism, SolveCostKey, Solved
 
 #: the target shapes ``plan`` calibrates (K = 250, C = 10, Q = 100, (2, 1e-5), paper prior: β = 3 6.8e-4
 #: against β = 2 9.4e-4; benchmarks/shaped_tables.py)
@@ -101,6 +101,11 @@ class DarrmMulticlassShaped(Mechanism):
 
     def solve_size(self, params: ShapedMulticlassParams) -> int:
         return (params.K + 1) * params.slopes
+
+    def solve_cost_key(self, params: ShapedMulticlassParams) -> SolveCostKey:
+        """By (K + C)·slopes: each cutting-plane round evaluates every pair type (O(K + C) of them) at every
+        slope."""
+        return SolveCostKey(self.kind, float((params.K + params.C) * params.slopes), "(K+C)·slopes", value=params.K)
 
     def expected_error(self, params: ShapedMulticlassParams, gamma: np.ndarray) -> float:
         from darrm_opt.model.multiclass import expected_error

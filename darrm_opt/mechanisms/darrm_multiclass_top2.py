@@ -18,7 +18,7 @@ from darrm_opt.certify.multiclass import MulticlassCertificate
 from darrm_opt.model.multiclass import MulticlassPrior
 from darrm_opt.model.top2 import DEFAULT_CAP, Top2Params
 
-from .base import Mechanism, Solved
+from .base import Mechanism, SolveCostKey, Solved
 from .darrm_multiclass import histogram_types_failure, histogram_types_verdict
 
 
@@ -102,6 +102,13 @@ class DarrmMulticlassTop2(Mechanism):
 
     def solve_size(self, params: Top2Params) -> int:
         return 2 * params.states
+
+    def solve_cost_key(self, params: Top2Params) -> SolveCostKey:
+        """By K²·C·(G + 1): its (K + 1)(G + 1) states times the pair types each cutting-plane round evaluates,
+        which grow with K and C; on one curve for δ = 0 and one for δ > 0 (at δ = 0 the cutting planes take
+        far more rounds). Its cost depends on ε too, which the curves, measured at ε = 1, omit."""
+        curve = f"{self.kind}/{'pure' if params.delta == 0 else 'approximate'}"
+        return SolveCostKey(curve, float(params.K) ** 2 * params.C * (params.cap + 1), "K²·C·(G+1)", value=params.K)
 
     def plan(self, job):  # noqa: ANN001, ANN201
         """A per-answer top-two table for a PATE-setting job with C ≥ 3 classes, calibrated as darrm-multiclass

@@ -19,7 +19,7 @@ import numpy as np
 from darrm_opt.certify.shaped import ShapedCertificate
 from darrm_opt.model.shaped import ShapedPateParams
 
-from .base import Mechanism, Solved
+from .base import Mechanism, SolveCostKey, Solved
 from .darrm_pate import check_tie
 
 #: the target shapes ``plan`` calibrates, the most accurate offered (K = 250, Q = 100, (2, 1e-5): β = 3 under
@@ -100,6 +100,10 @@ class DarrmPateShaped(Mechanism):
 
     def solve_size(self, params: ShapedPateParams) -> int:
         return 4 * params.K * params.slopes
+
+    def solve_cost_key(self, params: ShapedPateParams) -> SolveCostKey:
+        """By K·slopes: its cutting-plane LP draws its rows from 4K per slope."""
+        return SolveCostKey(self.kind, float(params.K * params.slopes), "K·slopes", value=params.K)
 
     def expected_error(self, params: ShapedPateParams, gamma: np.ndarray) -> float:
         from darrm_opt.model.objective import expected_error

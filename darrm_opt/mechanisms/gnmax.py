@@ -156,6 +156,10 @@ class _GaussianKind(Mechanism):
     def solve_size(self, params: Any) -> int:
         return 1
 
+    def solve_cost_key(self, params: Any) -> None:
+        """No LP: the release its parameters define (its certificate is one PLD read)."""
+        return None
+
     def private_as(self, params: Any) -> str:
         return f"(ε₀, δ₀ = {DELTA0:g})-DP by its Gaussian pair"
 
