@@ -5,6 +5,8 @@ composition computed in advance for more answers when the bucket's is not cached
 
 from __future__ import annotations
 
+import math
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -12,6 +14,7 @@ from hypothesis import strategies as st
 from darrm_opt.ledger.core import Debit, LedgerRow, LedgerState, NeedsExact, decide
 from darrm_opt.privacy import accounting, pld
 from darrm_opt.privacy.gaussian_profile import GaussianProfile
+from darrm_opt.privacy.profile import PrivacyProfile
 
 DELTA = 1e-5
 E0 = 2.0  # each answer's generic (ε₀, 0) bound: loose, so the exact composition is the tightest
@@ -55,7 +58,7 @@ def test_the_bucketed_composition_bounds_the_actual_counts(n):
     assert wide > pld.exact_epsilon([(p, n)], DELTA, coarse=True) and wide > pld.exact_epsilon([(p, n)], DELTA)
 
 
-def _state(profile: GaussianProfile, answers: int, budget: float, spent: float) -> LedgerState:
+def _state(profile: GaussianProfile | PrivacyProfile, answers: int, budget: float, spent: float) -> LedgerState:
     return LedgerState(row=LedgerRow("L", budget, DELTA), usage={"T": [E0, 0.0, answers]}, answers=answers,
                        spend=accounting.Spend(spent, DELTA, accounting.EXACT))
 
@@ -82,19 +85,28 @@ def test_far_from_the_budget_a_debit_pays_by_the_composition_of_its_bucket():
     assert wide < accounting.account([(E0, 0.0, 31)], DELTA).spend.epsilon  # tighter than the generic bounds
 
 
-@pytest.mark.slow  # one fine composition (~3 s)
+@pytest.mark.slow  # two fine compositions (~3 s each)
 def test_near_the_budget_a_debit_is_decided_by_its_actual_count():
-    """A budget between the fine composition of 31 answers and the bucketed one (32): the debit is paid, as the
-    composition of the actual count allows; one more answer is refused."""
-    p = GaussianProfile(3.2, (1, 1))
-    fine, wide = pld.exact_epsilon([(p, 31)], DELTA), pld.exact_epsilon([(p, 32)], DELTA, coarse=True)
-    budget = (fine + wide) / 2
-    assert fine < budget < wide < accounting.account([(E0, 0.0, 31)], DELTA).spend.epsilon
+    """Budgets below the bucketed composition (32 answers) and above the ones of the actual count (31): the
+    debit asks for the coarse composition of its actual count and is paid by it when it fits; when only the
+    fine one fits, for that one too; one more answer is then refused. A randomised-response pair (ε = 0.5),
+    whose coarse grid is looser than its fine one by ~3e-5 at 31 answers."""
+    e = math.exp(0.5)
+    p = PrivacyProfile(((0.5, 0.0),), ((0.0, 0.0), (1 / (1 + e), e / (1 + e)), (1.0, 1.0)))
+    wide = pld.exact_epsilon([(p, 32)], DELTA, coarse=True)
+    with pytest.raises(NeedsExact) as need:  # the bucket does not fit: the actual count, coarse grid first
+        _decide(_state(p, 30, wide * 0.9999, 1.0), p)
+    assert (need.value.parts, need.value.coarse, need.value.near) == ([(p, 31)], True, True)
+    coarse, fine = pld.exact_epsilon([(p, 31)], DELTA, coarse=True), pld.exact_epsilon([(p, 31)], DELTA)
+    assert fine < coarse < wide < accounting.account([(E0, 0.0, 31)], DELTA).spend.epsilon
+    result, _ = _decide(_state(p, 30, (coarse + wide) / 2, 1.0), p)
+    assert (result.status, result.epsilon_spent) == ("paid", coarse)  # the coarse one fits
+    budget = (fine + coarse) / 2
     result, _ = _decide(_state(p, 30, budget, 1.0), p)
-    assert (result.status, result.epsilon_spent) == ("paid", fine)
-    with pytest.raises(NeedsExact) as need:  # 32 answers: bucket 32 does not fit, so its own fine composition
+    assert (result.status, result.epsilon_spent) == ("paid", fine)  # only the fine one fits
+    with pytest.raises(NeedsExact) as need:  # 32 answers: bucket 32 (= the actual count) does not fit: fine
         _decide(_state(p, 31, budget, fine), p)
-    assert (need.value.parts, need.value.coarse) == ([(p, 32)], False)
+    assert (need.value.parts, need.value.coarse, need.value.near) == ([(p, 32)], False, True)
     pld.exact_epsilon(need.value.parts, DELTA)
     result, records = _decide(_state(p, 31, budget, fine), p)
     assert result.status == "over_budget" and records == []

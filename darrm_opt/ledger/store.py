@@ -17,13 +17,14 @@ Exact compositions are never computed by the writer: a decision that needs one n
 (:class:`darrm_opt.ledger.core.NeedsExact`) sets its ledger's debits aside, the batch goes on without them,
 and the composition is computed on a small pool of its own (``exact_workers`` threads, one computation per
 ledger at a time); the debits set aside, and any that arrive for that ledger meanwhile, are then queued again
-and decided with the cached composition. So a ledger near its budget, whose every debit asks for a new fine
-composition (0.4–4 s each), delays only its own debits, never another ledger's. Fine compositions run at a
-lower CPU priority (Linux nice +10, :data:`FINE_NICE`): in the service in child processes (so they do not take
-the server process's interpreter lock either), else on threads of their own; so on a busy machine they take
-the CPU that the requests and the coarse compositions of ledgers within their budgets leave. A tenant has at
-most one fine composition under way per process, so its ledgers never hold every slot of the pool. In the
-service the compositions are shared between processes through the database
+and decided with the cached composition. So a ledger near its budget, whose every debit asks for a new
+composition at its actual count (on the coarse grid, 0.02–0.3 s, and on the fine grid, 0.4–4 s, only when the
+coarse one does not fit), delays only its own debits, never another ledger's. Those near-budget compositions
+run at a lower CPU priority (Linux nice +10, :data:`FINE_NICE`): in the service in child processes (so they do
+not take the server process's interpreter lock either), else on threads of their own; so on a busy machine
+they take the CPU that the requests and the compositions of ledgers within their budgets leave. A tenant has
+at most one near-budget composition under way per process, so its ledgers never hold every slot of the pool.
+In the service the compositions are shared between processes through the database
 (:class:`darrm_opt.ledger.compositions.SharedCompositions`): one process computes each, the others read it.
 
 Only after the commit returns are the callers woken, and only accepted callers release answers. A crash
@@ -454,7 +455,7 @@ class DebitWriter:
                 waiting[1].extend(keep)
                 return
             self._warming[need.ledger_id] = (keep, [])
-            if not need.coarse:
+            if need.near:
                 need.tenant = next((d.tenant for d in keep), None)
                 backlog = self._fine_backlog.get(need.tenant)
                 if backlog is not None:  # one of this tenant's is being computed: this one waits its turn
@@ -465,10 +466,10 @@ class DebitWriter:
 
     def _start(self, need: NeedsExact) -> None:
         try:
-            (self._exact if need.coarse else self._exact_fine).submit(self._warm_and_requeue, need)
+            (self._exact_fine if need.near else self._exact).submit(self._warm_and_requeue, need)
         except RuntimeError as exc:  # the pool is shut down: the writer is stopping
             self._release(need.ledger_id, exc)
-            if not need.coarse:
+            if need.near:
                 self._next_fine(need.tenant)
 
     def _next_fine(self, tenant: str | None) -> None:
@@ -483,7 +484,8 @@ class DebitWriter:
 
     def _warm_and_requeue(self, need: NeedsExact) -> None:
         with self._warm_lock:
-            ahead = self._ahead_running.get((canonical_parts(need.parts), need.delta)) if need.coarse else None
+            ahead = (self._ahead_running.get((canonical_parts(need.parts), need.delta))
+                     if need.coarse and not need.near else None)
         if ahead is not None:  # being computed in advance: wait for it (the look-ahead thread never waits)
             with contextlib.suppress(Exception):
                 ahead.result()
@@ -493,7 +495,7 @@ class DebitWriter:
                 log.error("exact accounting failed for ledger %s: %s", need.ledger_id, error)
             self._release(need.ledger_id, error)
         finally:
-            if not need.coarse:
+            if need.near:
                 self._next_fine(need.tenant)
 
     def _release(self, ledger_id: str, error: BaseException | None) -> None:
@@ -512,7 +514,7 @@ class DebitWriter:
     def _warm(self, need: NeedsExact) -> BaseException | None:
         """Compute (and cache) the exact composition a decision asked for; the error if it failed."""
         try:
-            self._composition(need.parts, need.delta, need.coarse, None if need.coarse else self._fine_processes)
+            self._composition(need.parts, need.delta, need.coarse, self._fine_processes if need.near else None)
         except Exception as exc:  # noqa: BLE001 - fail the debits that need it, keep the writer alive
             return exc
         return None

@@ -133,16 +133,18 @@ def test_each_tenant_has_one_fine_composition_at_a_time(tmp_path):
     database = Database(f"sqlite:///{tmp_path / 'w.db'}")
     migrate(database)
     writer = DebitWriter(database)
-    recorder = _Recorder()
-    writer._exact_fine = recorder
+    recorder, shared = _Recorder(), _Recorder()
+    writer._exact_fine, writer._exact = recorder, shared
     try:
-        def need(ledger: str, tenant: str) -> NeedsExact:
-            n = NeedsExact([(_profile(3.0), 10)], DELTA, False, ledger)
+        def need(ledger: str, tenant: str, coarse: bool = False, near: bool = True) -> NeedsExact:
+            n = NeedsExact([(_profile(3.0), 10)], DELTA, coarse, ledger, near=near)
             writer._park(n, [types.SimpleNamespace(tenant=tenant, parked=0, future=None)])
             return n
 
-        a1, a2, b1, a3 = need("A1", "a"), need("A2", "a"), need("B1", "b"), need("A3", "a")
+        a1, a2, b1 = need("A1", "a"), need("A2", "a", coarse=True), need("B1", "b")
+        a3, bucket = need("A3", "a"), need("A4", "a", coarse=True, near=False)
         assert recorder.started == [a1, b1]  # b's is not queued behind a's second and third
+        assert shared.started == [bucket]  # a bucket's composition is not a near-budget one: not in a's turn
         writer._next_fine("a")  # a1 done
         assert recorder.started == [a1, b1, a2]
         writer._next_fine("b")
