@@ -41,7 +41,7 @@ log = logging.getLogger("darrm.ledger")
 #: a claim not completed after this many seconds is taken to be abandoned (its process died)
 STALE_S = 120.0
 #: how often a process waiting for another's composition polls its row
-POLL_S = 0.05
+POLL_S = 0.01
 #: stored compositions are deleted after this many seconds
 KEEP_S = 24 * 3600.0
 #: old rows are deleted at most this often per process
