@@ -97,13 +97,21 @@ def test_near_the_budget_a_debit_is_decided_by_its_actual_count():
     with pytest.raises(NeedsExact) as need:  # the bucket does not fit: the actual count, coarse grid first
         _decide(_state(p, 30, wide * 0.9999, 1.0), p)
     assert (need.value.parts, need.value.coarse, need.value.near) == ([(p, 31)], True, True)
-    coarse, fine = pld.exact_epsilon([(p, 31)], DELTA, coarse=True), pld.exact_epsilon([(p, 31)], DELTA)
-    assert fine < coarse < wide < accounting.account([(E0, 0.0, 31)], DELTA).spend.epsilon
+    coarse = pld.exact_epsilon([(p, 31)], DELTA, coarse=True)
+    assert coarse < wide < accounting.account([(E0, 0.0, 31)], DELTA).spend.epsilon
     result, _ = _decide(_state(p, 30, (coarse + wide) / 2, 1.0), p)
-    assert (result.status, result.epsilon_spent) == ("paid", coarse)  # the coarse one fits
+    assert (result.status, result.epsilon_spent) == ("paid", coarse)  # the coarse one fits: no fine one
+    assert pld.cached_exact_epsilon([(p, 31)], DELTA) is None
+    with pytest.raises(NeedsExact) as need:  # a budget below the coarse one: the fine one is asked for
+        _decide(_state(p, 30, coarse * 0.999999, 1.0), p)
+    assert (need.value.parts, need.value.coarse, need.value.near) == ([(p, 31)], False, True)
+    fine = pld.exact_epsilon([(p, 31)], DELTA)
+    assert fine < coarse
     budget = (fine + coarse) / 2
     result, _ = _decide(_state(p, 30, budget, 1.0), p)
     assert (result.status, result.epsilon_spent) == ("paid", fine)  # only the fine one fits
+    result, _ = _decide(_state(p, 30, (coarse + wide) / 2, 1.0), p)
+    assert (result.status, result.epsilon_spent) == ("paid", fine)  # once known, the tightest is used
     with pytest.raises(NeedsExact) as need:  # 32 answers: bucket 32 (= the actual count) does not fit: fine
         _decide(_state(p, 31, budget, fine), p)
     assert (need.value.parts, need.value.coarse, need.value.near) == ([(p, 32)], False, True)

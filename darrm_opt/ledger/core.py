@@ -228,7 +228,8 @@ class LedgerState:
            bound: more answers never cost less), on the coarse grid: one composition serves every count of
            its bucket, so a busy ledger needs one every ~1/8 more answers, not one per debit;
         2. only when neither that nor the generic bounds fit the budget (the ledger is *near* its budget), at the
-           actual counts on the coarse grid (0.02-0.3 s; within ~1e-4 relative of the fine one at 100 answers);
+           actual counts: the fine grid's composition when it is cached already (the tightest), else the one
+           on the coarse grid (0.02-0.3 s; within ~1e-4 relative of the fine one at 100 answers);
         3. only when that does not fit either, at the actual counts on the fine grid (0.4-4 s): the decision at
            the budget is the one the tightest bound gives.
 
@@ -256,15 +257,16 @@ class LedgerState:
             by = min(self.ahead_by, int(AHEAD_FRACTION * sum(n for _, n in parts)))  # the bound stays close
             self.ahead = (next_bucket(parts, [g for g in grow if g is not None], by), budget_delta)
             return out
-        for coarse in (True, False):  # near the budget: the actual counts, the coarse grid first
-            exact = cached_exact_epsilon(parts, budget_delta, coarse=coarse)
-            if exact is None:
-                raise NeedsExact(parts, budget_delta, coarse, self.row.id, near=True)
-            out = self._with_exact(generic, exact)
-            if coarse and not self.fits(out):
-                continue
+        fine = cached_exact_epsilon(parts, budget_delta, coarse=False)
+        if fine is not None:  # the tightest bound, already known (a plan or an earlier decision computed it)
+            return self._with_exact(generic, fine)
+        exact = cached_exact_epsilon(parts, budget_delta, coarse=True)  # near the budget: the coarse grid first
+        if exact is None:
+            raise NeedsExact(parts, budget_delta, True, self.row.id, near=True)
+        out = self._with_exact(generic, exact)
+        if self.fits(out):
             return out
-        raise AssertionError("unreachable")
+        raise NeedsExact(parts, budget_delta, False, self.row.id, near=True)
 
     def _covered(self, parts: Parts) -> float | None:
         """The smallest cached coarse ε among the compositions computed in advance that cover ``parts``."""
