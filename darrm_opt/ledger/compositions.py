@@ -34,7 +34,7 @@ from darrm_opt.privacy.pld import cached_exact_epsilon, composition_key, remembe
 from darrm_opt.privacy.profile import Profile
 
 from .db import Database
-from .schema import Composition, utcnow
+from .schema import Composition, aware, utcnow
 
 log = logging.getLogger("darrm.ledger")
 
@@ -64,8 +64,7 @@ class SharedCompositions:
         self.computed = 0
 
     def _fresh(self, at, now) -> bool:  # noqa: ANN001
-        at = at if at.tzinfo is not None else at.replace(tzinfo=now.tzinfo)
-        return now - at <= timedelta(seconds=self.stale_s)
+        return now - aware(at) <= timedelta(seconds=self.stale_s)
 
     def peek(self, key: str) -> tuple[float | None, bool]:
         """(stored ε or None, whether another process holds a fresh claim), read without a write lock; a

@@ -529,11 +529,11 @@ class DebitWriter:
                 return exact_epsilon(parts, delta, coarse=coarse)
             return child.submit(exact_epsilon, parts, delta, coarse=coarse).result()
 
+        if self.shared is not None:  # it looks in this process's cache first
+            return self.shared.obtain(parts, delta, coarse, compute, wait_s=wait_s)
         hit = cached_exact_epsilon(parts, delta, coarse=coarse)
         if hit is not None:
             return hit
-        if self.shared is not None:
-            return self.shared.obtain(parts, delta, coarse, compute, wait_s=wait_s)
         value = compute()
         remember_exact_epsilon(parts, delta, value, coarse=coarse)
         return value
