@@ -45,6 +45,10 @@ def serve(
         os.environ["DARRM_DATABASE_URL"] = database_url  # the workers read their settings from here
     try:
         settings = Settings()
+    except ValueError as exc:  # pydantic's ValidationError names the setting and its rule
+        err_console.print(f"[bold red]error:[/] invalid DARRM_ setting: {exc}", soft_wrap=True)
+        raise typer.Exit(2) from None
+    try:
         db = Database(settings.database_url, sqlite_synchronous=settings.sqlite_synchronous)
         try:
             migrate(db)
