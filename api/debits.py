@@ -18,11 +18,18 @@ log = logging.getLogger("darrm.api.aggregate")
 
 
 async def pay(s: Any, debit: Debit) -> DebitResult | Response:
-    """The debit's result from the process's writer, or a 503 when the ledger's database fails (nothing was
-    paid, so nothing is released)."""
+    """The debit's result from the process's writer, or a 503 when the ledger's database fails or the debit
+    is not decided within ``debit_timeout_s`` (nothing is released; a debit decided after its request gave
+    up may be paid, and a retry with the same idempotency key returns its answers)."""
     try:
         future = s.writer.submit(debit)
         return await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(future)), s.settings.debit_timeout_s)
+    except TimeoutError:
+        return JSONResponse(status_code=503, headers={"Retry-After": "1"}, content={
+            "detail": f"the debit was not decided within DARRM_DEBIT_TIMEOUT_S = {s.settings.debit_timeout_s:g} s "
+                      "(a ledger near its budget waits for exact compositions, longer while other tenants are "
+                      "served); no answer was released; a retry with the same idempotency key returns the "
+                      "answers if it was paid"})
     except Exception as exc:  # noqa: BLE001 - the database failed: nothing is released
         log.error("debit failed (%s): nothing released", type(exc).__name__)
         return JSONResponse(status_code=503, content={"detail": "the ledger database is unavailable; "

@@ -59,7 +59,9 @@ def create_app(settings: Settings | None = None, *, random_bytes: RandomBytes = 
             tables=tables_svc,
             ledgers=LedgerStore(db),
             writer=DebitWriter(db, settings.debit_batch, tables_svc.profile_of, settings.exact_workers,
-                               fine_processes=True, share_compositions=True),
+                               fine_processes=True, share_compositions=True,
+                               exact_share=settings.tenant_exact_share,
+                               exact_burst_s=settings.tenant_exact_burst_s),
             bodies=BodyBudget(settings.max_body_memory),
         )
         app.state.services = svc

@@ -80,6 +80,10 @@ class Settings(BaseSettings):
     # tenants
     tenant_rate: float | None = Field(None, gt=0, allow_inf_nan=False)  # requests/s per tenant per process
     tenant_burst: float | None = Field(None, ge=1, allow_inf_nan=False)  # default: one second's requests
+    #: the fraction of the time a tenant's near-budget compositions may run in each process while another
+    #: tenant's debits come (1: no limit), after the first tenant_exact_burst_s seconds of them
+    tenant_exact_share: float = Field(0.1, gt=0, le=1)
+    tenant_exact_burst_s: float = Field(2.0, ge=0, allow_inf_nan=False)
 
     @field_validator("api_keys", "admin_keys", mode="before")
     @classmethod

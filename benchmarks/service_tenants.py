@@ -167,6 +167,9 @@ def main() -> None:
     ap.add_argument("--rate", type=float, default=800.0, help="the offered rate of the open-loop 1-row run")
     ap.add_argument("--tenant-rate", type=float, help="run the servers with DARRM_TENANT_RATE (requests/s per "
                                                       "tenant and process; the default: unlimited)")
+    ap.add_argument("--exact-share", type=float, help="run the servers with DARRM_TENANT_EXACT_SHARE (the fraction "
+                                                      "of the time a tenant's near-budget compositions run while "
+                                                      "another is served; 1: no limit; the default: the setting's)")
     args = ap.parse_args()
 
     configs = [(c.split(":")[0], int(c.split(":")[1])) for c in args.configs.split(",")]
@@ -180,6 +183,8 @@ def main() -> None:
                 db = (f"sqlite:///{tmp}/tenants-{workers}.db" if backend == "sqlite"
                       else stack.enter_context(postgres_database(args.postgres_url)))
                 env = {} if args.tenant_rate is None else {"DARRM_TENANT_RATE": str(args.tenant_rate)}
+                if args.exact_share is not None:
+                    env["DARRM_TENANT_EXACT_SHARE"] = str(args.exact_share)
                 server = Server(db, workers, f"victim:{VICTIM},hostile:{HOSTILE}", Path(tmp), env=env)
                 stack.callback(server.stop)
                 row = {"backend": backend, "workers": workers}

@@ -58,8 +58,9 @@ def _request_schema() -> dict:
         422: {"model": HTTPValidationErrorOut,
               "description": "invalid body (the field is named), or the idempotency_key was already used "
                              "for a different request (nothing spent, nothing released)"},
-        503: {"model": ErrorOut, "description": "the ledger database is unavailable, or the server holds as many "
-                                               "request bodies as it may (Retry-After); nothing was released"},
+        503: {"model": ErrorOut, "description": "the ledger database is unavailable, the server holds as many "
+                                               "request bodies as it may, or the debit was not decided within "
+                                               "DARRM_DEBIT_TIMEOUT_S (Retry-After); nothing was released"},
     },
 )
 async def aggregate(request: Request) -> Response:

@@ -23,7 +23,11 @@ coarse one does not fit), delays only its own debits, never another ledger's. Th
 run at a lower CPU priority (Linux nice +10, :data:`FINE_NICE`): in the service in child processes (so they do
 not take the server process's interpreter lock either), else on threads of their own; so on a busy machine
 they take the CPU that the requests and the compositions of ledgers within their budgets leave. A tenant has
-at most one near-budget composition under way per process, so its ledgers never hold every slot of the pool.
+at most one near-budget composition under way per process, so its ledgers never hold every slot of the pool;
+with ``exact_share`` (the service: ``DARRM_TENANT_EXACT_SHARE``), while another tenant's debits are being
+served, its near-budget compositions also run at most that fraction of the time in each process (a duty
+cycle, :class:`_Share`): a CPU priority alone does not keep them from slowing the other tenants' requests,
+which share the cores' caches and the memory bandwidth with them.
 In the service the compositions are shared between processes through the database
 (:class:`darrm_opt.ledger.compositions.SharedCompositions`): one process computes each, the others read it.
 
@@ -230,9 +234,11 @@ class _Pace:
 
 
 def _lower_process_priority() -> None:
-    """Raise this (child) process's niceness by FINE_NICE where the system allows it."""
+    """Set this (child) process's niceness to its parent's + FINE_NICE where the system allows it (a child
+    inherits the niceness of the thread that started it, which may already be lowered)."""
     with contextlib.suppress(AttributeError, OSError):
-        os.nice(FINE_NICE)
+        parent = os.getpriority(os.PRIO_PROCESS, os.getppid())
+        os.setpriority(os.PRIO_PROCESS, 0, max(os.getpriority(os.PRIO_PROCESS, 0), min(19, parent + FINE_NICE)))
 
 
 def _lower_priority() -> None:
@@ -245,6 +251,27 @@ def _lower_priority() -> None:
         pass
 
 
+@dataclass
+class _Share:
+    """A tenant's time on near-budget compositions in this process while other tenants are served, as a
+    token bucket of seconds: it gains ``share`` seconds per second up to ``burst``, each composition run while
+    another tenant's debits were coming costs its wall time (so it costs more when the machine is busy), and
+    the tenant's next one starts only when the bucket is not in debt or no other tenant is being served."""
+
+    credit: float
+    at: float
+
+    def refill(self, now: float, share: float, burst: float) -> None:
+        self.credit = min(burst, self.credit + share * (now - self.at))
+        self.at = now
+
+
+#: another tenant whose debit came within this many seconds is being served (see :meth:`DebitWriter._share_wait`)
+CONTENDED_S = 1.0
+#: tenants whose shares are remembered (those back at full credit are forgotten first)
+SHARE_TENANTS = 10_000
+
+
 class DebitWriter:
     """The process's single writer of debits (see the module docstring); ``exact_workers``: threads that
     compute exact compositions for it; ``fine_processes``: the fine compositions run in child processes (at
@@ -252,11 +279,27 @@ class DebitWriter:
     this process's interpreter lock nor more than their share of the CPU from the requests it serves.
     A tenant has at most one fine composition computed at a time per process (the others it needs wait in its
     backlog), so a tenant whose ledgers sit at their budgets takes one of the ``exact_workers`` slots, never all,
-    and another tenant's ledger near its budget is not queued behind them."""
+    and another tenant's ledger near its budget is not queued behind them. With ``exact_share`` a tenant's
+    near-budget compositions run at most that fraction of the time while another tenant's debits come
+    (averaged; the first ``exact_burst_s`` seconds of them at once, :class:`_Share`); a tenant alone is not
+    held back."""
 
     def __init__(self, db: Database, max_batch: int = 512, profile_of: ProfileOf = no_profiles,
-                 exact_workers: int = 2, fine_processes: bool = False, share_compositions: bool = False) -> None:
+                 exact_workers: int = 2, fine_processes: bool = False, share_compositions: bool = False,
+                 exact_share: float | None = None, exact_burst_s: float = 2.0,
+                 clock: Any = time.monotonic) -> None:
+        if exact_share is not None and not 0 < exact_share <= 1:
+            raise ValueError(f"exact_share must be in (0, 1], got {exact_share}")
+        if not exact_burst_s >= 0:
+            raise ValueError(f"exact_burst_s must be >= 0, got {exact_burst_s}")
         self.db = db
+        self.exact_share, self.exact_burst_s, self._clock = exact_share, exact_burst_s, clock
+        #: tenant -> its time on near-budget compositions (with ``exact_share``)
+        self._shares: dict[str | None, _Share] = {}
+        #: near-budget compositions waiting for their tenant's share, started by a timer
+        self._timers: set[threading.Timer] = set()
+        #: (tenant, time) of the latest debit submitted, and of the latest submitted by another tenant
+        self._seen: tuple[tuple[Any, float], tuple[Any, float]] = ((None, -math.inf), (None, -math.inf))
         #: with ``share_compositions`` (the service: several processes on one database) exact compositions are
         #: shared through the database, computed by one process and read by the others
         self.shared = SharedCompositions(db) if share_compositions else None
@@ -293,6 +336,8 @@ class DebitWriter:
     def submit(self, debit: Debit) -> Future:
         if self._stopped:
             raise RuntimeError("the debit writer is stopped")
+        if self.exact_share is not None:
+            self._saw(debit.tenant)
         self._queue.put(debit)
         return debit.future
 
@@ -304,6 +349,10 @@ class DebitWriter:
         self._exact_fine.shutdown(wait=False, cancel_futures=True)
         if self._fine_processes is not None:
             self._fine_processes.shutdown(wait=False, cancel_futures=True)
+        with self._warm_lock:
+            timers, self._timers = self._timers, set()
+        for t in timers:
+            t.cancel()
         self._ahead.shutdown(wait=False, cancel_futures=True)
         if self._ahead_process is not None:
             self._ahead_process.shutdown(wait=False, cancel_futures=True)
@@ -465,12 +514,72 @@ class DebitWriter:
         self._start(need)
 
     def _start(self, need: NeedsExact) -> None:
+        if need.near and self.exact_share is not None:
+            wait = self._share_wait(need.tenant)
+            if wait > 0:  # looked at again within CONTENDED_S: the other tenants may have gone
+                timer = threading.Timer(min(wait, CONTENDED_S), self._start_delayed, (need,))
+                timer.daemon = True
+                with self._warm_lock:
+                    if self._stopped:
+                        return
+                    self._timers.add(timer)
+                timer.start()
+                return
         try:
             (self._exact_fine if need.near else self._exact).submit(self._warm_and_requeue, need)
         except RuntimeError as exc:  # the pool is shut down: the writer is stopping
             self._release(need.ledger_id, exc)
             if need.near:
                 self._next_fine(need.tenant)
+
+    def _start_delayed(self, need: NeedsExact) -> None:
+        with self._warm_lock:
+            self._timers = {t for t in self._timers if t.is_alive() and t is not threading.current_thread()}
+        self._start(need)
+
+    def _saw(self, tenant: str | None) -> None:
+        """Note that ``tenant`` submitted a debit now."""
+        latest, other = self._seen
+        now = self._clock()
+        self._seen = ((tenant, now), other) if tenant == latest[0] else ((tenant, now), latest)
+
+    def _contended(self, tenant: str | None, since: float) -> bool:
+        """Whether a tenant other than ``tenant`` submitted a debit after ``since``."""
+        latest, other = self._seen
+        return (other if latest[0] == tenant else latest)[1] > since
+
+    def _share_wait(self, tenant: str | None) -> float:
+        """Seconds until ``tenant``'s share lets its next near-budget composition start (0: now, and whenever
+        no other tenant submitted a debit in the last :data:`CONTENDED_S`)."""
+        assert self.exact_share is not None
+        if not self._contended(tenant, self._clock() - CONTENDED_S):
+            return 0.0
+        with self._warm_lock:
+            share = self._shares.get(tenant)
+            if share is None:
+                return 0.0
+            share.refill(self._clock(), self.exact_share, self.exact_burst_s)
+            return 0.0 if share.credit >= 0 else -share.credit / self.exact_share
+
+    def _charge(self, tenant: str | None, started: float) -> None:
+        """Debit the near-budget composition ``tenant`` ran since ``started`` from its share, if another tenant
+        submitted a debit meanwhile."""
+        assert self.exact_share is not None
+        now = self._clock()
+        if not self._contended(tenant, started - CONTENDED_S):
+            return
+        seconds = now - started
+        with self._warm_lock:
+            share = self._shares.get(tenant)
+            if share is None:
+                if len(self._shares) >= SHARE_TENANTS:
+                    for t, s in list(self._shares.items()):
+                        s.refill(now, self.exact_share, self.exact_burst_s)
+                        if s.credit >= self.exact_burst_s:
+                            del self._shares[t]
+                share = self._shares[tenant] = _Share(self.exact_burst_s, now)
+            share.refill(now, self.exact_share, self.exact_burst_s)
+            share.credit -= seconds
 
     def _next_fine(self, tenant: str | None) -> None:
         """Start the next fine composition ``tenant`` asked for, or note that it has none running."""
@@ -489,6 +598,7 @@ class DebitWriter:
         if ahead is not None:  # being computed in advance: wait for it (the look-ahead thread never waits)
             with contextlib.suppress(Exception):
                 ahead.result()
+        started = self._clock()
         try:
             error = self._warm(need)
             if error is not None:
@@ -496,6 +606,8 @@ class DebitWriter:
             self._release(need.ledger_id, error)
         finally:
             if need.near:
+                if self.exact_share is not None:
+                    self._charge(need.tenant, started)
                 self._next_fine(need.tenant)
 
     def _release(self, ledger_id: str, error: BaseException | None) -> None:

@@ -347,3 +347,30 @@ def test_key_reuse_on_postgres(pg_database):
         assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "idempotency_key"]
         assert c.post("/v1/aggregate", json=body).json()["replayed"] is True
         assert c.get(f"/v1/ledgers/{ledger['id']}").json()["answers"] == 3
+
+
+# --- a debit not decided within DARRM_DEBIT_TIMEOUT_S -------------------------------------------------------
+def test_a_debit_not_decided_in_time_is_503_and_a_retry_returns_its_answers(tmp_path):
+    """The request gives up (503, Retry-After, nothing released); the writer still decides the debit, so the
+    ledger may have paid it, and a retry with the same idempotency key (here after a restart with the default
+    timeout) returns those answers instead of paying twice."""
+    import time
+
+    url = f"sqlite:///{tmp_path / 'slow.db'}"
+    with in_process_client(url, debit_timeout_s=1e-6) as c:
+        table = make_table(c, K=5, m=2, teacher_delta=0.0)
+        ledger = make_ledger(c, epsilon_budget=100.0, delta_budget=1e-6)
+        body = {"table_id": table["id"], "ledger_id": ledger["id"], "votes": [[1, 0, 1, 0, 1]] * 3,
+                "idempotency_key": "slow-1"}
+        r = c.post("/v1/aggregate", json=body)
+        assert r.status_code == 503, r.text
+        assert r.headers["retry-after"] == "1" and "DARRM_DEBIT_TIMEOUT_S" in r.json()["detail"]
+        assert "answers" not in r.json()
+        deadline = time.monotonic() + 30
+        while c.get(f"/v1/ledgers/{ledger['id']}").json()["answers"] < 3 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert c.get(f"/v1/ledgers/{ledger['id']}").json()["answers"] == 3  # decided after the request gave up
+    with in_process_client(url) as c:
+        retry = c.post("/v1/aggregate", json=body)
+        assert retry.status_code == 200 and retry.json()["replayed"] is True and len(retry.json()["answers"]) == 3
+        assert c.get(f"/v1/ledgers/{ledger['id']}").json()["answers"] == 3  # paid once

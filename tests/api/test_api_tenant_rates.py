@@ -87,16 +87,21 @@ def test_a_refused_request_is_answered_before_its_body_and_a_connection_goes_on(
         assert codes == [201] * 3 + [429] * 2 and c.get("/v1/ledgers").status_code == 200
 
 
-def test_serve_refuses_a_rate_that_is_not_positive(tmp_path):
-    """``darrm-opt serve`` with DARRM_TENANT_RATE = 0 exits 2 naming the setting and its rule, as a user runs it."""
+@pytest.mark.parametrize(("name", "value", "field", "rule"), [
+    ("DARRM_TENANT_RATE", "0", "tenant_rate", "greater than 0"),
+    ("DARRM_TENANT_EXACT_SHARE", "1.5", "tenant_exact_share", "less than or equal to 1"),
+])
+def test_serve_refuses_a_tenant_limit_out_of_range(tmp_path, name, value, field, rule):
+    """``darrm-opt serve`` with a tenant's limit out of its range exits 2 naming the setting and its rule, as a
+    user runs it."""
     import os
     import subprocess
     import sys
 
     env = {k: v for k, v in os.environ.items() if not k.startswith("DARRM_")}
-    env.update({"DARRM_TENANT_RATE": "0", "DARRM_DATABASE_URL": f"sqlite:///{tmp_path / 'r.db'}"})
+    env.update({name: value, "DARRM_DATABASE_URL": f"sqlite:///{tmp_path / 'r.db'}"})
     serve = subprocess.run([sys.executable, "-m", "darrm_opt", "serve", "--port", "1"], env=env, cwd=tmp_path,
                            capture_output=True, text=True, timeout=120)
     assert serve.returncode == 2
-    assert "invalid DARRM_ setting" in serve.stderr and "tenant_rate" in serve.stderr
-    assert "greater than 0" in serve.stderr and "Traceback" not in serve.stderr
+    assert "invalid DARRM_ setting" in serve.stderr and field in serve.stderr
+    assert rule in serve.stderr and "Traceback" not in serve.stderr

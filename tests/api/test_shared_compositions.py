@@ -1,7 +1,8 @@
 """Exact compositions shared through the database (darrm_opt.ledger.compositions), on SQLite and PostgreSQL:
 one process computes a composition, another reads the same float; a fresh claim is waited for, a stale one
 taken over; a database that fails means computing locally; and the debit writer gives each tenant at most
-one fine composition at a time."""
+one fine composition at a time, and, while another tenant is served, its share of the time; the child
+processes that compute them run at the server's niceness + FINE_NICE."""
 
 from __future__ import annotations
 
@@ -156,3 +157,130 @@ def test_each_tenant_has_one_fine_composition_at_a_time(tmp_path):
         writer._warming.clear()
         writer.stop()
         database.dispose()
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _share_writer(tmp_path, **kwargs):  # noqa: ANN003, ANN202
+    database = Database(f"sqlite:///{tmp_path / 's.db'}")
+    migrate(database)
+    clock = _Clock()
+    writer = DebitWriter(database, exact_share=0.1, exact_burst_s=1.0, clock=clock, **kwargs)
+    recorder = _Recorder()
+    writer._exact_fine, writer._exact = recorder, _Recorder()
+
+    def need(ledger: str, tenant: str) -> NeedsExact:
+        n = NeedsExact([(_profile(3.0), 10)], DELTA, False, ledger, near=True)
+        writer._park(n, [types.SimpleNamespace(tenant=tenant, parked=0, future=None)])
+        return n
+
+    return database, clock, writer, recorder, need
+
+
+def test_a_tenant_near_its_budget_gets_its_share_of_the_time_while_another_is_served(tmp_path):
+    database, clock, writer, recorder, need = _share_writer(tmp_path)
+    try:
+        writer._saw("b")  # tenant b's debits are coming
+        a1 = need("A1", "a")
+        assert recorder.started == [a1]  # within a's burst
+        clock.now += 3.0  # a1 ran 3 s while b was served: 1 - 3 = -2 s of credit, 20 s at 10 %
+        writer._saw("b")
+        writer._charge("a", clock.now - 3.0)
+        assert writer._share_wait("a") == pytest.approx(20.0)
+        a2 = need("A2", "a")
+        writer._next_fine("a")  # a1 done: a2's turn, but a owes its share
+        assert recorder.started == [a1] and len(writer._timers) == 1
+        b1 = need("B1", "b")  # b is not held back by a's debt
+        assert recorder.started == [a1, b1]
+        clock.now += 10.0
+        writer._saw("b")
+        assert writer._share_wait("a") == pytest.approx(10.0)  # 1 s of credit regained in 10 s
+        clock.now += 10.0
+        writer._saw("b")
+        assert writer._share_wait("a") == 0.0  # paid back: a2 starts at the timer's next look (within 1 s)
+        deadline = time.monotonic() + 5
+        while len(recorder.started) < 3 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert recorder.started == [a1, b1, a2]
+    finally:
+        writer._warming.clear()
+        writer.stop()
+        database.dispose()
+
+
+def test_a_tenant_alone_is_not_held_back(tmp_path):
+    database, clock, writer, recorder, need = _share_writer(tmp_path)
+    try:
+        writer._saw("a")
+        a1 = need("A1", "a")
+        clock.now += 30.0  # 30 s of compositions with no other tenant: nothing charged
+        writer._charge("a", clock.now - 30.0)
+        assert writer._share_wait("a") == 0.0 and writer._shares == {}
+        writer._saw("b")
+        clock.now += 0.5
+        writer._charge("a", clock.now - 3.0)  # b came during this one: charged, 1 - 3 = -2 s
+        assert writer._share_wait("a") == pytest.approx(20.0)
+        a2 = need("A2", "a")
+        writer._next_fine("a")
+        assert recorder.started == [a1]  # waits for its share while b is served
+        clock.now += 1.5  # b gone: a is alone, its debt no longer holds it
+        assert writer._share_wait("a") == 0.0
+        deadline = time.monotonic() + 5
+        while len(recorder.started) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert recorder.started == [a1, a2]
+    finally:
+        writer._warming.clear()
+        writer.stop()
+        database.dispose()
+
+
+def test_a_writer_without_a_share_never_waits(tmp_path):
+    database = Database(f"sqlite:///{tmp_path / 'n.db'}")
+    migrate(database)
+    writer = DebitWriter(database)
+    recorder = _Recorder()
+    writer._exact_fine = recorder
+    try:
+        writer._saw("b")
+        for ledger in ("A1", "A2", "A3"):
+            n = NeedsExact([(_profile(3.0), 10)], DELTA, False, ledger, near=True)
+            writer._park(n, [types.SimpleNamespace(tenant="a", parked=0, future=None)])
+            writer._next_fine("a")
+        assert len(recorder.started) == 3 and writer._timers == set()
+        with pytest.raises(ValueError, match="exact_share"):
+            DebitWriter(database, exact_share=0.0)
+    finally:
+        writer._warming.clear()
+        writer.stop()
+        database.dispose()
+
+
+def _niceness() -> int:
+    import os
+
+    return os.getpriority(os.PRIO_PROCESS, 0)
+
+
+def test_composition_processes_run_at_the_servers_niceness_plus_fine_nice():
+    """A child started from a thread already lowered by FINE_NICE is not lowered twice."""
+    import concurrent.futures
+    import multiprocessing
+    import os
+
+    from darrm_opt.ledger import store
+
+    base = os.getpriority(os.PRIO_PROCESS, 0)
+    want = min(19, base + store.FINE_NICE)
+    lowered = concurrent.futures.ThreadPoolExecutor(1, initializer=store._lower_priority)
+    with concurrent.futures.ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"),
+                                                initializer=store._lower_process_priority) as child:
+        got = lowered.submit(lambda: child.submit(_niceness).result()).result()
+    lowered.shutdown()
+    assert got == want
