@@ -10,9 +10,11 @@ with two tenants' keys (``DARRM_API_KEYS=victim:…,hostile:…``) and measures,
 1. the victim alone: requests/s, p50 and p99 of ``POST /v1/aggregate`` with 1-row and with 100-row batches
    (a pure-DP K = 11 table, a new ledger per run that never runs out), each connection sending as soon as it
    has its answer (closed loop: the server saturated, so p99 includes its queue), after a run that warms the
-   caches, and the mean of a run before and one after the hostile run of 2.; and 1-row requests offered at a
-   fixed ``--rate`` (default 800 req/s, the target's rate) on a fixed schedule, latency counted from each
-   request's due time (open loop);
+   caches, in a run before and one after each hostile run of 2. (``--repeat`` of them, 3 by default: the
+   victim's share is its throughput with the hostile tenant over the mean of the two runs around it, printed
+   for the median run and for every run; a run alone varies by ±10 % a few minutes apart); and 1-row
+   requests offered at a fixed ``--rate`` (default 800 req/s, the target's rate) on a fixed schedule,
+   latency counted from each request's due time (open loop);
 2. the same while the hostile tenant saturates its own ledger from another process (8 connections of 1-row
    requests on a ledger whose generic bounds are over its budget and whose exact composition is not, so
    every debit needs a fresh fine composition, 2–6 s each; each run on a table of its own, a pure-DP
@@ -167,6 +169,8 @@ def main() -> None:
     ap.add_argument("--rate", type=float, default=800.0, help="the offered rate of the open-loop 1-row run")
     ap.add_argument("--tenant-rate", type=float, help="run the servers with DARRM_TENANT_RATE (requests/s per "
                                                       "tenant and process; the default: unlimited)")
+    ap.add_argument("--repeat", type=int, default=3, help="hostile runs per batch size, each between two runs of "
+                                                          "the victim alone (the median is printed)")
     ap.add_argument("--exact-share", type=float, help="run the servers with DARRM_TENANT_EXACT_SHARE (the fraction "
                                                       "of the time a tenant's near-budget compositions run while "
                                                       "another is served; 1: no limit; the default: the setting's)")
@@ -195,10 +199,17 @@ def main() -> None:
 
                 for rows in (1, 100):
                     victim(rows)  # a run to warm the caches: the runs below pay the same compositions
-                    before = victim(rows)
-                    row[f"hostile_{rows}"], row[f"hostile_codes_{rows}"] = with_hostile(
-                        server.url, lambda rows=rows: victim(rows), args.seconds + args.warmup)
-                    row[f"alone_{rows}"] = mean_of(before, victim(rows))
+                    alone, runs = [victim(rows)], []
+                    for _ in range(args.repeat):  # alone, hostile, alone, hostile, …, alone
+                        runs.append(with_hostile(server.url, lambda rows=rows: victim(rows),
+                                                 args.seconds + args.warmup))
+                        alone.append(victim(rows))
+                    kept = [h["requests_per_s"] / mean_of(a, b)["requests_per_s"] if mean_of(a, b)["requests_per_s"]
+                            else float("nan") for (h, _), a, b in zip(runs, alone, alone[1:])]
+                    mid = sorted(range(len(kept)), key=kept.__getitem__)[len(kept) // 2]  # the median run
+                    row[f"hostile_{rows}"], row[f"hostile_codes_{rows}"] = runs[mid]
+                    row[f"alone_{rows}"] = mean_of(alone[mid], alone[mid + 1])
+                    row[f"kept_{rows}"] = kept
                 row["flood_1"], row["flood_codes_1"] = with_hostile(
                     server.url, lambda: victim(1), args.seconds + args.warmup, flood=True)
                 row["paced_1"] = measure(server.url, VICTIM, rows=1, connections=32, seconds=args.seconds,
@@ -210,15 +221,14 @@ def main() -> None:
 
     print()
     print("| database | workers | batch | victim alone req/s | p50 ms | p99 ms | with hostile req/s | p50 ms | "
-          "p99 ms | kept |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+          "p99 ms | kept (median run) | kept, every run |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for r in results:
         for rows in (1, 100):
-            a, h = r[f"alone_{rows}"], r[f"hostile_{rows}"]
-            kept = h["requests_per_s"] / a["requests_per_s"] if a["requests_per_s"] else float("nan")
+            a, h, kept = r[f"alone_{rows}"], r[f"hostile_{rows}"], r[f"kept_{rows}"]
             print(f"| {r['backend']} | {r['workers']} | {rows} | {a['requests_per_s']:.0f} | {a['p50_ms']:.1f} | "
                   f"{a['p99_ms']:.1f} | {h['requests_per_s']:.0f} | {h['p50_ms']:.1f} | {h['p99_ms']:.1f} | "
-                  f"{100 * kept:.0f} % |")
+                  f"{100 * sorted(kept)[len(kept) // 2]:.0f} % | {', '.join(f'{100 * k:.0f} %' for k in kept)} |")
     print()
     print("| database | workers | 1-row, the hostile tenant flooding: victim req/s | p99 ms | kept | "
           "hostile's answers |")
