@@ -13,40 +13,15 @@ if ``min(burst, tokens + rate·(t − t_last)) ≥ 1``; else it waits ``(1 − t
 
 from __future__ import annotations
 
-import math
-import threading
 import time
-from collections import OrderedDict
 
-#: tenants whose buckets a process keeps (the least recently seen are forgotten, i.e. refilled)
-MAX_TENANTS = 100_000
+from darrm_opt.ledger.buckets import TenantBuckets
 
 
-class TenantRates:
-    """Token buckets by tenant (module docstring); thread-safe."""
+class TenantRates(TenantBuckets):
+    """Token buckets by tenant (module docstring) of ``rate`` requests per second and ``burst`` requests
+    (by default one second's, at least one); ``take(tenant)`` is 0.0 when the tenant may make a request now
+    (its token is taken), else the seconds until it may. Thread-safe."""
 
     def __init__(self, rate: float, burst: float | None = None, clock=time.monotonic) -> None:  # noqa: ANN001
-        if not (math.isfinite(rate) and rate > 0):
-            raise ValueError("rate must be a finite number > 0")
-        self.rate = float(rate)
-        self.burst = max(1.0, float(burst if burst is not None else rate))
-        self._clock = clock
-        self._buckets: OrderedDict[str, tuple[float, float]] = OrderedDict()  # tenant -> (tokens, at)
-        self._lock = threading.Lock()
-
-    def take(self, tenant: str) -> float:
-        """0.0 when ``tenant`` may make a request now (a token is taken); else the seconds until it may."""
-        now = self._clock()
-        with self._lock:
-            tokens, at = self._buckets.get(tenant, (self.burst, now))
-            tokens = min(self.burst, tokens + self.rate * max(now - at, 0.0))
-            if tokens >= 1.0:
-                self._buckets[tenant] = (tokens - 1.0, now)
-                wait = 0.0
-            else:
-                self._buckets[tenant] = (tokens, now)
-                wait = (1.0 - tokens) / self.rate
-            self._buckets.move_to_end(tenant)
-            while len(self._buckets) > MAX_TENANTS:
-                self._buckets.popitem(last=False)
-        return wait
+        super().__init__(rate, max(1.0, float(burst if burst is not None else rate)), clock)

@@ -51,7 +51,7 @@ def _request_schema() -> dict:
         "security": [{"HTTPBearer": []}],
     },
     responses={
-            404: {"model": ErrorOut, "description": "unknown table_id or ledger_id"},
+        404: {"model": ErrorOut, "description": "unknown table_id or ledger_id"},
         409: {"model": BudgetExceededOut,
               "description": "the batch would exceed the ledger's budget (nothing released)"},
         413: {"model": ErrorOut, "description": "body over DARRM_MAX_BODY_BYTES"},

@@ -26,8 +26,8 @@ they take the CPU that the requests and the compositions of ledgers within their
 at most one near-budget composition under way per process, so its ledgers never hold every slot of the pool;
 with ``exact_share`` (the service: ``DARRM_TENANT_EXACT_SHARE``), while another tenant's debits are being
 served, its near-budget compositions also run at most that fraction of the time in each process (a duty
-cycle, :class:`_Share`): a CPU priority alone does not keep them from slowing the other tenants' requests,
-which share the cores' caches and the memory bandwidth with them.
+cycle, a :class:`darrm_opt.ledger.buckets.TenantBuckets` of seconds): a CPU priority alone does not keep them
+from slowing the other tenants' requests, which share the cores' caches and the memory bandwidth with them.
 In the service the compositions are shared between processes through the database
 (:class:`darrm_opt.ledger.compositions.SharedCompositions`): one process computes each, the others read it.
 
@@ -64,6 +64,7 @@ from darrm_opt.privacy import accounting
 from darrm_opt.privacy.parallel import capped, check_cap
 from darrm_opt.privacy.pld import cached_exact_epsilon, canonical_parts, exact_epsilon, remember_exact_epsilon
 
+from .buckets import TenantBuckets
 from .compositions import SharedCompositions
 from .core import (
     Debit,
@@ -251,25 +252,8 @@ def _lower_priority() -> None:
         pass
 
 
-@dataclass
-class _Share:
-    """A tenant's time on near-budget compositions in this process while other tenants are served, as a
-    token bucket of seconds: it gains ``share`` seconds per second up to ``burst``, each composition run while
-    another tenant's debits were coming costs its wall time (so it costs more when the machine is busy), and
-    the tenant's next one starts only when the bucket is not in debt or no other tenant is being served."""
-
-    credit: float
-    at: float
-
-    def refill(self, now: float, share: float, burst: float) -> None:
-        self.credit = min(burst, self.credit + share * (now - self.at))
-        self.at = now
-
-
 #: another tenant whose debit came within this many seconds is being served (see :meth:`DebitWriter._share_wait`)
 CONTENDED_S = 1.0
-#: tenants whose shares are remembered (those back at full credit are forgotten first)
-SHARE_TENANTS = 10_000
 
 
 class DebitWriter:
@@ -281,8 +265,8 @@ class DebitWriter:
     backlog), so a tenant whose ledgers sit at their budgets takes one of the ``exact_workers`` slots, never all,
     and another tenant's ledger near its budget is not queued behind them. With ``exact_share`` a tenant's
     near-budget compositions run at most that fraction of the time while another tenant's debits come
-    (averaged; the first ``exact_burst_s`` seconds of them at once, :class:`_Share`); a tenant alone is not
-    held back."""
+    (averaged; the first ``exact_burst_s`` seconds of them at once; see :meth:`_share_wait`); a tenant alone
+    is not held back."""
 
     def __init__(self, db: Database, max_batch: int = 512, profile_of: ProfileOf = no_profiles,
                  exact_workers: int = 2, fine_processes: bool = False, share_compositions: bool = False,
@@ -290,12 +274,10 @@ class DebitWriter:
                  clock: Any = time.monotonic) -> None:
         if exact_share is not None and not 0 < exact_share <= 1:
             raise ValueError(f"exact_share must be in (0, 1], got {exact_share}")
-        if not exact_burst_s >= 0:
-            raise ValueError(f"exact_burst_s must be >= 0, got {exact_burst_s}")
         self.db = db
-        self.exact_share, self.exact_burst_s, self._clock = exact_share, exact_burst_s, clock
-        #: tenant -> its time on near-budget compositions (with ``exact_share``)
-        self._shares: dict[str | None, _Share] = {}
+        self._clock = clock
+        #: each tenant's time on near-budget compositions while another is served, in seconds (``exact_share``)
+        self._shares = (TenantBuckets(exact_share, exact_burst_s, clock) if exact_share is not None else None)
         #: near-budget compositions waiting for their tenant's share, started by a timer
         self._timers: set[threading.Timer] = set()
         #: (tenant, time) of the latest debit submitted, and of the latest submitted by another tenant
@@ -336,7 +318,7 @@ class DebitWriter:
     def submit(self, debit: Debit) -> Future:
         if self._stopped:
             raise RuntimeError("the debit writer is stopped")
-        if self.exact_share is not None:
+        if self._shares is not None:
             self._saw(debit.tenant)
         self._queue.put(debit)
         return debit.future
@@ -514,7 +496,7 @@ class DebitWriter:
         self._start(need)
 
     def _start(self, need: NeedsExact) -> None:
-        if need.near and self.exact_share is not None:
+        if need.near and self._shares is not None:
             wait = self._share_wait(need.tenant)
             if wait > 0:  # looked at again within CONTENDED_S: the other tenants may have gone
                 timer = threading.Timer(min(wait, CONTENDED_S), self._start_delayed, (need,))
@@ -549,37 +531,21 @@ class DebitWriter:
         return (other if latest[0] == tenant else latest)[1] > since
 
     def _share_wait(self, tenant: str | None) -> float:
-        """Seconds until ``tenant``'s share lets its next near-budget composition start (0: now, and whenever
-        no other tenant submitted a debit in the last :data:`CONTENDED_S`)."""
-        assert self.exact_share is not None
+        """Seconds until ``tenant``'s share lets its next near-budget composition start: until its bucket of
+        seconds (refilled at ``exact_share`` per second up to ``exact_burst_s``, each composition run while
+        another tenant's debits came costing its wall time, so more when the machine is busy) is out of debt;
+        0 whenever no other tenant submitted a debit in the last :data:`CONTENDED_S`."""
+        assert self._shares is not None
         if not self._contended(tenant, self._clock() - CONTENDED_S):
             return 0.0
-        with self._warm_lock:
-            share = self._shares.get(tenant)
-            if share is None:
-                return 0.0
-            share.refill(self._clock(), self.exact_share, self.exact_burst_s)
-            return 0.0 if share.credit >= 0 else -share.credit / self.exact_share
+        return self._shares.wait(tenant)
 
     def _charge(self, tenant: str | None, started: float) -> None:
         """Debit the near-budget composition ``tenant`` ran since ``started`` from its share, if another tenant
         submitted a debit meanwhile."""
-        assert self.exact_share is not None
-        now = self._clock()
-        if not self._contended(tenant, started - CONTENDED_S):
-            return
-        seconds = now - started
-        with self._warm_lock:
-            share = self._shares.get(tenant)
-            if share is None:
-                if len(self._shares) >= SHARE_TENANTS:
-                    for t, s in list(self._shares.items()):
-                        s.refill(now, self.exact_share, self.exact_burst_s)
-                        if s.credit >= self.exact_burst_s:
-                            del self._shares[t]
-                share = self._shares[tenant] = _Share(self.exact_burst_s, now)
-            share.refill(now, self.exact_share, self.exact_burst_s)
-            share.credit -= seconds
+        assert self._shares is not None
+        if self._contended(tenant, started - CONTENDED_S):
+            self._shares.spend(tenant, self._clock() - started)
 
     def _next_fine(self, tenant: str | None) -> None:
         """Start the next fine composition ``tenant`` asked for, or note that it has none running."""
@@ -606,7 +572,7 @@ class DebitWriter:
             self._release(need.ledger_id, error)
         finally:
             if need.near:
-                if self.exact_share is not None:
+                if self._shares is not None:
                     self._charge(need.tenant, started)
                 self._next_fine(need.tenant)
 

@@ -221,7 +221,7 @@ def test_a_tenant_alone_is_not_held_back(tmp_path):
         a1 = need("A1", "a")
         clock.now += 30.0  # 30 s of compositions with no other tenant: nothing charged
         writer._charge("a", clock.now - 30.0)
-        assert writer._share_wait("a") == 0.0 and writer._shares == {}
+        assert writer._share_wait("a") == 0.0 and len(writer._shares) == 0
         writer._saw("b")
         clock.now += 0.5
         writer._charge("a", clock.now - 3.0)  # b came during this one: charged, 1 - 3 = -2 s
