@@ -90,8 +90,7 @@ class BaselinesOut(BaseModel):
 
 
 @router.get("/ledgers", response_model=LedgerListOut,
-            summary="The tenant's ledgers (an admin key: every tenant's): budgets, spend and what remains",
-            )
+            summary="The tenant's ledgers (an admin key: every tenant's): budgets, spend and what remains")
 def list_ledgers(svc: ServicesDep, who: PrincipalDep, limit: int = Query(100, ge=1, le=1000),
                  offset: int = Query(0, ge=0, le=1_000_000_000),
                  tenant: PlainText | None = Query(None, max_length=64,
