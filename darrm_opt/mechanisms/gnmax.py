@@ -73,14 +73,16 @@ class GaussianCertificate(VerdictFields):
 @lru_cache(maxsize=256)
 def _certificate(profile: GaussianProfile) -> GaussianCertificate:
     """ε₀ at DELTA0 off the pessimistic PLD, bumped until δ(ε₀) ≤ δ₀ holds on that PLD."""
+    from darrm_opt.privacy.pld import delta_at, epsilon_at
+
     pld = profile.to_pld(CERT_INTERVAL)
-    eps = float(pld.get_epsilon_for_delta(DELTA0))
-    d = float(pld.get_delta_for_epsilon(eps))
+    eps = epsilon_at(pld, DELTA0)
+    d = delta_at(pld, eps) if math.isfinite(eps) else 1.0
     for _ in range(64):
-        if d <= DELTA0:
+        if d <= DELTA0 or not math.isfinite(eps):
             break
         eps = math.nextafter(eps, math.inf) + CERT_INTERVAL
-        d = float(pld.get_delta_for_epsilon(eps))
+        d = delta_at(pld, eps)
     ok = d <= DELTA0 and math.isfinite(eps)
     pair = ", ".join(f"N_Z({s:g}, {x:g}^2)" for s, x in zip(profile.shifts, profile.coordinate_sigmas))
     return GaussianCertificate(ok, eps, DELTA0, d, f"N_Z(0, σ²) per coordinate against {pair}", CERT_INTERVAL,
@@ -116,9 +118,11 @@ class _GaussianKind(Mechanism):
         its certificate is refused."""
         cert = self.certificate_from(certificate) if isinstance(certificate, Mapping) else certificate
         if cert != self.certify(params, np.zeros(0)):
+            from darrm_opt.privacy.pld import delta_at
+
             ok = cert.certified is True and cert.delta0 == DELTA0 and math.isfinite(cert.epsilon0) and \
-                float(self.profile(params, np.zeros(0)).to_pld(CERT_INTERVAL).get_delta_for_epsilon(
-                    cert.epsilon0)) <= DELTA0
+                cert.epsilon0 >= 0 and delta_at(self.profile(params, np.zeros(0)).to_pld(CERT_INTERVAL),
+                                                cert.epsilon0) <= DELTA0
             if not ok:
                 raise InvalidParameter("certificate", f"does not hold for this {self.kind} table's parameters")
         if profile is not None and profile != self.profile(params, np.zeros(0)):

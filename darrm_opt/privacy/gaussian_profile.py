@@ -11,20 +11,27 @@ Continuous noise: with μ = ‖shifts‖₂ / σ the profile is exact (Balle and
     δ(ε) = Φ(μ/2 − ε/μ) − e^ε Φ(−μ/2 − ε/μ).
 
 Discrete noise (Canonne, Kamath, Steinke 2020): the pair is the product over coordinates of
-(N_ℤ(0, σ²), N_ℤ(s_i, σ²)) with integer shifts s_i; its PLD is dp_accounting's discrete Gaussian PLD per
-coordinate, composed. Both PLDs are built pessimistically by the connect-the-dots discretisation (Doroshenko,
-Ghazi, Kamath, Kumar, Manurangsi 2022, Thm 4.2: the discretised pair dominates the original), so δ and ε
-read off them are upper bounds. Connect-the-dots matters for composition: the privacy-bucket rounding adds
-up to one loss interval per composed PLD (2Q for Q answers of a two-coordinate shift, 0.03 in ε at Q = 1000,
-which moves a calibrated σ by 0.3 %); connect-the-dots keeps the composed ε within 1e-6 of the exact value
-at the ledger's grid (tests/test_gaussian_profile.py).
+(N_ℤ(0, σ_i²), N_ℤ(s_i, σ_i²)) with integer shifts s_i. It is built here as an exact finite pair
+(:func:`discrete_pair`): the coordinates of one σ depend on the outputs only through z = Σ s_i x_i (the loss is
+(Σ s_i² − 2z)/(2σ²)), so each σ-group is the pair (P_z, P_z(· − Σ s_i²)) with P_z the convolution of the
+dilated pmfs, computed by direct convolution of non-negative terms (relative error ≤ n·u per mass). Each
+coordinate is truncated at |x| ≤ T, where the mass outside is at most TAIL_MASS (bounded by the Gaussian
+integral); that mass is counted as an infinite-loss atom of P, so the finite pair dominates the true one:
+P(S) − e^ε Q(S) ≤ P_T(S) − e^ε Q_T(S) + P(outside) for every event S. One answer's δ(ε) is summed term by term
+(:meth:`GaussianProfile.delta`, no loss grid and no FFT), with a margin for its float error, so it is an upper
+bound at every δ down to TAIL_MASS. For composition the pair's PLD is the finite pair's pessimistic
+connect-the-dots PLD (:func:`darrm_opt.privacy.pld.pair_pld`); Confident-GNMax's two σ-groups are composed
+through :func:`darrm_opt.privacy.pld.compose_bounded`, which carries a proven bound of the FFT's float error.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
+
+import numpy as np
 
 from darrm_opt.errors import InvalidParameter
 
@@ -33,6 +40,71 @@ TYPE = "gaussian"
 #: relative margin on the closed-form δ(ε): the float evaluation of Thm 8 is within a few ulps of the exact
 #: value, so this margin makes it an upper bound
 RELATIVE_MARGIN = 1e-12
+#: each coordinate of a discrete Gaussian pair is truncated where its two tails hold at most this P-mass,
+#: which is added to the infinite-loss atom (no δ below it is ever claimed for one answer)
+TAIL_MASS = 1e-40
+#: unit roundoff of float64
+UNIT = 2.0**-53
+
+
+def _dgauss_pmf(sigma: float) -> tuple[np.ndarray, int, float]:
+    """The pmf of N_ℤ(0, σ²) on [−T, T] (T = ⌈σ√(2 ln(2/TAIL_MASS))⌉ + 1), T and an upper bound of the mass
+    outside: 2 Σ_{x > T} e^{−x²/2σ²} / Z ≤ 2 ∫_T^∞ e^{−x²/2σ²} dx / Z = σ√(2π) erfc(T/(σ√2)) / Z, with the
+    normaliser Z summed over |x| ≤ T (a lower bound of the full sum, so the tail bound is an upper bound)."""
+    from scipy.special import erfc
+
+    T = int(math.ceil(sigma * math.sqrt(2.0 * math.log(2.0 / TAIL_MASS)))) + 1
+    x = np.arange(-T, T + 1, dtype=float)
+    w = np.exp(-(x * x) / (2.0 * sigma * sigma))
+    z = math.fsum(w.tolist())
+    tail = sigma * math.sqrt(2.0 * math.pi) * float(erfc(T / (sigma * math.sqrt(2.0)))) / z
+    return w / z, T, math.nextafter(tail * (1.0 + 1e-9), math.inf) + 1e-300
+
+
+@lru_cache(maxsize=64)
+def discrete_pair(sigmas: tuple[float, ...], shifts: tuple[float, ...]) -> tuple[tuple[np.ndarray, np.ndarray], ...]:
+    """The exact finite pair of each σ-group of a discrete Gaussian release (module docstring): a tuple of
+    (p, ℓ) arrays over z, the P-masses and the exact losses ℓ(z) = (S − 2z)/(2σ²), S = Σ s_i² (the Q-mass is
+    p·e^{−ℓ}, the P-mass at z − S; it may be below the float range, the loss never is). The P-mass outside
+    the truncation is :func:`discrete_tail`. Coordinates with s_i = 0 are dropped (they do not move)."""
+    groups: dict[float, list[int]] = {}
+    for s, sig in zip(shifts, sigmas, strict=True):
+        if s:
+            groups.setdefault(sig, []).append(int(s))
+    out = []
+    for sig, ss in sorted(groups.items()):
+        base, _, _ = _dgauss_pmf(sig)
+        pz = np.ones(1)
+        for s in ss:
+            dil = np.zeros((base.size - 1) * s + 1)
+            dil[::s] = base
+            pz = np.convolve(pz, dil)  # non-negative terms: direct convolution, relative error ≤ n·u
+        shift = sum(s * s for s in ss)
+        top = (pz.size - 1) // 2  # z runs over −top..top
+        z = np.arange(-top, top + 1, dtype=float)
+        out.append((pz, (shift - 2.0 * z) / (2.0 * sig * sig)))
+    return tuple(out)
+
+
+def discrete_tail(sigmas: tuple[float, ...], shifts: tuple[float, ...]) -> float:
+    """Upper bound of the P-mass that :func:`discrete_pair` truncated (every moving coordinate's tails)."""
+    return math.fsum(_dgauss_pmf(sig)[2] for s, sig in zip(shifts, sigmas, strict=True) if s) * (1 + 1e-12)
+
+
+def _hockey(p: np.ndarray, loss: np.ndarray, log_x: np.ndarray | float) -> tuple[np.ndarray, np.ndarray]:
+    """Σ_i max(0, p_i − e^{log_x} q_i) for each log_x, as (value, Σ_{ℓ_i > log_x} p_i), term by term
+    p_i·(−expm1(log_x − ℓ_i)) with the losses ℓ_i = ln(p_i/q_i)."""
+    keep = p > 0
+    p, loss = p[keep], loss[keep]
+    lxs = np.atleast_1d(np.asarray(log_x, dtype=float))
+    vals, overs = np.empty(lxs.size), np.empty(lxs.size)
+    step = max(1, 1_000_000 // max(p.size, 1))
+    for i in range(0, lxs.size, step):
+        lx = lxs[i:i + step, None]
+        over = loss[None, :] > lx
+        vals[i:i + step] = np.where(over, p[None, :] * -np.expm1(np.minimum(lx - loss[None, :], 0.0)), 0.0).sum(axis=1)
+        overs[i:i + step] = np.where(over, p[None, :], 0.0).sum(axis=1)
+    return vals, overs
 
 
 @dataclass(frozen=True)
@@ -88,12 +160,12 @@ class GaussianProfile:
         return (TYPE, self.discrete, self.sigma, self.shifts, self.sigmas)
 
     def delta(self, epsilon: float) -> float:
-        """An upper bound of δ(ε′): Thm 8 (continuous; with a relative margin for its float evaluation) or
-        the discrete pair's pessimistic PLD."""
+        """An upper bound of δ(ε′): Thm 8 (continuous; with a relative margin for its float evaluation) or the
+        discrete pair's hockey stick summed over its finite atoms (:meth:`discrete_delta`)."""
         if not (isinstance(epsilon, (int, float)) and epsilon >= 0 and not math.isnan(epsilon)):
             raise InvalidParameter("epsilon", "must be a number >= 0", epsilon)
         if self.discrete:
-            return float(self.to_pld(1e-4).get_delta_for_epsilon(float(epsilon)))
+            return self.discrete_delta(float(epsilon))
         mu = self.mu
         if mu == 0:
             return 0.0
@@ -108,6 +180,38 @@ class GaussianProfile:
         d = math.exp(a) * -math.expm1(b - a)
         return min(1.0, d * (1 + RELATIVE_MARGIN) + 1e-300)
 
+    def discrete_delta(self, epsilon: float) -> float:
+        """δ(ε) of the discrete pair, an upper bound: with one σ-group, Σ_z max(0, p_z − e^ε q_z); with two
+        (Confident-GNMax), Σ_i p1_i H2(ε − ℓ1_i) + p1[ℓ1 = ∞], H2(t) = Σ_j max(0, p2_j − e^t q2_j) (the hockey
+        stick of a product pair, exact). Every term is ≥ 0 and carries a relative error of a few ulps, plus
+        u·(|ε| + max|ℓ| + 4) of the mass above the threshold from the logarithms; the bound adds
+        64·u·(|ε| + max|ℓ| + 4) of that mass, a relative (n + 16)·u of the sum, and the truncated tails."""
+        sig, sh = self.coordinate_sigmas, self.shifts
+        pairs = discrete_pair(sig, sh)
+        tail = discrete_tail(sig, sh)
+        if not pairs:
+            return min(1.0, tail)
+        if math.isinf(epsilon):
+            return min(1.0, tail)
+        if len(pairs) == 1:
+            p, loss = pairs[0]
+            val, over = _hockey(p, loss, epsilon)
+            n = p.size
+            lmax = float(np.abs(loss).max())
+        elif len(pairs) == 2:
+            (p1, l1), (p2, l2) = pairs
+            keep = p1 > 0
+            p1, l1 = p1[keep], l1[keep]
+            vals, overs = _hockey(p2, l2, epsilon - l1)
+            val = np.array([float(np.dot(p1, vals))])
+            over = np.array([float(np.dot(p1, overs))])
+            n = p1.size * p2.size
+            lmax = float(np.abs(l1).max() + np.abs(l2).max())
+        else:  # pragma: no cover - no release here has more than two noise scales
+            raise InvalidParameter("sigmas", "at most two distinct σ are supported for discrete noise", sig)
+        bound = float(val[0]) * (1 + (n + 16) * UNIT) + 64 * UNIT * (abs(epsilon) + abs(lmax) + 4) * float(over[0])
+        return min(1.0, math.nextafter(bound + tail, math.inf))
+
     def to_pld(self, interval: float) -> Any:
         """The pair's PLD (pessimistic, loss interval ``interval``)."""
         from dp_accounting.pld import privacy_loss_distribution as pld_lib
@@ -119,17 +223,14 @@ class GaussianProfile:
             return pld_lib.from_gaussian_mechanism(
                 self.sigma, sensitivity=self.sensitivity, pessimistic_estimate=True,
                 value_discretization_interval=interval)
-        out = None
-        for s, sig in zip(self.shifts, self.coordinate_sigmas):
-            if s == 0:
-                continue
-            one = pld_lib.from_discrete_gaussian_mechanism(
-                sig, sensitivity=int(s), pessimistic_estimate=True, value_discretization_interval=interval,
-                use_connect_dots=True)
-            out = one if out is None else out.compose(one)
-        if out is None:  # nothing moves: the identity pair
+        from darrm_opt.privacy.pld import compose_bounded, loss_pair_pld
+
+        pairs = discrete_pair(self.coordinate_sigmas, self.shifts)
+        if not pairs:  # nothing moves: the identity pair
             return pld_lib.from_gaussian_mechanism(1.0, sensitivity=0.0, value_discretization_interval=interval)
-        return out
+        tail = discrete_tail(self.coordinate_sigmas, self.shifts)
+        plds = [loss_pair_pld(p, loss, tail if i == 0 else 0.0, interval) for i, (p, loss) in enumerate(pairs)]
+        return plds[0] if len(plds) == 1 else compose_bounded([(x, 1) for x in plds])
 
     def to_dict(self) -> dict[str, Any]:
         out = {"type": TYPE, "sigma": self.sigma, "shifts": list(self.shifts), "discrete": self.discrete,

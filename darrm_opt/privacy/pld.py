@@ -23,9 +23,12 @@ import hashlib
 import math
 import threading
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from functools import lru_cache
+from typing import Any
 
 import numpy as np
+from scipy import fft as scipy_fft
 from dp_accounting.pld.privacy_loss_distribution import PrivacyLossDistribution as PLD
 
 from darrm_opt.errors import InvalidParameter
@@ -44,6 +47,8 @@ COARSE = 10.0
 #: the relative DELTA_MARGIN (:func:`pair_pld`): upper bounds that stay upper bounds through float error
 DELTA_MARGIN = 1e-10
 SHIFT = 0.01
+#: the shift of :func:`loss_pair_pld` (Gaussian pairs): SHIFT·Δ ≥ DELTA_MARGIN for every grid Δ ≥ 1e-5 as well
+LOSS_PAIR_SHIFT = 1e-5
 
 
 
@@ -77,14 +82,42 @@ def pair_pld(atoms: Sequence[tuple[float, float]], infinite_mass: float, interva
         d = min(inf_mass * (1 + DELTA_MARGIN), 1.0)
         return PLD(pld_pmf.create_pmf_pessimistic_connect_dots(interval, [0], [d]))
     scaled = (np.log(pf) - np.log(qf)) / interval
+
+    def hockey(e: np.ndarray) -> np.ndarray:
+        return np.maximum(pf[None, :] - e[:, None] * qf[None, :], 0.0).sum(axis=1)
+
+    return _connect_dots(scaled, hockey, pf.size, inf_mass, interval, SHIFT)
+
+
+def loss_pair_pld(p: np.ndarray, losses: np.ndarray, infinite_mass: float, interval: float = INTERVAL,
+                  shift: float = LOSS_PAIR_SHIFT) -> PLD:
+    """:func:`pair_pld` of a pair given by its P-masses and exact losses ℓ_i (Q-masses p_i e^{−ℓ_i}, which may
+    be below the float range): the hockey stick at ε_j is Σ_i p_i·(−expm1(min(ε_j − ℓ_i, 0))), term by term.
+    ``shift``·Δ·T_j stays above the ulps of T_j for every Δ ≥ 1e-5 at the default (the same argument as
+    pair_pld's, without its drift of SHIFT·Δ per answer in ε)."""
+    keep = p > 0
+    pf, lf = np.asarray(p, dtype=float)[keep], np.asarray(losses, dtype=float)[keep]
+
+    def hockey(e: np.ndarray) -> np.ndarray:
+        le = np.log(e)[:, None]
+        return (pf[None, :] * -np.expm1(np.minimum(le - lf[None, :], 0.0))).sum(axis=1)
+
+    return _connect_dots(lf / interval, hockey, pf.size, float(infinite_mass), interval, shift)
+
+
+def _connect_dots(scaled: np.ndarray, hockey: Any, size: int, inf_mass: float, interval: float,
+                  shift: float) -> PLD:
+    """The pessimistic connect-the-dots PLD whose support brackets every loss (``scaled`` in grid units) and
+    whose δ at each support point ε_j is hockey(e^{ε_j − shift·Δ})·(1 + DELTA_MARGIN) (see :func:`pair_pld`)."""
+    from dp_accounting.pld import pld_pmf
+
     lo, hi = np.floor(scaled).astype(np.int64), np.ceil(scaled).astype(np.int64)
     ks = np.unique(np.concatenate([lo - 1, lo, hi, hi + 1]))
-    eps = (ks - SHIFT) * interval
+    eps = (ks - shift) * interval
     deltas = np.empty(ks.size)
-    step = max(1, 2_000_000 // pf.size)
+    step = max(1, 2_000_000 // max(size, 1))
     for i in range(0, ks.size, step):
-        e = np.exp(eps[i:i + step])[:, None]
-        deltas[i:i + step] = np.maximum(pf[None, :] - e * qf[None, :], 0.0).sum(axis=1)
+        deltas[i:i + step] = hockey(np.exp(eps[i:i + step]))
     deltas = np.minimum((deltas + inf_mass) * (1 + DELTA_MARGIN), 1.0)
     pmf = pld_pmf.create_pmf_pessimistic_connect_dots(interval, ks, deltas)
     return PLD(pmf)
@@ -112,43 +145,334 @@ def _check_count(count: int) -> None:
         raise InvalidParameter("queries", "must be an integer >= 1", count)
 
 
-def self_compose(pld: PLD, count: int) -> PLD:
-    """``count`` answers of one table."""
-    _check_count(count)
-    return pld if count == 1 else pld.self_compose(count)
+# ---------------------------------------------------------------------------------------------------------
+# Composition with a proven bound of its float error
+# ---------------------------------------------------------------------------------------------------------
+#: unit roundoff of float64
+UNIT = 2.0**-53
+#: relative ℓ₂ error added by each pass of a floating-point FFT. Higham (2002, Thm 24.2) bounds a radix-2
+#: Cooley–Tukey FFT of length N by log₂N·η, η = μ + γ₄(√2 + μ) ≈ 6.7u with accurately computed weights
+#: (μ ≤ u); pocketfft's mixed-radix passes are taken at 10u each (log₂N passes bound their count)
+FFT_PASS_ERROR = 10 * UNIT
+#: mass a self-composition may truncate from its tails (dp_accounting adds it to the infinity mass, and its
+#: cyclic wrap-around is counted in the error bound); small enough for every δ the product accepts
+SELF_TAIL = 1e-18
+#: a sparse PMF whose self-composition has at most this many terms is composed directly (dp_accounting's rule)
+SPARSE_DIRECT = 1000
 
 
-def compose(parts: Iterable[tuple[PLD, int]]) -> PLD | None:
-    """Answers of several tables: Π over (pld, count) of pld^{⊗count}; None when there is no answer."""
-    out: PLD | None = None
+@dataclass(frozen=True)
+class Bounded:
+    """A composed PLD with bounds of the float error of its probabilities against the exact-arithmetic
+    composition of its parts' (pessimistic, dominating) PLDs: ``err_inf`` on every grid point, ``err_1`` in
+    total.
+
+    Every δ read off it (:func:`delta_at`, :func:`epsilon_at`) adds min(err_1, n·err_inf, √n·err_2) for the n
+    grid points above ε (the hockey stick weights the probabilities by 1 − e^{ε−L} ∈ [0, 1]; Cauchy–Schwarz for
+    the ℓ₂ bound ``err_2``), so it is an upper bound of the true δ at every δ, and a δ target within that error
+    is refused (ε = ∞)."""
+
+    pld: PLD
+    err_inf: float = 0.0
+    err_1: float = 0.0
+    err_2: float = 0.0
+
+    @property
+    def errors(self) -> tuple[float, float, float]:
+        return self.err_inf, self.err_1, self.err_2
+
+
+def _fft_tau(n: int) -> float:
+    """Componentwise relative error of a floating-point FFT of length n: ((1 + η)^L − 1) with L = ⌈log₂n⌉
+    passes of η = FFT_PASS_ERROR; each output is then within τ·‖x‖₁ of the exact DFT (the product of the
+    passes' moduli is the all-ones matrix: |fl(A_L⋯A_1 x) − A_L⋯A_1 x| ≤ ((1 + η)^L − 1)|A_L|⋯|A_1||x|,
+    Higham 2002, §3.5 and Thm 24.2)."""
+    passes = max(1, math.ceil(math.log2(max(n, 2))))
+    return math.expm1(passes * math.log1p(FFT_PASS_ERROR)) * (1 + 1e-9)
+
+
+def _pmfs(pld: PLD) -> list:
+    """The PMFs of a PLD (one when it is symmetric, else remove and add), dense or sparse."""
+    pmfs = [pld._pmf_remove]
+    if not pld._symmetric:
+        pmfs.append(pld._pmf_add)
+    return pmfs
+
+
+def _sparse(pmf: Any) -> bool:
+    return hasattr(pmf, "_loss_probs")
+
+
+def bounded(pld: PLD | Bounded) -> Bounded:
+    """A PLD as built (its float probabilities are the dominating pair it represents: no error)."""
+    return pld if isinstance(pld, Bounded) else Bounded(pld)
+
+
+def _pld_of(pmfs: list) -> PLD:
+    return PLD(pmfs[0]) if len(pmfs) == 1 else PLD(pmfs[0], pmfs[1])
+
+
+def _dense(discretization: float, lower: int, probs: np.ndarray, inf_mass: float) -> Any:
+    from dp_accounting.pld.pld_pmf import DensePLDPmf
+
+    return DensePLDPmf(discretization, int(lower), np.asarray(probs, dtype=float), min(float(inf_mass), 1.0), True)
+
+
+def _convolve_pmf(a: Any, b: Any) -> tuple[Any, float]:
+    """a ∗ b by FFT and the bound of its float error on every grid point:
+
+        mean_f(ē_a|B̂_f| + |Â_f|ē_b + ē_a ē_b + 3u|Â_f||B̂_f|) + τ·mean_f|P̂_f|,   ē = τ‖·‖₁
+
+    (componentwise errors of the forward transforms, the products, then the inverse: each output of an inverse
+    DFT is within mean_f |ΔP_f| of the exact one)."""
+    pa, pb = np.asarray(a._probs, dtype=float), np.asarray(b._probs, dtype=float)
+    n = pa.size + pb.size - 1
+    size = scipy_fft.next_fast_len(n, real=True)
+    fa, fb = scipy_fft.rfft(pa, size), scipy_fft.rfft(pb, size)
+    prod = fa * fb
+    out = scipy_fft.irfft(prod, size)[:n]
+    tau = _fft_tau(size)
+    ea, eb = tau * float(np.abs(pa).sum()), tau * float(np.abs(pb).sum())
+    aa, ab = np.abs(fa), np.abs(fb)
+    # rfft keeps half the spectrum; the other half mirrors it, so the mean over the half bounds the mean
+    d = ea * ab + aa * eb + ea * eb + 3 * UNIT * aa * ab
+    per = float(np.mean(d)) + tau * float(np.mean(aa * ab))
+    l2 = float(np.sqrt(np.mean(d * d))) + tau * float(np.sqrt(np.mean((aa * ab) ** 2)))
+    inf = a._infinity_mass + b._infinity_mass - a._infinity_mass * b._infinity_mass
+    out_pmf = _dense(a._discretization, a._lower_loss + b._lower_loss, out, inf)
+    return out_pmf, per * (1 + 1e-6) + 2 * UNIT, l2 * (1 + 1e-6) + 2 * UNIT * math.sqrt(n)
+
+
+def compose_two(a: PLD | Bounded, b: PLD | Bounded) -> Bounded:
+    """a ⊗ b (FFT convolution of each PMF), its error bounds carried: the inputs' errors move by
+    |(a + e_a) ∗ (b + e_b) − a ∗ b| ≤ |e_a| ∗ |b| + |a| ∗ |e_b| + |e_a| ∗ |e_b| (per point at most
+    err_inf_a‖b‖₁ + ‖a‖₁err_inf_b + err_inf_a·err_1_b, in total err_1_a‖b‖₁ + ‖a‖₁err_1_b + err_1_a·err_1_b),
+    plus this convolution's own (:func:`_convolve_pmf`). No tail is truncated."""
+    x, y = bounded(a), bounded(b)
+    xs, ys = [m.to_dense_pmf() for m in _pmfs(x.pld)], [m.to_dense_pmf() for m in _pmfs(y.pld)]
+    if len(xs) != len(ys):
+        xs, ys = (xs * 2)[:2], (ys * 2)[:2]
+    pmfs, err_inf, err_1, err_2 = [], 0.0, 0.0, 0.0
+    for pa, pb in zip(xs, ys, strict=True):
+        na, nb = float(np.abs(pa._probs).sum()), float(np.abs(pb._probs).sum())
+        out, own, own2 = _convolve_pmf(pa, pb)
+        pmfs.append(out)
+        carried_inf = x.err_inf * nb + na * y.err_inf + x.err_inf * y.err_1
+        carried_1 = x.err_1 * nb + na * y.err_1 + x.err_1 * y.err_1
+        carried_2 = x.err_2 * nb + na * y.err_2 + x.err_2 * y.err_1
+        err_inf = max(err_inf, carried_inf + own)
+        err_1 = max(err_1, carried_1 + min(own * out.size, own2 * math.sqrt(out.size)))
+        err_2 = max(err_2, carried_2 + own2)
+    return Bounded(_pld_of(pmfs), err_inf, err_1, err_2)
+
+
+def compose_bounded(parts: Iterable[tuple[PLD | Bounded, int]]) -> Bounded | None:
+    """Π over (pld, count) of pld^{⊗count}, with its error bounds; None when there is no answer."""
+    out: Bounded | None = None
     for pld, count in parts:
         if count == 0:
             continue
         piece = self_compose(pld, count)
-        out = piece if out is None else out.compose(piece)
+        out = piece if out is None else compose_two(out, piece)
     return out
 
 
-def epsilon_at(pld: PLD | None, delta: float) -> float:
-    """Smallest ε (an upper bound) with δ(ε) ≤ ``delta``; ``inf`` when the infinite-loss mass exceeds it."""
-    if not (isinstance(delta, (int, float)) and 0 <= delta < 1):
-        raise InvalidParameter("delta", "must satisfy 0 <= delta < 1", delta)
-    if pld is None:
-        return 0.0
-    return max(float(pld.get_epsilon_for_delta(delta)), 0.0)
+#: answers of several tables (the name the ledger and plans use)
+compose = compose_bounded
 
 
-def delta_at(pld: PLD | None, epsilon: float) -> float:
-    """δ(ε), an upper bound."""
+def _self_convolve_pmf(x: Any, count: int) -> tuple[Any, float]:
+    """x^{∗count} by one FFT power on the window that holds all but SELF_TAIL of the mass (dp_accounting's
+    bounds; the mass outside is added to the infinity mass, pessimistic), and the bound of its float error on
+    every grid point:
+
+        mean_f(k·ē·(|X̂_f| + ē)^{k−1} + ((k·(|ln|X̂_f|| + 4) + 2)u)(|X̂_f| + ē)^k) + τ·mean_f|P̂_f| + SELF_TAIL
+
+    (ē = τ‖x‖₁ bounds each frequency's error; the k-th power moves it at most k-fold times the (k−1)-th power of
+    the modulus; the complex power exp(k log z) adds the second term; the inverse transform its own; the
+    wrapped-around tail at most SELF_TAIL)."""
+    from dp_accounting.pld import common
+
+    probs = np.asarray(x._probs, dtype=float)
+    lo, hi = common.compute_self_convolve_bounds(probs, count, SELF_TAIL)
+    out_len = hi - lo + 1
+    size = scipy_fft.next_fast_len(max(out_len, probs.size))
+    spec = scipy_fft.fft(probs, size)
+    power = spec**count
+    out = np.roll(np.real(scipy_fft.ifft(power)), -lo)[:out_len]
+    tau = _fft_tau(size)
+    e = tau * float(np.abs(probs).sum())
+    mod = np.abs(spec)
+    with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
+        top = np.minimum(mod + e, 1.0 + e)
+        logs = np.where(mod > 0, np.abs(np.log(np.where(mod > 0, mod, 1.0))), 0.0)
+        d = count * e * top ** (count - 1) + ((count * (logs + 4) + 2) * UNIT) * top**count
+    amp = np.abs(power)
+    per = float(np.mean(d)) + tau * float(np.mean(amp)) + SELF_TAIL
+    l2 = float(np.sqrt(np.mean(d * d))) + tau * float(np.sqrt(np.mean(amp * amp))) + SELF_TAIL
+    inf = 1.0 if x._infinity_mass >= 1 else SELF_TAIL - math.expm1(count * math.log1p(-x._infinity_mass))
+    lower = x._lower_loss * count + lo
+    out_pmf = _dense(x._discretization, lower, out, inf)
+    return out_pmf, per * (1 + 1e-6) + 2 * UNIT, l2 * (1 + 1e-6) + 2 * UNIT * math.sqrt(out_len)
+
+
+def self_compose(pld: PLD | Bounded, count: int) -> Bounded:
+    """``count`` answers of one table (:func:`_self_convolve_pmf`), its error bounds carried: an input error
+    e grows to at most (‖x‖₁ + err_1)^k − ‖x‖₁^k ≤ k·err_1·(1 + err_1)^{k−1} in total (and per point)."""
+    _check_count(count)
+    x = bounded(pld)
+    if count == 1:
+        return x
+    pmfs, err_inf, err_1, err_2 = [], 0.0, 0.0, 0.0
+    grow = count * (1 + x.err_1) ** (count - 1)
+    for m in _pmfs(x.pld):
+        if _sparse(m) and m.size**count <= SPARSE_DIRECT:
+            out, own = _self_convolve_sparse(m, count)
+            pmfs.append(out)
+            err_inf, err_1 = max(err_inf, grow * x.err_1 + own), max(err_1, grow * x.err_1 + own)
+            err_2 = max(err_2, grow * x.err_2 + own)
+            continue
+        out, own, own2 = _self_convolve_pmf(m.to_dense_pmf(), count)
+        pmfs.append(out)
+        err_inf = max(err_inf, grow * x.err_1 + own)
+        err_1 = max(err_1, grow * x.err_1 + min(own * out.size, own2 * math.sqrt(out.size)))
+        err_2 = max(err_2, grow * x.err_2 + own2)
+    return Bounded(_pld_of(pmfs), err_inf, err_1, err_2)
+
+
+def _self_convolve_sparse(x: Any, count: int) -> tuple[Any, float]:
+    """x^{∗count} of a sparse PMF by direct products and sums (every term ≥ 0: each mass within a relative
+    γ_{2·count} of the exact one, so the total error is at most γ_{2·count}·Σ masses ≤ 4·count·u); no tail is
+    truncated."""
+    from dp_accounting.pld.pld_pmf import SparsePLDPmf
+
+    base = dict(x._loss_probs)
+    out = dict(base)
+    for _ in range(count - 1):
+        nxt: dict[int, float] = {}
+        for k1, v1 in out.items():
+            for k2, v2 in base.items():
+                nxt[k1 + k2] = nxt.get(k1 + k2, 0.0) + v1 * v2
+        out = nxt
+    inf = 1.0 if x._infinity_mass >= 1 else -math.expm1(count * math.log1p(-x._infinity_mass))
+    return SparsePLDPmf(out, x._discretization, inf, True), 4 * count * UNIT
+
+
+def _grid(pmf: Any) -> tuple[np.ndarray, np.ndarray, float]:
+    """(losses ascending, masses, infinity mass) of a dense or sparse PMF."""
+    if _sparse(pmf):
+        items = sorted(pmf._loss_probs.items())
+        ks = np.array([k for k, _ in items], dtype=float)
+        return ks * pmf._discretization, np.array([v for _, v in items], dtype=float), float(pmf._infinity_mass)
+    losses = (np.arange(pmf.size) + pmf._lower_loss) * pmf._discretization
+    return losses, np.asarray(pmf._probs, dtype=float), float(pmf._infinity_mass)
+
+
+def _delta_bound(losses: np.ndarray, probs: np.ndarray, inf_mass: float, err: tuple[float, float, float],
+                 epsilon: float) -> float:
+    """An upper bound of the hockey stick at ``epsilon`` of the exact-arithmetic PMF:
+
+        Σ_{L_i > ε} p_i(1 − e^{ε−L_i}) + P[∞],
+
+    each term ≥ 0 with a relative error of a few ulps and an absolute one of u·(|L_i| + |ε| + 4)·p_i (the loss
+    grid and the exponential), summed pairwise (relative (log₂n + 8)u of Σ|terms|), plus
+    min(err_1, n·err_inf, √n·err_2) for the float error of the probabilities themselves (``err`` =
+    :attr:`Bounded.errors`)."""
+    start = int(np.searchsorted(losses, epsilon, side="right"))
+    p, lo = probs[start:], losses[start:]
+    n = p.size
+    inf_part = inf_mass * (1 + 4 * UNIT)
+    if n == 0:
+        return min(1.0, inf_part)
+    terms = p * -np.expm1(epsilon - lo)
+    val = float(terms.sum())
+    abs_terms = float(np.abs(terms).sum())
+    over = float(np.abs(p).sum())
+    lmax = max(abs(float(lo[0])), abs(float(lo[-1])))
+    bound = (val + (math.log2(n) + 8) * UNIT * abs_terms + 8 * UNIT * (lmax + abs(epsilon) + 4) * over
+             + min(err[1], n * err[0], math.sqrt(n) * err[2]) + inf_part)
+    return min(1.0, math.nextafter(max(bound, 0.0), math.inf))
+
+
+def delta_at(pld: PLD | Bounded | None, epsilon: float) -> float:
+    """δ(ε), an upper bound (:func:`_delta_bound` over each PMF of the PLD)."""
     if not (isinstance(epsilon, (int, float)) and epsilon >= 0):
         raise InvalidParameter("epsilon", "must be a number >= 0", epsilon)
     if pld is None:
         return 0.0
-    return min(float(pld.get_delta_for_epsilon(epsilon)), 1.0)
+    b = bounded(pld)
+    return max(_delta_bound(*_grid(m), b.errors, float(epsilon)) for m in _pmfs(b.pld))
+
+
+def _epsilon_for(pmf: Any, err: tuple[float, float, float], delta: float) -> float:
+    """The smallest ε ≥ 0 (rounded up) whose :func:`_delta_bound` is ≤ ``delta`` for one PMF; ``inf`` when
+    none is (the infinity mass or the float error bound alone exceeds ``delta``).
+
+    The grid point is located by the cumulative sums (a guess), then proven by the term-by-term bound, walking
+    by bisection where the guess is off; within the segment (L_{j−1}, L_j) below it no loss lies, so the
+    hockey stick is U − e^ε W there (U, W the masses above): ε = ln((U − δ′)/W) with δ′ the target less the
+    bound's other terms, rounded up and checked again."""
+    losses, probs, inf_mass = _grid(pmf)
+
+    def bound(e: float) -> float:
+        return _delta_bound(losses, probs, inf_mass, err, e)
+
+    if bound(0.0) <= delta:
+        return 0.0
+    if losses.size == 0 or bound(float(losses[-1])) > delta:
+        return math.inf
+    first = int(np.searchsorted(losses, 0.0, side="right"))  # the first loss > 0
+    lo, hi = first, losses.size - 1  # bound(L_hi) ≤ δ; the answer is an index in [lo, hi]
+    with np.errstate(over="ignore", invalid="ignore"):
+        u_cum = np.cumsum(probs[::-1])[::-1]
+        w_cum = np.cumsum((probs * np.exp(-np.clip(losses, -700, 700)))[::-1])[::-1]
+        approx = np.zeros_like(u_cum)
+        approx[:-1] = u_cum[1:] - np.exp(np.clip(losses[:-1], -700, 700)) * w_cum[1:]
+    cand = np.nonzero(approx[lo:] + inf_mass <= delta * (1 - 1e-6))[0]
+    guess = lo + int(cand[0]) if cand.size else hi
+    for j in (guess, guess + 1, guess + 2):
+        if j <= hi and bound(float(losses[j])) <= delta:
+            hi = j
+            break
+    if hi > lo and bound(float(losses[hi - 1])) <= delta:  # the guess was high: bisect below it
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if bound(float(losses[mid])) <= delta:
+                hi = mid
+            else:
+                lo = mid + 1
+    j = hi
+    left = float(losses[j - 1]) if j > first else 0.0
+    right = float(losses[j])
+    # within (left, right): U − e^ε W plus the bound's other terms, which are at most their value at `right`
+    # over the same atoms (i ≥ j) with |ε| ≤ |right|
+    p, lj = probs[j:], losses[j:]
+    val_right = float((p * -np.expm1(right - lj)).sum())
+    extra = max(bound(right) - val_right, 0.0) * (1 + 1e-9)
+    u_mass = float(p.sum())
+    w_mass = float((p * np.exp(-np.clip(lj, -700, 700))).sum())
+    target = delta - extra
+    if w_mass > 0 and target > 0 and u_mass - target > 0:
+        eps = math.log((u_mass - target) / w_mass)
+        eps = math.nextafter(eps * (1 + 1e-12) + 1e-15, math.inf)
+        if left <= eps < right and eps >= 0 and bound(eps) <= delta:
+            return eps
+    return right
+
+
+def epsilon_at(pld: PLD | Bounded | None, delta: float) -> float:
+    """Smallest ε (an upper bound) with δ(ε) ≤ ``delta``, read with :func:`_delta_bound`; ``inf`` when the
+    infinite-loss mass or the composition's float error bound exceeds it (see :class:`Bounded`)."""
+    if not (isinstance(delta, (int, float)) and 0 <= delta < 1):
+        raise InvalidParameter("delta", "must satisfy 0 <= delta < 1", delta)
+    if pld is None:
+        return 0.0
+    b = bounded(pld)
+    return max(_epsilon_for(m, b.errors, float(delta)) for m in _pmfs(b.pld))
 
 
 @lru_cache(maxsize=256)
-def _cached_generic(epsilon0: float, delta0: float, count: int) -> PLD:
+def _cached_generic(epsilon0: float, delta0: float, count: int) -> Bounded:
     return self_compose(generic_pld(epsilon0, delta0), count)
 
 
@@ -197,7 +521,7 @@ def _one_pld(profile: Profile, interval: float) -> PLD:
 
 
 @lru_cache(maxsize=8)  # each composed PLD holds up to ~10⁶ grid points; the ε results are cached below
-def _composed(parts: Parts, interval: float) -> PLD | None:
+def _composed(parts: Parts, interval: float) -> Bounded | None:
     return compose((_one_pld(p, interval), n) for p, n in parts)
 
 
@@ -275,7 +599,7 @@ def exact_epsilon(parts: Iterable[tuple[Profile, int]], delta: float, *, coarse:
 
 #: bumped whenever a change to this module could change a value of :func:`exact_epsilon` (grid, margins, the
 #: PLD construction): part of :func:`composition_key`, so a value stored by another version is never read
-ACCOUNTING_VERSION = 1
+ACCOUNTING_VERSION = 2
 
 
 def _exact_text(value: object) -> str:
