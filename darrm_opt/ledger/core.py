@@ -6,11 +6,16 @@ A *debit* asks a ledger to pay for ``rows`` answers of one certified table, iden
 so every answer is priced with the profile of the table that released it.
 
 Spend. Every statement a ledger makes is "(ε, δ_T)-DP" at its fixed δ target δ_T (its δ budget): ε is the
-smallest among the valid bounds of :func:`darrm_opt.privacy.accounting.account` at δ_T — basic composition
-(its Σδ ≤ δ_T, so it holds at δ_T too), the optimal and heterogeneous compositions, and the exact composition
-of the tables' dominating pairs whenever every table's profile is known — and, for a ledger of private
-teachers on disjoint shards, their own (ε_T, Δ_T) (parallel composition). A debit is paid iff that ε is
-within the ε budget (and the bound's δ within δ_T).
+smallest among the bounds of :func:`darrm_opt.privacy.accounting.account` that stay valid when each debit's
+table is chosen after the answers before it (``adaptive=True``; :mod:`darrm_opt.privacy.adaptive` gives each
+rule's theorem): basic composition as a filter, the optimal composition at the ledger's largest per-answer
+cost, and the exact composition of one dominating pair: the tables' own when every answer came from tables of
+one profile (``exact``), else the profile that dominates every other or the join of the tradeoff envelopes
+(``exact-dominating``); for Gaussian pairs with none dominating, the zCDP filter. The exact composition of
+*different* pairs (the natural filter of a family that is not totally ordered) is never used: it is not valid
+for tables mixed adaptively. For a ledger of private teachers on disjoint shards, their own (ε_T, Δ_T) caps it
+too (parallel composition). A debit is paid iff that ε is within the ε budget (and the bound's δ within δ_T).
+The method that gave the spend is stated with it (``composition``).
 
 Monotone spend. The ε a ledger states never decreases as answers are added: after a debit it is
 max(ε stated before, ε of the tightest bound now). Both are valid for the new answers (the earlier statement
@@ -46,6 +51,7 @@ from typing import Any
 import numpy as np
 
 from darrm_opt.privacy import accounting
+from darrm_opt.privacy.adaptive import EXACT_DOMINATING, adaptive_parts
 from darrm_opt.privacy.parallel import capped
 from darrm_opt.privacy.pld import (
     EXACT_MAX_ANSWERS,
@@ -198,6 +204,9 @@ class LedgerState:
     ahead_by: int = 1
     #: compositions computed in advance for this ledger (any that is cached and covers the counts is valid)
     covers: Sequence[Parts] = ()
+    #: the exact composition's method for the parts of the last decision (exact, or exact-dominating: see
+    #: darrm_opt.privacy.adaptive)
+    method: str = accounting.EXACT
 
     def groups(self, extra: Sequence[Debit] = ()) -> list[tuple[float, float, int]]:
         """The ledger's answers by cost, with the debits ``extra`` added (merged by accounting.account)."""
@@ -240,11 +249,19 @@ class LedgerState:
         transaction (never while holding the database's write lock) and the batch is decided again. After a
         decision by the bucketed composition, :attr:`ahead` names the next bucket's (computed in advance)."""
         budget_delta = self.row.delta_budget
-        generic = accounting.account(self.groups(extra), budget_delta)
+        generic = accounting.account(self.groups(extra), budget_delta, adaptive=True)
         acc = capped(generic, self.row.cap, budget_delta)
-        parts = self.parts(extra, profile_of) if budget_delta > 0 else None
-        if parts is None or sum(n for _, n in parts) > EXACT_MAX_ANSWERS:
+        paid = self.parts(extra, profile_of) if budget_delta > 0 else None
+        if paid is None:
             return acc
+        valid, grow_as, method = adaptive_parts(paid)
+        if valid is None:  # several profiles, none dominating: no exact composition is valid adaptively
+            zcdp = accounting.zcdp_filter(paid, budget_delta)
+            return acc if zcdp is None else self._with_bound(generic, zcdp)
+        parts = list(valid)
+        if sum(n for _, n in parts) > EXACT_MAX_ANSWERS:
+            return acc
+        self.method = method
         wide = bucketed(parts)
         exact = cached_exact_epsilon(wide, budget_delta, coarse=True)
         if exact is None:
@@ -253,7 +270,7 @@ class LedgerState:
             raise NeedsExact(list(wide), budget_delta, True, self.row.id)
         out = self._with_exact(generic, exact)
         if self.fits(out):
-            grow = [self.profiles[x.table_id] for x in extra]
+            grow = [grow_as] if method == EXACT_DOMINATING else [self.profiles[x.table_id] for x in extra]
             by = min(self.ahead_by, int(AHEAD_FRACTION * sum(n for _, n in parts)))  # the bound stays close
             self.ahead = (next_bucket(parts, [g for g in grow if g is not None], by), budget_delta)
             return out
@@ -274,7 +291,10 @@ class LedgerState:
         return min((e for e in found if e is not None), default=None)
 
     def _with_exact(self, generic: accounting.Accounting, exact: float) -> accounting.Accounting:
-        bound = accounting.Spend(exact, self.row.delta_budget, accounting.EXACT)  # the generic bounds are not redone
+        # the generic bounds are not redone
+        return self._with_bound(generic, accounting.Spend(exact, self.row.delta_budget, self.method))
+
+    def _with_bound(self, generic: accounting.Accounting, bound: accounting.Spend) -> accounting.Accounting:
         return capped(accounting.with_bound(generic, bound, self.row.delta_budget), self.row.cap,
                       self.row.delta_budget)
 

@@ -193,7 +193,8 @@ class Ledger:
         parts = [(self.profile_of(g["table_id"]), g["answers"]) for g in v["groups"]]
 
         def with_more(n: int) -> accounting.Accounting:
-            acc = accounting.account(counts + [(d.epsilon0, d.delta0, n)], db, profiles=parts + [(d.profile, n)])
+            acc = accounting.account(counts + [(d.epsilon0, d.delta0, n)], db, profiles=parts + [(d.profile, n)],
+                                     adaptive=True)
             return capped(acc, cap, db)
 
         spend = with_more(d.rows).spend

@@ -101,7 +101,7 @@ def _bounds(groups: tuple[tuple[float, float, int], ...], delta_budget: float,
             cap: tuple[float, float] | None) -> dict[str, dict[str, float | None]]:
     """Every generic method's bound of a ledger's answers (cached per ledger state: the same answers give
     the same bounds, and listing many ledgers must not recompute them)."""
-    acc = capped(accounting.account(list(groups), delta_budget), cap, delta_budget)
+    acc = capped(accounting.account(list(groups), delta_budget, adaptive=True), cap, delta_budget)
     return {name: {"epsilon": s.epsilon if math.isfinite(s.epsilon) else None, "delta": s.delta}
             for name, s in acc.bounds.items()}
 

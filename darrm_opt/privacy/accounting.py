@@ -63,6 +63,14 @@ from scipy.special import bdtrc, expit
 
 from darrm_opt.errors import InvalidParameter
 from darrm_opt.model.composition import Guarantee, compose_delta
+from darrm_opt.privacy.adaptive import (
+    BASIC_FILTER,
+    EXACT,
+    ZCDP_FILTER,
+    adaptive_parts,
+    zcdp_epsilon,
+    zcdp_rho,
+)
 
 #: relative reduction of the randomised-response share of δ before solving for ε (float safety).
 SAFETY = 1e-9
@@ -76,7 +84,6 @@ OPTIMAL = "optimal"
 OPTIMAL_DOMINATING = "optimal-dominating"
 OPTIMAL_GROUPED = "optimal-grouped"
 KOV_HETEROGENEOUS = "kov-heterogeneous"
-EXACT = "exact"
 
 
 @dataclass(frozen=True)
@@ -322,25 +329,35 @@ def exact(profiles: Iterable[tuple[Any, int]], delta: float, *, coarse: bool = F
 
 
 def account(groups: Iterable[Group | tuple[float, float, int]], delta_budget: float,
-            profiles: Sequence[tuple[Any, int]] | None = None, *, coarse: bool = False) -> Accounting:
+            profiles: Sequence[tuple[Any, int]] | None = None, *, coarse: bool = False,
+            adaptive: bool = False) -> Accounting:
     """Every method's bound for ``groups`` at target ``delta_budget`` and the tightest valid one.
 
     ``profiles``: the (PrivacyProfile or None, count) of the same answers; when every table's profile is
     known (no None) and ``delta_budget`` > 0 it adds the ``exact`` bound. The tightest is the smallest ε
     among bounds with δ ≤ ``delta_budget``; ties go to ``basic`` (listed first). When no bound meets the δ
     target, ``basic`` is returned (it has the smallest δ of all).
+
+    ``adaptive``: the answers' tables may have been chosen after earlier answers (a ledger). Then only the
+    bounds valid for such a sequence are used (:mod:`darrm_opt.privacy.adaptive`): with several costs, basic
+    composition as a filter (Σε, Σδ) and the optimal composition at the largest cost, not the fixed-sequence
+    ``optimal-grouped`` and ``kov-heterogeneous``; with several profiles, the exact composition of the one that
+    dominates all (``exact-dominating``) or, for Gaussian pairs, the zCDP filter, never the exact composition
+    of the different pairs.
     """
     _check_target(delta_budget)
     merged = merge_groups(groups)
     if not merged:
         none = Spend(0.0, 0.0, BASIC)
         return Accounting(none, {BASIC: none})
-    candidates = [basic(merged)]
     if len(merged) == 1:
         g = merged[0]
-        candidates.append(optimal(g.epsilon, g.delta, g.count, delta_budget))
+        candidates = [basic(merged), optimal(g.epsilon, g.delta, g.count, delta_budget)]
+    elif adaptive:
+        candidates = [basic_filter(merged), optimal_dominating(merged, delta_budget)]
     else:
-        candidates += [
+        candidates = [
+            basic(merged),
             optimal_dominating(merged, delta_budget),
             optimal_grouped(merged, delta_budget),
             kov_heterogeneous(merged, delta_budget),
@@ -348,10 +365,36 @@ def account(groups: Iterable[Group | tuple[float, float, int]], delta_budget: fl
     if profiles is not None and delta_budget > 0 and all(p is not None for p, _ in profiles):
         if sum(n for _, n in profiles) != sum(g.count for g in merged):
             raise InvalidParameter("profiles", "must count the same answers as the groups")
-        candidates.append(exact(profiles, delta_budget, coarse=coarse))
+        if not adaptive:
+            candidates.append(exact(profiles, delta_budget, coarse=coarse))
+        else:
+            parts, _, method = adaptive_parts(profiles)
+            if parts is not None:
+                candidates.append(Spend(exact(parts, delta_budget, coarse=coarse).epsilon, delta_budget, method))
+            else:
+                zcdp = zcdp_filter(profiles, delta_budget)
+                if zcdp is not None:
+                    candidates.append(zcdp)
     feasible = [c for c in candidates if c.delta <= delta_budget and math.isfinite(c.epsilon)]
     chosen = min(feasible, key=lambda c: c.epsilon) if feasible else candidates[0]
     return Accounting(chosen, {c.method: c for c in candidates})
+
+
+def basic_filter(groups: Sequence[Group]) -> Spend:
+    """(Σ k_g ε_g, Σ k_g δ_g rounded up): basic composition as a privacy filter, valid for adaptively chosen
+    costs (Rogers, Roth, Ullman, Vadhan 2016, Thm 3.6)."""
+    d = math.fsum(g.count * g.delta for g in groups)
+    d = math.nextafter(d * (1 + 1e-15), math.inf) if d > 0 else 0.0
+    return Spend(exact_sum((g.count, g.epsilon) for g in groups), min(d, 1.0), BASIC_FILTER)
+
+
+def zcdp_filter(profiles: Sequence[tuple[Any, int]], delta: float) -> Spend | None:
+    """The zCDP filter's (ε, δ) of Gaussian answers (:mod:`darrm_opt.privacy.adaptive`); None when a profile
+    is not a Gaussian pair."""
+    rho = zcdp_rho(profiles)
+    if rho is None:
+        return None
+    return Spend(zcdp_epsilon(rho, delta), delta, ZCDP_FILTER)
 
 
 def with_bound(acc: Accounting, bound: Spend, delta_budget: float) -> Accounting:

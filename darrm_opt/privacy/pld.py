@@ -28,8 +28,8 @@ from functools import lru_cache
 from typing import Any
 
 import numpy as np
-from scipy import fft as scipy_fft
 from dp_accounting.pld.privacy_loss_distribution import PrivacyLossDistribution as PLD
+from scipy import fft as scipy_fft
 
 from darrm_opt.errors import InvalidParameter
 from darrm_opt.privacy.profile import Profile
@@ -218,13 +218,14 @@ def _dense(discretization: float, lower: int, probs: np.ndarray, inf_mass: float
     return DensePLDPmf(discretization, int(lower), np.asarray(probs, dtype=float), min(float(inf_mass), 1.0), True)
 
 
-def _convolve_pmf(a: Any, b: Any) -> tuple[Any, float]:
+def _convolve_pmf(a: Any, b: Any) -> tuple[Any, float, float]:
     """a ∗ b by FFT and the bound of its float error on every grid point:
 
         mean_f(ē_a|B̂_f| + |Â_f|ē_b + ē_a ē_b + 3u|Â_f||B̂_f|) + τ·mean_f|P̂_f|,   ē = τ‖·‖₁
 
     (componentwise errors of the forward transforms, the products, then the inverse: each output of an inverse
-    DFT is within mean_f |ΔP_f| of the exact one)."""
+    DFT is within mean_f |ΔP_f| of the exact one), and the ℓ₂ bound of the whole error, the same terms with
+    root-mean-squares for means (Parseval: ‖F⁻¹v‖₂ = ‖v‖₂/√N)."""
     pa, pb = np.asarray(a._probs, dtype=float), np.asarray(b._probs, dtype=float)
     n = pa.size + pb.size - 1
     size = scipy_fft.next_fast_len(n, real=True)
@@ -281,7 +282,7 @@ def compose_bounded(parts: Iterable[tuple[PLD | Bounded, int]]) -> Bounded | Non
 compose = compose_bounded
 
 
-def _self_convolve_pmf(x: Any, count: int) -> tuple[Any, float]:
+def _self_convolve_pmf(x: Any, count: int) -> tuple[Any, float, float]:
     """x^{∗count} by one FFT power on the window that holds all but SELF_TAIL of the mass (dp_accounting's
     bounds; the mass outside is added to the infinity mass, pessimistic), and the bound of its float error on
     every grid point:
@@ -290,7 +291,8 @@ def _self_convolve_pmf(x: Any, count: int) -> tuple[Any, float]:
 
     (ē = τ‖x‖₁ bounds each frequency's error; the k-th power moves it at most k-fold times the (k−1)-th power of
     the modulus; the complex power exp(k log z) adds the second term; the inverse transform its own; the
-    wrapped-around tail at most SELF_TAIL)."""
+    wrapped-around tail at most SELF_TAIL), and the ℓ₂ bound of the whole error with root-mean-squares for
+    means (Parseval)."""
     from dp_accounting.pld import common
 
     probs = np.asarray(x._probs, dtype=float)
