@@ -96,3 +96,29 @@ def test_an_invalid_accounting_is_one_line_naming_it():
     with pytest.raises(InvalidParameter, match="accounting"):
         Job(K=10, queries=5, budget_epsilon=1.0, budget_delta=1e-6, classes=3, accounting="data-independent")
     assert Job(K=10, queries=5, budget_epsilon=1.0, budget_delta=1e-6).accounting == "worst-case"
+
+
+def test_worst_case_refuses_a_job_only_data_dependent_offers_fit(monkeypatch):
+    """No worst-case offer: the error names budget_epsilon and the data-dependent offer, with its worst case,
+    and how to choose it; with data-dependent accounting that offer is chosen."""
+    from types import SimpleNamespace
+
+    from darrm_opt.mechanisms import mechanism, plan_job
+    from darrm_opt.planning.job import Offer
+
+    gnmax = mechanism("gnmax")
+    dd = Offer("gnmax", SimpleNamespace(id="t"), 0.01, 1.5, {"data_independent_epsilon": 5.25}, 0.0,
+               accounting="data-dependent", policy={"sigma": 3.0})
+
+    def refuse(job):
+        raise InvalidParameter("budget_epsilon", "no σ fits")
+
+    monkeypatch.setattr(gnmax, "plan", refuse)
+    monkeypatch.setattr(gnmax, "plan_data_dependent", lambda job: dd)
+    job = Job(K=10, queries=5, budget_epsilon=2.0, budget_delta=1e-6, classes=3)
+    with pytest.raises(InvalidParameter, match="budget_epsilon") as err:
+        plan_job(job, kinds=["gnmax"])
+    assert "worst case ε 5.25" in str(err.value) and "accounting data-dependent" in str(err.value)
+    assert "no σ fits" in str(err.value)
+    best, offers, refused = plan_job(Job(**{**job.canonical(), "accounting": "data-dependent"}), kinds=["gnmax"])
+    assert best is dd and offers == [dd] and best.worst_case_epsilon == 5.25 and not best.worst_case
