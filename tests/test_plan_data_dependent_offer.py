@@ -1,6 +1,7 @@
-"""A job plan weighs data-dependent GNMax (PATE App. B, a sanitised ε on public histograms of the job's prior)
-against the data-independent offers and picks the more accurate: the consensus rows of
-benchmarks/data_dependent.py (K = 250, C = 10, Dirichlet(9, 1/9, …)), through plan_job and the CLI."""
+"""With data-dependent accounting a job plan weighs data-dependent GNMax (PATE App. B, a sanitised ε on public
+histograms of the job's prior) against the data-independent offers and picks the more accurate: the consensus
+rows of benchmarks/data_dependent.py (K = 250, C = 10, Dirichlet(9, 1/9, …)), through plan_job and the CLI
+(``--accounting data-dependent``)."""
 
 from __future__ import annotations
 
@@ -30,8 +31,11 @@ PRIOR = "dirichlet:9,0.1111111111111111"
 K, C = 250, 10
 
 
-def job(queries: int) -> Job:
-    return Job(K=K, queries=queries, budget_epsilon=2.0, budget_delta=1e-5, classes=C, prior=PRIOR)
+def job(queries: int, accounting: str = "data-dependent") -> Job:
+    """The consensus job; planned with data-dependent accounting (worst-case, the default, never chooses the
+    data-dependent offer: tests/test_plan_default_recipe.py)."""
+    return Job(K=K, queries=queries, budget_epsilon=2.0, budget_delta=1e-5, classes=C, prior=PRIOR,
+               accounting=accounting)
 
 
 @pytest.fixture(scope="module")
@@ -128,7 +132,7 @@ def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
 @pytest.mark.parametrize("queries, accounting", [(100, "data-dependent"), (1000, "data-independent")])
 def test_cli_json_states_the_chosen_accounting(tmp_path, queries, accounting):
     r = cli("plan", "--K", str(K), "--classes", str(C), "--prior", PRIOR, "--queries", str(queries), "--budget",
-            "2,1e-5", "--format", "json", "-q", cwd=tmp_path)
+            "2,1e-5", "--accounting", "data-dependent", "--format", "json", "-q", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
     assert doc["mechanism"] == doc["kind"] == "gnmax" and doc["accounting"] == accounting

@@ -75,6 +75,12 @@ class PlanRequestIn(BaseModel):
                                         description="auto (every mechanism; the default with classes) or one "
                                                     "kind (darrm, darrm-pate, darrm-multiclass, gnmax, "
                                                     "confident-gnmax)")
+    accounting: Literal["worst-case", "data-dependent"] = Field(
+        "worst-case", description="worst-case (default): choose only among offers whose Q answers fit the budget "
+                                  "over every dataset (a plain ledger at the budget pays them all); "
+                                  "data-dependent: a data-dependent GNMax offer (a sanitised ε, a target and "
+                                  "not a cap, run on a data-dependent ledger) may be chosen where it is more "
+                                  "accurate. Either way it is listed in alternatives, with its worst case")
 
 
 class PlanInfo(BaseModel):
@@ -105,7 +111,8 @@ class JobPlanOut(BaseModel):
     (recomputed from the served table's profile by the ledger's accounting), the other offers."""
 
     plan_id: str
-    mechanism: str = Field(..., description="the kind chosen: the least expected error among the offers")
+    mechanism: str = Field(..., description="the kind chosen: the least expected error among the offers the "
+                                            "request's accounting allows (worst-case by default)")
     accounting: Literal["data-independent", "data-dependent"] = Field(
         ..., description="data-independent: a worst-case (ε, δ) the plain ledger enforces; data-dependent: a "
                          "sanitised data-dependent ε published by a data-dependent ledger (PATE App. B)")
@@ -211,7 +218,8 @@ def _job_plan(body: PlanRequestIn, request: Request, response: Response):  # noq
         "disjoint-nonprivate" if body.classes is not None else "shared")
     job = Job(K=body.K, queries=body.queries, budget_epsilon=body.budget_epsilon, budget_delta=body.budget_delta,
               teachers=teachers, classes=body.classes, prior=body.prior, epsilon=body.epsilon,
-              teacher_delta=body.teacher_delta, solver=body.solver or s.settings.default_solver)
+              teacher_delta=body.teacher_delta, solver=body.solver or s.settings.default_solver,
+              accounting=body.accounting)
     kinds = None if body.mechanism in (None, "auto") else [body.mechanism]
     key, status, doc = _plans(request).request_job(job, kinds)
     cap = None

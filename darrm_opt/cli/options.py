@@ -33,6 +33,13 @@ class Teachers(str, Enum):
     disjoint_nonprivate = "disjoint-nonprivate"
 
 
+class PlanAccounting(str, Enum):
+    """What ``plan`` may choose (darrm_opt.planning.job.PLAN_ACCOUNTINGS)."""
+
+    worst_case = "worst-case"
+    data_dependent = "data-dependent"
+
+
 #: a Dask scheduler address as users write it: [SCHEME://]HOST:PORT (HOST a name, an IPv4 or a [bracketed] IPv6)
 _DASK_ADDRESS = re.compile(r"(?:(?P<scheme>tcp|tls|ws|wss|ucx)://)?(?P<host>\[[0-9A-Fa-f:.]+\]|[^\s/:\[\]]+)"
                            r":(?P<port>[0-9]{1,5})/?")

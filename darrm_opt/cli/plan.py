@@ -10,7 +10,7 @@ from typing import Optional
 import typer
 
 from darrm_opt.cli.common import ProgressReporter, err_console, handle_errors, write_output
-from darrm_opt.cli.options import OutputFormat, Teachers, number_pair
+from darrm_opt.cli.options import OutputFormat, PlanAccounting, Teachers, number_pair
 
 
 def plan(
@@ -39,14 +39,22 @@ def plan(
                                   "--teachers disjoint-nonprivate) or one kind: darrm, darrm-pate, "
                                   "darrm-pate-shaped, darrm-multiclass, darrm-multiclass-shaped, "
                                   "darrm-multiclass-top2, gnmax, confident-gnmax"),
+    accounting: PlanAccounting = typer.Option(
+        PlanAccounting.worst_case, "--accounting",
+        help="worst-case (default): choose only among offers whose Q answers fit the budget over every "
+             "dataset (a plain ledger at the budget pays them all); data-dependent: a data-dependent GNMax "
+             "offer (a sanitised ε, a target and not a cap; run on a data-dependent ledger) may be chosen "
+             "where it is more accurate. Either way it is listed beside the choice, with its worst case"),
 ) -> None:
     """Search the per-answer (m, δ) for the certified table of least expected error whose Q-fold exact
     composition (its privacy profile's PLD) fits the budget; the JSON output is a table file that
     verify, budget --table and the service accept. With --teachers disjoint-nonprivate (PATE's
     setting) or --classes, every mechanism that serves the job makes its offer (per-answer and
     composition-shaped DaRRM tables, GNMax, Confident-GNMax) and the most accurate is chosen, with
-    the others beside it; disjoint-private states that the plain majority is free when the
-    teachers' own (ε, Δ) is within the budget.
+    the others beside it: by default only among offers that fit the budget in the worst case, so
+    that `aggregate --ledger` at the same budget pays all Q answers (--accounting data-dependent
+    may choose data-dependent GNMax); disjoint-private states that the plain majority is free when
+    the teachers' own (ε, Δ) is within the budget.
 
     \b
     Example:
@@ -63,7 +71,7 @@ def plan(
         if classes is not None or mechanism_name is not None or nonprivate:
             setting = teachers or (Teachers.disjoint_nonprivate if classes is not None else Teachers.shared)
             return write_output(_job_plan(K, epsilon, teacher_delta, queries, budget, prior, solver, fmt, quiet,
-                                          setting, classes, mechanism_name), out)
+                                          setting, classes, mechanism_name, accounting.value), out)
         teachers = teachers or Teachers.shared
         budget_epsilon, budget_delta = number_pair(budget, "budget")
         epsilon, teacher_delta = _require_teacher_privacy(epsilon, teacher_delta, teachers)
@@ -164,16 +172,17 @@ def _table_text(result) -> str:
 
 
 def _job_plan(K, epsilon, teacher_delta, queries, budget, prior, solver, fmt, quiet, teachers, classes,
-              mechanism_name) -> str:
-    """Every mechanism's offer for the job (``plan_job``), the most accurate chosen: its table document plus
-    ``mechanism``, ``epsilon_spent``, σ or γ, ``alternatives`` (JSON), or a summary (table)."""
+              mechanism_name, accounting="worst-case") -> str:
+    """Every mechanism's offer for the job (``plan_job``), the most accurate that ``accounting`` allows
+    chosen: its table document plus ``mechanism``, ``epsilon_spent``, σ or γ, ``alternatives`` (JSON), or a
+    summary (table)."""
     from darrm_opt.mechanisms import plan_job, table_document
     from darrm_opt.planning.job import Job
 
     budget_epsilon, budget_delta = number_pair(budget, "budget")
     job = Job(K=K, queries=queries, budget_epsilon=budget_epsilon, budget_delta=budget_delta,
               teachers=teachers.value, classes=classes, prior=prior, epsilon=epsilon, teacher_delta=teacher_delta,
-              solver=solver)
+              solver=solver, accounting=accounting)
     kinds = None if mechanism_name in (None, "auto") else [mechanism_name]
 
     def progress(stage: str, **info) -> None:
@@ -183,25 +192,48 @@ def _job_plan(K, epsilon, teacher_delta, queries, budget, prior, solver, fmt, qu
 
     best, offers, refused = plan_job(job, progress, kinds)
     if fmt is OutputFormat.json:
-        doc = {**table_document(best.table), **best.summary(), **best.details,
+        doc = {**table_document(best.table), **best.summary(), "data_independent_epsilon": best.worst_case_epsilon,
+               **best.details,
                "plan": {"job": job.canonical(), "teachers": job.teachers, "queries": job.queries,
                         "budget_epsilon": job.budget_epsilon, "budget_delta": job.budget_delta,
                         "spent_epsilon": best.epsilon_spent, "seconds": best.seconds},
                "alternatives": [o.to_dict() for o in offers if o is not best], "refused": refused}
         return json.dumps(doc, indent=2)
     lines = [f"plan: {queries} answers of K={K} teachers ({'0/1 votes' if classes is None else f'{classes} classes'}, "
-             f"{teachers.value}, prior {prior}) within (ε={budget_epsilon:g}, δ={budget_delta:g})",
+             f"{teachers.value}, prior {prior}) within (ε={budget_epsilon:g}, δ={budget_delta:g}), "
+             f"accounting {accounting}",
              f"chosen: {best.label}: E[error] = {best.expected_error:.4g}, {best.spend_text(budget_delta)}; "
              f"{_figures(best.details)}; table {best.table.id}",
              f"guarantee: {best.guarantee}",
              f"run: {best.run()['how']}" + (f"; policy {json.dumps(best.policy)}" if best.policy else ""),
              "offers (most accurate first):"]
     for o in offers:
-        lines.append(f"  {o.label:<33} E[error] {o.expected_error:<11.4g} ε {o.epsilon_spent:<10.6g} "
+        lines.append(f"  {o.label:<33} E[error] {o.expected_error:<11.4g} {_offer_epsilon(o)} "
                      f"{_figures(o.details)} ({o.seconds:.1f} s)")
     for kind, why in refused.items():
         lines.append(f"  {kind:<33} no offer: {why}")
+    lines += [_not_chosen(o, job) for o in offers if o is not best and not o.worst_case
+              and o.expected_error < best.expected_error]
     return "\n".join(lines) + "\n"
+
+
+def _offer_epsilon(offer) -> str:
+    """An offer's ε column: the worst case (data-independent), or the sanitised target and its worst case."""
+    if offer.worst_case:
+        return f"ε {offer.epsilon_spent:<10.6g}"
+    worst = offer.worst_case_epsilon
+    shown = "unknown" if worst is None else f"{worst:.6g}"
+    return f"ε {offer.epsilon_spent:.6g} (data-dependent target, not a cap; worst case ε {shown})"
+
+
+def _not_chosen(offer, job) -> str:
+    """Why a more accurate data-dependent offer was not chosen under worst-case accounting."""
+    worst = offer.worst_case_epsilon
+    over = "unknown" if worst is None else f"{worst:.6g}" + (f" > budget {job.budget_epsilon:g}"
+                                                             if worst > job.budget_epsilon else "")
+    return (f"not chosen: {offer.label} errs less (E[error] {offer.expected_error:.4g}), but its ε "
+            f"{offer.epsilon_spent:.6g} is a data-dependent target, not a cap: its worst case is ε {over}; "
+            f"--accounting data-dependent chooses it (run on a data-dependent ledger, not a plain one)")
 
 
 def _figures(details: dict) -> str:

@@ -183,10 +183,13 @@ def plan_job(job: Any, progress: Any = None, kinds: Sequence[str] | None = None
              ) -> tuple[Any, list[Any], dict[str, str]]:
     """Every kind's offers for ``job`` (:class:`darrm_opt.planning.job.Job`; only ``kinds`` when given, else
     every kind ``planned_by_default``): its data-independent offer (``Mechanism.plan``) and, where it has
-    one, its data-dependent offer (``Mechanism.plan_data_dependent``), and the most accurate of them all:
-    (best offer, all offers by expected error, why each other kind or accounting made none: a kind's
-    DarrmError is its refusal, keyed by its kind, or "KIND (data-dependent)").
-    InvalidParameter naming ``budget_epsilon`` when no kind fits the job in its budget."""
+    one, its data-dependent offer (``Mechanism.plan_data_dependent``), and the most accurate of those the
+    job's ``accounting`` allows: with ``worst-case`` (the default) only offers whose Q answers fit the budget
+    over every dataset, so that a plain ledger at the budget pays them all (a data-dependent offer is listed,
+    never chosen); with ``data-dependent`` every offer. Returns (chosen offer, all offers by expected error,
+    why each other kind or accounting made none: a kind's DarrmError is its refusal, keyed by its kind, or
+    "KIND (data-dependent)"). InvalidParameter naming ``budget_epsilon`` when no offer the accounting allows
+    fits the job in its budget."""
     offers, refused = [], {}
     asked = ([mechanism(k) for k in kinds] if kinds is not None
              else [m for m in MECHANISMS.values() if m.planned_by_default])
@@ -207,4 +210,18 @@ def plan_job(job: Any, progress: Any = None, kinds: Sequence[str] | None = None
         why = "; ".join(f"{k}: {v}" for k, v in refused.items()) or "no kind serves this job"
         raise InvalidParameter("budget_epsilon", f"no mechanism fits the job's budget ({why})", job.budget_epsilon)
     offers.sort(key=lambda o: (o.expected_error, o.epsilon_spent))
-    return offers[0], offers, refused
+    accounting = getattr(job, "accounting", "worst-case")
+    allowed = offers if accounting == "data-dependent" else [o for o in offers if o.worst_case]
+    if not allowed:
+        dd = "; ".join(f"{o.label}: E[error] {o.expected_error:.4g}, sanitised ε target {o.epsilon_spent:.6g}, "
+                       f"worst case ε {_shown(o.worst_case_epsilon)}" for o in offers)
+        why = "; ".join(f"{k}: {v}" for k, v in refused.items() if not k.endswith("(data-dependent)"))
+        raise InvalidParameter("budget_epsilon", f"no mechanism fits the job's budget in the worst case "
+                               f"({why or 'no kind made a worst-case offer'}); only data-dependent offers "
+                               f"fit their targets ({dd}): plan with accounting data-dependent to choose one",
+                               job.budget_epsilon)
+    return allowed[0], offers, refused
+
+
+def _shown(value: float | None) -> str:
+    return "unknown" if value is None else f"{value:.6g}"

@@ -5,7 +5,10 @@ prior over the votes) under one total budget (ε_B, δ_B). Each mechanism (:mod:
 answers a job with its most accurate :class:`Offer` (``Mechanism.plan``): a certified table calibrated so
 that the exact composition of Q of its answers (:func:`darrm_opt.privacy.pld.exact_epsilon`) fits the
 budget, its expected error per answer under the job's prior, and the ε it spends. The planner
-(:func:`darrm_opt.mechanisms.plan_job`) takes the most accurate offer.
+(:func:`darrm_opt.mechanisms.plan_job`) takes the most accurate offer that the job's ``accounting`` allows:
+by default (``worst-case``) only an offer whose Q answers fit the budget in the worst case over every dataset
+(a plain ledger at the budget pays them all); with ``data-dependent`` also an offer whose ε is a sanitised
+data-dependent target (PATE App. B), which is shown beside the worst-case choice otherwise.
 """
 
 from __future__ import annotations
@@ -17,6 +20,18 @@ from darrm_opt.errors import InvalidParameter
 from darrm_opt.model.params import finite_number
 
 TEACHERS = ("shared", "disjoint-private", "disjoint-nonprivate")
+#: what a plan may choose: ``worst-case`` (the default) only offers whose Q answers fit the budget over every
+#: dataset; ``data-dependent`` also offers whose spend is a sanitised data-dependent ε (a target, not a cap)
+PLAN_ACCOUNTINGS = ("worst-case", "data-dependent")
+DEFAULT_PLAN_ACCOUNTING = "worst-case"
+
+
+def check_plan_accounting(value: object) -> str:
+    """``value`` if it is one of PLAN_ACCOUNTINGS; InvalidParameter naming ``accounting`` otherwise."""
+    if not isinstance(value, str) or value not in PLAN_ACCOUNTINGS:
+        raise InvalidParameter("accounting", "must be worst-case (the default: the budget holds over every "
+                               "dataset) or data-dependent (a sanitised data-dependent ε may be chosen)", value)
+    return value
 
 
 @dataclass(frozen=True)
@@ -25,7 +40,9 @@ class Job:
 
     ``teachers``: the setting (``disjoint-nonprivate`` is PATE's). ``prior``: the prior over the votes, by
     name (a kind reads it with its own prior type). ``epsilon`` and ``teacher_delta``: the teachers' own
-    (ε, Δ) where they are DP-trained (shared and disjoint-private settings), else None."""
+    (ε, Δ) where they are DP-trained (shared and disjoint-private settings), else None. ``accounting``
+    (PLAN_ACCOUNTINGS): what the planner may choose, ``worst-case`` by default (a data-dependent offer is then
+    listed beside the choice, never chosen)."""
 
     K: int
     queries: int
@@ -37,8 +54,10 @@ class Job:
     epsilon: float | None = None
     teacher_delta: float | None = None
     solver: str = "highs"
+    accounting: str = DEFAULT_PLAN_ACCOUNTING
 
     def __post_init__(self) -> None:
+        check_plan_accounting(self.accounting)
         if self.teachers not in TEACHERS:
             raise InvalidParameter("teachers", f"must be one of {', '.join(TEACHERS)}", self.teachers)
         if isinstance(self.K, bool) or not isinstance(self.K, int) or self.K < 1:
@@ -115,6 +134,20 @@ class Offer:
     @property
     def guarantee(self) -> str:
         return GUARANTEES[self.accounting]
+
+    @property
+    def worst_case(self) -> bool:
+        """Whether ``epsilon_spent`` holds over every dataset (a cap the plain ledger enforces)."""
+        return self.policy is None
+
+    @property
+    def worst_case_epsilon(self) -> float | None:
+        """ε of the Q answers at δ_B over every dataset: ``epsilon_spent`` for a data-independent offer, the
+        plain ledger's exact composition of its table's Q answers for a data-dependent one (None if unknown)."""
+        if self.policy is None:
+            return self.epsilon_spent
+        value = self.details.get("data_independent_epsilon")
+        return None if value is None else float(value)
 
     @property
     def label(self) -> str:

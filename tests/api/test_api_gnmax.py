@@ -70,9 +70,10 @@ DD_JOB = {"K": 100, "classes": 3, "prior": "dirichlet:9,0.1", "queries": 300, "b
 
 
 def test_a_data_dependent_plan_opens_a_data_dependent_ledger(client):
-    """Where data-dependent GNMax is the more accurate offer the plan says so, states its guarantee, and
-    create_ledger opens a data-dependent ledger with its policy (not a plain ledger with the budget)."""
-    r = client.post("/v1/plans", json={**DD_JOB, "create_ledger": {"name": "dd job"}})
+    """With accounting data-dependent, where data-dependent GNMax is the more accurate offer the plan says so,
+    states its guarantee, and create_ledger opens a data-dependent ledger with its policy (not a plain ledger
+    with the budget)."""
+    r = client.post("/v1/plans", json={**DD_JOB, "accounting": "data-dependent", "create_ledger": {"name": "dd job"}})
     assert r.status_code == 200, r.text
     doc = r.json()
     assert doc["mechanism"] == "gnmax" and doc["accounting"] == "data-dependent"
@@ -89,3 +90,27 @@ def test_a_data_dependent_plan_opens_a_data_dependent_ledger(client):
     votes = [[95, 3, 2]] * 10
     rec = client.post(f"/v1/data-dependent-ledgers/{ledger['id']}/record", json={"votes": votes})
     assert rec.status_code == 200 and rec.json()["queries"] == 10
+
+
+def test_the_default_plan_runs_on_a_plain_ledger_at_its_budget(client):
+    """Issue 33: by default (worst-case accounting) the same job chooses the offer that fits the budget over
+    every dataset; create_ledger opens a plain ledger with the budget, which pays all Q answers and states the
+    ε the plan stated. The data-dependent offer is listed beside it, with its worst case."""
+    r = client.post("/v1/plans", json={**DD_JOB, "create_ledger": {"name": "worst-case job"}})
+    assert r.status_code == 200, r.text
+    doc = r.json()
+    assert doc["mechanism"] == "gnmax" and doc["accounting"] == "data-independent"
+    assert doc["run"]["ledger"] == "plain" and doc["epsilon_spent"] == doc["data_independent_epsilon"] <= 4.0
+    (dd,) = doc["alternatives"]
+    assert dd["accounting"] == "data-dependent" and dd["expected_error"] < doc["expected_error"]
+    assert dd["data_independent_epsilon"] > 4.0 and dd["run"]["ledger"] == "data-dependent"
+    ledger = doc["ledger"]
+    assert "policy" not in ledger and (ledger["epsilon_budget"], ledger["delta_budget"]) == (4.0, 1e-5)
+    votes = [[0] * 95 + [1] * 3 + [2] * 2] * 300  # 300 rows of K = 100 class labels
+    r = client.post("/v1/aggregate", json={"table_id": doc["table"]["id"], "ledger_id": ledger["id"], "votes": votes})
+    assert r.status_code == 200, r.text
+    assert len(r.json()["answers"]) == 300
+    state = client.get(f"/v1/ledgers/{ledger['id']}").json()
+    assert state["answers"] == 300 and f"{state['epsilon_spent']:.6g}" == f"{doc['epsilon_spent']:.6g}"
+    bad = client.post("/v1/plans", json={**DD_JOB, "accounting": "optimistic"})
+    assert bad.status_code == 422 and "accounting" in bad.text
