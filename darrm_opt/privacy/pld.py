@@ -182,13 +182,30 @@ class Bounded:
         return self.err_inf, self.err_1, self.err_2
 
 
-def _fft_tau(n: int) -> float:
+def _unit(wide: bool) -> float:
+    """Unit roundoff of the FFT's arithmetic: float64, or numpy's long double (80-bit extended on x86-64)."""
+    return float(np.finfo(np.longdouble).eps) / 2 if wide else UNIT
+
+
+def _fft_tau(n: int, wide: bool = False) -> float:
     """Componentwise relative error of a floating-point FFT of length n: ((1 + η)^L − 1) with L = ⌈log₂n⌉
-    passes of η = FFT_PASS_ERROR; each output is then within τ·‖x‖₁ of the exact DFT (the product of the
-    passes' moduli is the all-ones matrix: |fl(A_L⋯A_1 x) − A_L⋯A_1 x| ≤ ((1 + η)^L − 1)|A_L|⋯|A_1||x|,
-    Higham 2002, §3.5 and Thm 24.2)."""
+    passes of η = 10·u (FFT_PASS_ERROR in float64); each output is then within τ·‖x‖₁ of the exact DFT (the
+    product of the passes' moduli is the all-ones matrix: |fl(A_L⋯A_1 x) − A_L⋯A_1 x| ≤ ((1 + η)^L − 1)|A_L|⋯
+    |A_1||x|, Higham 2002, §3.5 and Thm 24.2)."""
     passes = max(1, math.ceil(math.log2(max(n, 2))))
-    return math.expm1(passes * math.log1p(FFT_PASS_ERROR)) * (1 + 1e-9)
+    eta = FFT_PASS_ERROR / UNIT * _unit(wide)
+    return math.expm1(passes * math.log1p(eta)) * (1 + 1e-9)
+
+
+def _spectral_bounds(d: np.ndarray, amp: np.ndarray, tau: float, size: int, half: bool) -> tuple[float, float]:
+    """(per point, ℓ₂) bounds of the error of an inverse DFT of length ``size`` whose input errs by at most d_f
+    at each frequency and has moduli amp_f: mean_f d_f + τ·mean_f amp_f, and the same with root-mean-squares
+    (Parseval). ``half``: only the non-negative frequencies of a real transform are given; the others mirror
+    them, so 2·Σ/size bounds the mean over all."""
+    k = 2.0 if half else 1.0
+    per = k * float(np.sum(d)) / size + tau * k * float(np.sum(amp)) / size
+    l2 = math.sqrt(k * float(np.sum(d * d)) / size) + tau * math.sqrt(k * float(np.sum(amp * amp)) / size)
+    return per * (1 + 1e-6), l2 * (1 + 1e-6)
 
 
 def _pmfs(pld: PLD) -> list:
@@ -218,33 +235,30 @@ def _dense(discretization: float, lower: int, probs: np.ndarray, inf_mass: float
     return DensePLDPmf(discretization, int(lower), np.asarray(probs, dtype=float), min(float(inf_mass), 1.0), True)
 
 
-def _convolve_pmf(a: Any, b: Any) -> tuple[Any, float, float]:
-    """a ∗ b by FFT and the bound of its float error on every grid point:
+def _convolve_pmf(a: Any, b: Any, wide: bool = False) -> tuple[Any, float, float]:
+    """a ∗ b by FFT (in long double when ``wide``) and the bounds of its float error, on every grid point and in
+    ℓ₂ (:func:`_spectral_bounds`), the frequencies erring by at most
 
-        mean_f(ē_a|B̂_f| + |Â_f|ē_b + ē_a ē_b + 3u|Â_f||B̂_f|) + τ·mean_f|P̂_f|,   ē = τ‖·‖₁
+        d_f = ē_a|B̂_f| + |Â_f|ē_b + ē_a ē_b + 3u|Â_f||B̂_f|,   ē = τ‖·‖₁
 
-    (componentwise errors of the forward transforms, the products, then the inverse: each output of an inverse
-    DFT is within mean_f |ΔP_f| of the exact one), and the ℓ₂ bound of the whole error, the same terms with
-    root-mean-squares for means (Parseval: ‖F⁻¹v‖₂ = ‖v‖₂/√N)."""
-    pa, pb = np.asarray(a._probs, dtype=float), np.asarray(b._probs, dtype=float)
+    (componentwise errors of the forward transforms and of the products; the inverse adds its own)."""
+    dtype = np.longdouble if wide else np.float64
+    pa, pb = np.asarray(a._probs, dtype=dtype), np.asarray(b._probs, dtype=dtype)
     n = pa.size + pb.size - 1
     size = scipy_fft.next_fast_len(n, real=True)
     fa, fb = scipy_fft.rfft(pa, size), scipy_fft.rfft(pb, size)
     prod = fa * fb
-    out = scipy_fft.irfft(prod, size)[:n]
-    tau = _fft_tau(size)
+    out = np.asarray(scipy_fft.irfft(prod, size)[:n], dtype=float)
+    tau, u = _fft_tau(size, wide), _unit(wide)
     ea, eb = tau * float(np.abs(pa).sum()), tau * float(np.abs(pb).sum())
-    aa, ab = np.abs(fa), np.abs(fb)
-    # rfft keeps half the spectrum; the other half mirrors it, so the mean over the half bounds the mean
-    d = ea * ab + aa * eb + ea * eb + 3 * UNIT * aa * ab
-    per = float(np.mean(d)) + tau * float(np.mean(aa * ab))
-    l2 = float(np.sqrt(np.mean(d * d))) + tau * float(np.sqrt(np.mean((aa * ab) ** 2)))
+    aa, ab = np.abs(fa).astype(float), np.abs(fb).astype(float)
+    d = ea * ab + aa * eb + ea * eb + 3 * u * aa * ab
+    per, l2 = _spectral_bounds(d, aa * ab, tau, size, half=True)
     inf = a._infinity_mass + b._infinity_mass - a._infinity_mass * b._infinity_mass
-    out_pmf = _dense(a._discretization, a._lower_loss + b._lower_loss, out, inf)
-    return out_pmf, per * (1 + 1e-6) + 2 * UNIT, l2 * (1 + 1e-6) + 2 * UNIT * math.sqrt(n)
+    return _dense(a._discretization, a._lower_loss + b._lower_loss, out, inf), per, l2
 
 
-def compose_two(a: PLD | Bounded, b: PLD | Bounded) -> Bounded:
+def compose_two(a: PLD | Bounded, b: PLD | Bounded, wide: bool = False) -> Bounded:
     """a ⊗ b (FFT convolution of each PMF), its error bounds carried: the inputs' errors move by
     |(a + e_a) ∗ (b + e_b) − a ∗ b| ≤ |e_a| ∗ |b| + |a| ∗ |e_b| + |e_a| ∗ |e_b| (per point at most
     err_inf_a‖b‖₁ + ‖a‖₁err_inf_b + err_inf_a·err_1_b, in total err_1_a‖b‖₁ + ‖a‖₁err_1_b + err_1_a·err_1_b),
@@ -256,7 +270,7 @@ def compose_two(a: PLD | Bounded, b: PLD | Bounded) -> Bounded:
     pmfs, err_inf, err_1, err_2 = [], 0.0, 0.0, 0.0
     for pa, pb in zip(xs, ys, strict=True):
         na, nb = float(np.abs(pa._probs).sum()), float(np.abs(pb._probs).sum())
-        out, own, own2 = _convolve_pmf(pa, pb)
+        out, own, own2 = _convolve_pmf(pa, pb, wide)
         pmfs.append(out)
         carried_inf = x.err_inf * nb + na * y.err_inf + x.err_inf * y.err_1
         carried_1 = x.err_1 * nb + na * y.err_1 + x.err_1 * y.err_1
@@ -267,14 +281,15 @@ def compose_two(a: PLD | Bounded, b: PLD | Bounded) -> Bounded:
     return Bounded(_pld_of(pmfs), err_inf, err_1, err_2)
 
 
-def compose_bounded(parts: Iterable[tuple[PLD | Bounded, int]]) -> Bounded | None:
-    """Π over (pld, count) of pld^{⊗count}, with its error bounds; None when there is no answer."""
+def compose_bounded(parts: Iterable[tuple[PLD | Bounded, int]], wide: bool = False) -> Bounded | None:
+    """Π over (pld, count) of pld^{⊗count}, with its error bounds; None when there is no answer. ``wide``: the
+    FFTs in long double (about 3× the time, bounds 2048× smaller on x86-64)."""
     out: Bounded | None = None
     for pld, count in parts:
         if count == 0:
             continue
-        piece = self_compose(pld, count)
-        out = piece if out is None else compose_two(out, piece)
+        piece = self_compose(pld, count, wide)
+        out = piece if out is None else compose_two(out, piece, wide)
     return out
 
 
@@ -282,43 +297,38 @@ def compose_bounded(parts: Iterable[tuple[PLD | Bounded, int]]) -> Bounded | Non
 compose = compose_bounded
 
 
-def _self_convolve_pmf(x: Any, count: int) -> tuple[Any, float, float]:
-    """x^{∗count} by one FFT power on the window that holds all but SELF_TAIL of the mass (dp_accounting's
-    bounds; the mass outside is added to the infinity mass, pessimistic), and the bound of its float error on
-    every grid point:
+def _self_convolve_pmf(x: Any, count: int, wide: bool = False) -> tuple[Any, float, float]:
+    """x^{∗count} by one FFT power (in long double when ``wide``) on the window that holds all but SELF_TAIL of
+    the mass (dp_accounting's bounds; the mass outside is added to the infinity mass, pessimistic), and the
+    bounds of its float error (:func:`_spectral_bounds`), the frequencies erring by at most
 
-        mean_f(k·ē·(|X̂_f| + ē)^{k−1} + ((k·(|ln|X̂_f|| + 4) + 2)u)(|X̂_f| + ē)^k) + τ·mean_f|P̂_f| + SELF_TAIL
+        d_f = k·ē·(|X̂_f| + ē)^{k−1} + (k·(|ln|X̂_f|| + 4) + 2)u·(|X̂_f| + ē)^k,   ē = τ‖x‖₁
 
-    (ē = τ‖x‖₁ bounds each frequency's error; the k-th power moves it at most k-fold times the (k−1)-th power of
-    the modulus; the complex power exp(k log z) adds the second term; the inverse transform its own; the
-    wrapped-around tail at most SELF_TAIL), and the ℓ₂ bound of the whole error with root-mean-squares for
-    means (Parseval)."""
+    (ē bounds each frequency's error; the k-th power moves it at most k-fold times the (k−1)-th power of the
+    modulus; the complex power exp(k log z) adds the second term), plus SELF_TAIL for the wrapped-around tail."""
     from dp_accounting.pld import common
 
     probs = np.asarray(x._probs, dtype=float)
     lo, hi = common.compute_self_convolve_bounds(probs, count, SELF_TAIL)
     out_len = hi - lo + 1
     size = scipy_fft.next_fast_len(max(out_len, probs.size))
-    spec = scipy_fft.fft(probs, size)
+    spec = scipy_fft.fft(probs.astype(np.longdouble) if wide else probs, size)
     power = spec**count
-    out = np.roll(np.real(scipy_fft.ifft(power)), -lo)[:out_len]
-    tau = _fft_tau(size)
+    out = np.asarray(np.roll(np.real(scipy_fft.ifft(power)), -lo)[:out_len], dtype=float)
+    tau, u = _fft_tau(size, wide), _unit(wide)
     e = tau * float(np.abs(probs).sum())
-    mod = np.abs(spec)
+    mod = np.abs(spec).astype(float)
     with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
         top = np.minimum(mod + e, 1.0 + e)
         logs = np.where(mod > 0, np.abs(np.log(np.where(mod > 0, mod, 1.0))), 0.0)
-        d = count * e * top ** (count - 1) + ((count * (logs + 4) + 2) * UNIT) * top**count
-    amp = np.abs(power)
-    per = float(np.mean(d)) + tau * float(np.mean(amp)) + SELF_TAIL
-    l2 = float(np.sqrt(np.mean(d * d))) + tau * float(np.sqrt(np.mean(amp * amp))) + SELF_TAIL
+        d = count * e * top ** (count - 1) + ((count * (logs + 4) + 2) * u) * top**count
+    per, l2 = _spectral_bounds(d, np.abs(power).astype(float), tau, size, half=False)
     inf = 1.0 if x._infinity_mass >= 1 else SELF_TAIL - math.expm1(count * math.log1p(-x._infinity_mass))
     lower = x._lower_loss * count + lo
-    out_pmf = _dense(x._discretization, lower, out, inf)
-    return out_pmf, per * (1 + 1e-6) + 2 * UNIT, l2 * (1 + 1e-6) + 2 * UNIT * math.sqrt(out_len)
+    return _dense(x._discretization, lower, out, inf), per + SELF_TAIL, l2 + SELF_TAIL
 
 
-def self_compose(pld: PLD | Bounded, count: int) -> Bounded:
+def self_compose(pld: PLD | Bounded, count: int, wide: bool = False) -> Bounded:
     """``count`` answers of one table (:func:`_self_convolve_pmf`), its error bounds carried: an input error
     e grows to at most (‖x‖₁ + err_1)^k − ‖x‖₁^k ≤ k·err_1·(1 + err_1)^{k−1} in total (and per point)."""
     _check_count(count)
@@ -334,7 +344,7 @@ def self_compose(pld: PLD | Bounded, count: int) -> Bounded:
             err_inf, err_1 = max(err_inf, grow * x.err_1 + own), max(err_1, grow * x.err_1 + own)
             err_2 = max(err_2, grow * x.err_2 + own)
             continue
-        out, own, own2 = _self_convolve_pmf(m.to_dense_pmf(), count)
+        out, own, own2 = _self_convolve_pmf(m.to_dense_pmf(), count, wide)
         pmfs.append(out)
         err_inf = max(err_inf, grow * x.err_1 + own)
         err_1 = max(err_1, grow * x.err_1 + min(own * out.size, own2 * math.sqrt(out.size)))
@@ -523,8 +533,21 @@ def _one_pld(profile: Profile, interval: float) -> PLD:
 
 
 @lru_cache(maxsize=8)  # each composed PLD holds up to ~10⁶ grid points; the ε results are cached below
-def _composed(parts: Parts, interval: float) -> Bounded | None:
-    return compose((_one_pld(p, interval), n) for p, n in parts)
+def _composed(parts: Parts, interval: float, wide: bool = False) -> Bounded | None:
+    return compose((_one_pld(p, interval), n) for p, n in parts) if not wide else \
+        compose_bounded(((_one_pld(p, interval), n) for p, n in parts), wide=True)
+
+
+#: a composition is redone in long double when its float64 error bound exceeds this share of the δ target
+WIDE_SHARE = 1e-5
+
+
+def error_share(composed: Bounded | None, delta: float) -> float:
+    """The float error bound of a composition's δ (over its whole grid) as a share of ``delta``."""
+    if composed is None or delta <= 0:
+        return 0.0
+    n = max(m.size for m in _pmfs(composed.pld))
+    return min(composed.err_1, n * composed.err_inf, math.sqrt(n) * composed.err_2) / delta
 
 
 #: a ledger states and admits with the composition at its counts rounded up to this many significant bits
@@ -580,7 +603,12 @@ def _exact_epsilon(parts: Parts, delta: float, coarse: bool) -> float:
         return math.inf
     if delta < max(p.infinite_mass for p, _ in parts):
         return math.inf  # one answer alone already needs more than delta at every ε
-    return epsilon_at(_composed(parts, interval_for(answers) * (COARSE if coarse else 1.0)), delta)
+    interval = interval_for(answers) * (COARSE if coarse else 1.0)
+    composed = _composed(parts, interval)
+    eps = epsilon_at(composed, delta)
+    if error_share(composed, delta) > WIDE_SHARE:  # the float64 bound costs ε here: long double, 2048× smaller
+        eps = min(eps, epsilon_at(_composed(parts, interval, True), delta))
+    return eps
 
 
 def exact_epsilon(parts: Iterable[tuple[Profile, int]], delta: float, *, coarse: bool = False) -> float:

@@ -108,17 +108,28 @@ def test_each_answer_is_paid_at_its_own_tables_price_from_the_cli(k11, tmp_path)
     assert view["answers"] == OPT_ROWS and [g["table_id"] for g in view["groups"]] == [opt.id]
 
 
-def test_a_ledger_states_the_composition_of_every_tables_own_profile(k11, tmp_path):
+def test_a_ledger_of_two_tables_states_a_composition_valid_for_an_adaptive_mix(k11, tmp_path):
+    """γ_opt dominates γ_Sub (same parameters): every answer of the mix is composed as one of γ_opt's
+    (``exact-dominating``), valid whichever table a client picks after reading earlier answers. The exact
+    product of the two profiles (6.29 for 30 + 40 answers, and it paid them) is no longer used: 30 + 40 answers
+    as γ_opt's have infinite-loss mass 70 × 1.8e-5 > 1e-3, so the 40 are refused; 30 + 20 are paid."""
+    from darrm_opt.errors import BudgetExceeded
+    from darrm_opt.privacy.adaptive import dominates
+
     opt, sub = k11["opt"], k11["sub"]
+    assert dominates(opt.profile, sub.profile) and not dominates(sub.profile, opt.profile)
     with Ledger(str(tmp_path / "l.db"), "both", epsilon_budget=8.0, delta_budget=1e-3) as book:
         book.pay(opt, OPT_ROWS)
-        book.pay(sub, SUB_ROWS)
+        with pytest.raises(BudgetExceeded, match="cannot pay for 40"):
+            book.pay(sub, SUB_ROWS)
+        book.pay(sub, SUB_ROWS // 2)
         view = book.view()
-    fine = exact_epsilon([(opt.profile, OPT_ROWS), (sub.profile, SUB_ROWS)], 1e-3)
-    assert view["answers"] == OPT_ROWS + SUB_ROWS and view["composition"] == "exact"
+    fine = exact_epsilon([(opt.profile, OPT_ROWS + SUB_ROWS // 2)], 1e-3)
+    assert view["answers"] == OPT_ROWS + SUB_ROWS // 2 and view["composition"] == "exact-dominating"
     assert fine <= view["epsilon_spent"] <= 8.0
+    assert exact_epsilon([(opt.profile, OPT_ROWS), (sub.profile, SUB_ROWS // 2)], 1e-3) < fine
     assert sorted((g["table_id"], g["answers"]) for g in view["groups"]) == sorted(
-        [(opt.id, OPT_ROWS), (sub.id, SUB_ROWS)])
+        [(opt.id, OPT_ROWS), (sub.id, SUB_ROWS // 2)])
 
 
 @pytest.fixture(scope="module")
