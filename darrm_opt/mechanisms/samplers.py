@@ -97,8 +97,9 @@ class FixedWidthCoins:
         self._below = [bytearray(self.nbytes) if t == 0 else bytearray((t - 1).to_bytes(self.nbytes, "big") + b"\0")
                        for t in self.thresholds]
         mask = (1 << 64) - 1
-        self._limbs = np.array([[(max(t - 1, 0) >> (64 * (self.limbs - 1 - k))) & mask for k in range(self.limbs)]
-                                for t in self.thresholds], dtype=np.uint64).reshape(len(fracs), self.limbs)
+        #: limb k (0: the most significant) of T_j − 1 (0 for T_j = 0), one array per limb, indexed by j
+        self._cols = [np.array([(max(t - 1, 0) >> (64 * (self.limbs - 1 - k))) & mask for t in self.thresholds],
+                               dtype=np.uint64) for k in range(self.limbs)]
         self._some = np.array([t > 0 for t in self.thresholds])
 
     def one(self, u: bytes, j: int) -> bool:
@@ -108,12 +109,17 @@ class FixedWidthCoins:
     def many(self, u: bytes, j: np.ndarray) -> np.ndarray:
         """The coins of γ_{j_i}, i = 0..n − 1, from ``nbytes``·n bytes ``u`` (row i's U at i·nbytes)."""
         n = j.shape[0]
-        limbs = np.frombuffer(u, dtype=">u8", count=n * self.limbs).astype(np.uint64).reshape(n, self.limbs)
-        top = self._limbs[j]
-        le = limbs[:, -1] <= top[:, -1]  # U ≤ T − 1, from the lowest limb up
-        for k in range(self.limbs - 2, -1, -1):
-            le = (limbs[:, k] < top[:, k]) | ((limbs[:, k] == top[:, k]) & le)
-        return le & self._some[j]
+        limbs = np.frombuffer(u, dtype=">u8", count=n * self.limbs).astype(np.uint64)
+        if self.limbs == 1:
+            le = limbs <= self._cols[0][j]
+        else:  # U ≤ T − 1, from the lowest limb up
+            limbs = limbs.reshape(n, self.limbs)
+            le = limbs[:, -1] <= self._cols[-1][j]
+            for k in range(self.limbs - 2, -1, -1):
+                u_k, t_k = limbs[:, k], self._cols[k][j]
+                le = (u_k < t_k) | ((u_k == t_k) & le)
+        le &= self._some[j]
+        return le
 
 
 def _exact_bernoulli(p: Fraction, random_bytes: RandomBytes) -> bool:
