@@ -18,7 +18,8 @@ Paths:
 
 - ``lib``: the library call that releases answers, ``darrm_opt.release.release.Aggregator(table)(votes)``
   (no ledger; it is the kind's sampler: ``prepare`` then ``draw``), one row per call (the service's 1-row
-  requests take the same code) and, for DaRRM, 64-row batches of one L (the vectorised path). The coin's
+  requests take the same code), for DaRRM also its two steps timed apart (``prepare``: the votes checked and
+  counted; ``draw``: the coins) and 64-row batches of one L (the vectorised path). The coin's
   outcome is recomputed from the bytes the call drew from the CSPRNG (a recording wrapper around
   ``system_random``); GNMax's noise is recorded by a wrapper around the sampler's ``noise`` object.
 - ``cli``: whole ``darrm-opt aggregate`` runs (a subprocess each) on vote files of one pattern each; the
@@ -27,7 +28,8 @@ Paths:
   DARRM_SQLITE_SYNCHRONOUS=NORMAL, one ledger per table: pure basic composition for DaRRM, the exact one for
   GNMax; one keep-alive connection); (ii) is whether the answer agrees with the majority (plurality).
 
-Draws of every group are interleaved in a random order, so drift of a noisy machine spreads over all groups.
+Draws of every group are interleaved in a random order, so drift of a noisy machine spreads over all groups;
+each path also splits its draws at random ("placebo"): what a split that cannot leak scores on this machine.
 Times above the path's 99th percentile are clipped to it (winsorised: the scheduler's outliers), then each
 group's mean and median are printed with Welch's t against the rest of the path's draws (|t| > 4.5: a
 dependence, the TVLA threshold) and Pearson's r between the time and the variable.
@@ -147,6 +149,8 @@ def analyse(p: Path_) -> list[Row]:
                    float(np.median(a)) / scale if a.size else float("nan"), welch(a, t[rest]), rank_z(a, t[rest]), r)
 
     rows = []
+    half = np.random.default_rng(len(p.name)).random(t.size) < 0.5  # a split that cannot leak: the noise floor
+    rows += [row("placebo (a random half)", g, sel, ~sel) for g, sel in (("half A", half), ("half B", ~half))]
     for var, labels in p.labels.items():
         lab = np.asarray([str(x) for x in labels])
         known = lab != "None"
@@ -266,6 +270,23 @@ def lib_darrm(draws: int, batches: int, seed: int) -> list[Path_]:
                             "coin at γ=1/2": ("kept" if kept else "not kept") if g == 0.5 else None,
                             "coin at γ=1/3": ("kept" if kept else "not kept") if g == 1 / 3 else None,
                             "γ(L)": g})
+    # the same call in its two steps: checking and counting the votes (prepare), then the coins (draw)
+    prep, draw = Path_("lib darrm prepare"), Path_("lib darrm draw")
+    for i, L in enumerate(order[: draws // 2]):
+        votes = [rows[L][i & 15]]
+        t0 = clock()
+        counts = sampler.prepare(votes)
+        t1 = clock()
+        tape.log.clear()
+        t2 = clock()
+        sampler.draw(counts)
+        t3 = clock()
+        g = GAMMA[L]
+        kept = coin_kept(sampler, L, b"".join(tape.log))
+        prep.add(t1 - t0, **{"γ(L) class": GAMMA_CLASS[g], "L (ones in the row)": L,
+                             "votes mixed (4 <= L <= 7)": "mixed" if 4 <= L <= 7 else "not mixed"})
+        draw.add(t3 - t2, **{"γ(L) class": GAMMA_CLASS[g],
+                             "coin (0<γ<1 rows)": ("kept" if kept else "not kept") if 0 < g < 1 else None})
     # 64-row batches of one L: the vectorised path
     batch = Path_("lib darrm 64-row")
     blocks = {L: np.array([darrm_row(L, rng) for _ in range(64)], dtype=np.uint8) for L in range(K + 1)}
@@ -282,7 +303,7 @@ def lib_darrm(draws: int, batches: int, seed: int) -> list[Path_]:
         kept = sum(coin_kept(sampler, L, drawn, j, 64) for j in range(64))
         batch.add(t1 - t0, **{"γ(L) class": GAMMA_CLASS[g], "coins kept of 64 (0<γ<1)": kept if 0 < g < 1
                               else float("nan")})
-    return [one, batch]
+    return [one, prep, draw, batch]
 
 
 def lib_gnmax(draws: int, seed: int) -> list[Path_]:
