@@ -1,10 +1,12 @@
 """DaRRM Algorithm 1 (mechanisms/samplers.py) with an asymmetric γ and scripted random bytes.
 
-Pr[answer = 1 | L] must be exactly γ(L)·1{L ≥ (K+1)/2} + (1 − γ(L))/2. The aggregator keeps the majority
-iff a uniform 64-bit U satisfies U < γ(L)·2^64 (a tie U = ⌊γ·2^64⌋ recurses on the remainder), else answers
-a fair bit. Here every byte it reads is scripted: for each row the test picks U on both sides of the
-threshold, the fair bit opposite to the majority, and checks the answer row by row for all 2^K vote
-vectors, on both the small (pure Python) and the numpy path. A seeded sample checks the distribution.
+Pr[answer = 1 | L] must be exactly γ(L)·1{L ≥ (K+1)/2} + (1 − γ(L))/2. The aggregator keeps the majority iff
+a uniform W-bit U (big-endian, W/8 bytes per row: the same W for every row of a table, W·γ(L) an integer
+for every L) satisfies U < T(L) = γ(L)·2^W, else answers a fair bit. Here every byte it reads is scripted:
+for each row the test picks U on both sides of T(L), limb by limb, the fair bit opposite to the majority,
+and checks the answer row by row for all 2^K vote vectors, on both the small (pure Python) and the numpy
+path. The coin reads the same bytes whatever γ(L) or its outcome (counted), its threshold is exact, and a
+seeded sample checks the distribution.
 """
 
 from __future__ import annotations
@@ -13,7 +15,6 @@ import itertools
 import math
 import os
 import random
-import sys
 from fractions import Fraction
 
 import numpy as np
@@ -21,12 +22,14 @@ import pytest
 from scripted_bytes import Script
 
 from darrm_opt.errors import InvalidParameter
-from darrm_opt.mechanisms.samplers import SMALL, BinarySampler, SystemRandom, _exact_bernoulli
+from darrm_opt.mechanisms.samplers import SMALL, BinarySampler, FixedWidthCoins, SystemRandom, _exact_bernoulli
 
 TWO64 = 1 << 64
 K = 5
-# asymmetric; γ(0) < 2^-11 so γ·2^64 has a fractional part (a tie recurses); γ(4) = 1 exactly; γ(5) = 0
+# asymmetric; γ(0) = 3e-5 has its last binary digit at 2^-68, so W = 128 (two 64-bit limbs, the low one
+# not zero); γ(4) = 1 exactly; γ(5) = 0
 GAMMA = [3e-5, 0.85, 0.05, 0.6, 1.0, 0.0]
+W = 128
 VOTES = np.array(list(itertools.product((0, 1), repeat=K)), dtype=np.uint8)  # all 32 vote vectors
 
 
@@ -34,94 +37,85 @@ def majority(L: int) -> int:
     return int(L >= (K + 1) // 2)
 
 
-def threshold(g: float) -> int:
-    return math.floor(Fraction(g) * TWO64)
+def threshold(g: float, bits: int = W) -> int:
+    """T = γ·2^W, an integer (checked)."""
+    t = Fraction(g) * (1 << bits)
+    assert t.denominator == 1
+    return int(t)
 
 
-
-
-def run(agg: BinarySampler, votes, us, fair, extra=()) -> np.ndarray:
-    """Answers with U = ``us`` per row, fair bits ``fair`` per row and ``extra`` 64-bit draws for ties
-    (in row order), laid out as each path reads them."""
+def run(agg: BinarySampler, votes, us, fair) -> np.ndarray:
+    """Answers with the W-bit U = ``us`` per row and fair bits ``fair`` per row, laid out as each path reads
+    them: the small path one read (coins, then the fair bits as a little-endian integer), the numpy path two
+    (coins, then ``np.packbits`` of the fair bits)."""
     n = len(votes)
-    extra_chunks = [int(v).to_bytes(8, "little") for v in extra]
+    coins = b"".join(int(u).to_bytes(W // 8, "big") for u in us)
     if n <= SMALL:
         fair_int = sum(int(b) << i for i, b in enumerate(fair))
-        first = b"".join(int(u).to_bytes(8, "little") for u in us) + fair_int.to_bytes((n + 7) // 8, "little")
-        chunks = [first] + extra_chunks
+        chunks = [coins + fair_int.to_bytes((n + 7) // 8, "little")]
     else:
-        chunks = [b"".join(int(u).to_bytes(8, sys.byteorder) for u in us)] + extra_chunks  # numpy uint64
-        chunks.append(np.packbits(np.array(fair, dtype=np.uint8)).tobytes())
+        chunks = [coins, np.packbits(np.array(fair, dtype=np.uint8)).tobytes()]
     agg.random_bytes = Script(chunks)
     out = agg(votes)
     assert not agg.random_bytes.chunks, "scripted bytes left unread"
     return out
 
 
+WHERE = {  # U relative to T = (T_hi, T_lo) in 64-bit limbs
+    "just below": lambda t: t - 1,
+    "at": lambda t: t,
+    "zero": lambda t: 0,
+    "max": lambda t: (1 << W) - 1,
+    "high limb below, low limb max": lambda t: (((t >> 64) - 1) << 64) | (TWO64 - 1),
+    "high limb above, low limb zero": lambda t: ((t >> 64) + 1) << 64,
+    "high limb equal, low limb below": lambda t: t - 1 if t % TWO64 else t - TWO64 + (TWO64 - 1),
+    "high limb equal, low limb above": lambda t: t + 1 if (t + 1) >> 64 == t >> 64 else t,
+}
+
+
 @pytest.mark.parametrize("copies", [1, 3], ids=["small-path", "numpy-path"])
-@pytest.mark.parametrize("where", ["below", "above", "zero", "max"])
-def test_answer_is_the_majority_iff_u_below_gamma_two_to_the_64(copies, where):
+@pytest.mark.parametrize("where", list(WHERE))
+def test_answer_is_the_majority_iff_u_below_gamma_two_to_the_w(copies, where):
     votes = np.tile(VOTES, (copies, 1))
     L = votes.sum(axis=1).astype(int)
     agg = BinarySampler(GAMMA)
-    us = []
-    for l in L:
-        t = threshold(GAMMA[l])
-        u = {"below": t - 1, "above": t + 1, "zero": 0, "max": TWO64 - 1}[where]
-        u = min(max(u, 0), TWO64 - 1)
-        if u == t and GAMMA[l] < 1:
-            u = t + 1  # ties are the subject of the next test
-        us.append(u)
+    assert agg.coin_bytes == W // 8
+    us = [min(max(WHERE[where](threshold(GAMMA[l])), 0), (1 << W) - 1) for l in L]
     fair = [1 - majority(l) for l in L]  # a fair coin that disagrees with the majority
     out = run(agg, votes, us, fair)
     for row, (l, u) in enumerate(zip(L, us)):
-        keep = GAMMA[l] == 1 or Fraction(u, TWO64) < Fraction(GAMMA[l])
-        assert out[row] == (majority(l) if keep else 1 - majority(l)), (row, l, u)
+        keep = Fraction(u, 1 << W) < Fraction(GAMMA[l])
+        assert out[row] == (majority(l) if keep else 1 - majority(l)), (row, l, u, where)
     assert out.dtype == np.uint8
 
 
-@pytest.mark.parametrize("copies", [1, 3], ids=["small-path", "numpy-path"])
-@pytest.mark.parametrize("second", ["zero", "max", "tie"])
-def test_a_tie_recurses_on_the_exact_remainder(copies, second):
-    votes = np.tile(VOTES, (copies, 1))
-    L = votes.sum(axis=1).astype(int)
+def test_both_paths_answer_alike_on_the_same_bytes():
+    rng = random.Random(7)
     agg = BinarySampler(GAMMA)
-    us = [threshold(GAMMA[l]) if GAMMA[l] < 1 else 12345 for l in L]
-    extra, expect = [], []
-    for l in L:
-        g = Fraction(GAMMA[l])
-        if g == 1:
-            expect.append(majority(l))
-            continue
-        rem = g * TWO64 - threshold(GAMMA[l])  # in [0, 1)
-        if rem == 0:  # U = γ·2^64 exactly: U < γ·2^64 is false, no further bits
-            expect.append(1 - majority(l))
-            continue
-        t2 = math.floor(rem * TWO64)
-        v = {"zero": 0, "max": TWO64 - 1, "tie": t2}[second]
-        extra.append(v)
-        if second == "tie":
-            rem2 = rem * TWO64 - t2
-            assert rem2 == 0  # 3e-5 has 53 bits: two rounds exhaust it
-            keep = False
-        else:
-            keep = Fraction(v) < rem * TWO64
-        expect.append(majority(l) if keep else 1 - majority(l))
-    assert len(extra) == copies * sum(1 for l in L[: len(VOTES)] if l == 0)  # only γ(0) has a remainder
-    out = run(agg, votes, us, [1 - majority(l) for l in L], extra)
-    assert out.tolist() == expect
+    for _ in range(20):
+        L = [rng.randrange(K + 1) for _ in range(SMALL)]
+        votes = np.array([[1] * l + [0] * (K - l) for l in L], dtype=np.uint8)
+        us = [rng.choice([rng.getrandbits(W), threshold(GAMMA[l]) - 1, threshold(GAMMA[l])]) for l in L]
+        us = [min(max(u, 0), (1 << W) - 1) for u in us]
+        fair = [rng.getrandbits(1) for _ in L]
+        small = run(agg, votes, us, fair)
+        coins = b"".join(int(u).to_bytes(W // 8, "big") for u in us)
+        agg.random_bytes = Script([coins, np.packbits(np.array(fair, dtype=np.uint8)).tobytes()])
+        big = agg.answers_from_counts(np.array(L, dtype=np.uint16))
+        assert small.tolist() == big.tolist()
 
 
-def test_thresholds_and_remainders_are_exact():
+def test_thresholds_are_exact():
     agg = BinarySampler(GAMMA)
+    assert agg.coins.bits == W and agg.coins.limbs == 2 and agg.coin_bytes == 16
     for l, g in enumerate(GAMMA):
-        if g == 1:
-            assert agg._always[l]
-            continue
-        assert not agg._always[l]
-        assert int(agg._threshold[l]) == threshold(g) == agg._threshold_list[l]
-        assert agg._remainder[l] == Fraction(g) * TWO64 - threshold(g)
+        assert Fraction(agg.coins.thresholds[l], 1 << W) == Fraction(g)
     assert agg.K == K and agg._half == 3
+    # a table whose values all end by 2^-64 draws 64 bits a coin
+    assert BinarySampler([1.0, 0.5, float(1 / 3), 0.85]).coin_bytes == 8
+    # the smallest subnormal needs 1074 bits: 17 limbs
+    tiny = FixedWidthCoins([5e-324, 1.0])
+    assert tiny.bits == 1088 and Fraction(tiny.thresholds[0], 1 << 1088) == Fraction(5e-324)
 
 
 def test_exact_bernoulli_reads_64_bits_per_round():

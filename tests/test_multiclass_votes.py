@@ -200,7 +200,9 @@ def test_two_classes_release_the_binary_pate_law_and_the_same_answers():
     for keep in (True, False):
         us = [threshold(GAMMA_L[x]) - 1 if keep else threshold(GAMMA_L[x]) + 1 for x in L]
         fair = [int(x < (KB + 1) // 2) for x in L]  # the fallback disagrees with the majority
-        binary.random_bytes = Script([u64(us), np.packbits(np.array(fair, dtype=np.uint8)).tobytes()])
+        assert binary.coin_bytes == 8  # the binary coin reads U as 8 big-endian bytes, the multi-class one native
+        coins = b"".join(int(u).to_bytes(8, "big") for u in us)
+        binary.random_bytes = Script([coins, np.packbits(np.array(fair, dtype=np.uint8)).tobytes()])
         chunks = [u64(us)] + ([] if keep else [u64(fair)])  # index among both classes: U mod 2
         mc.random_bytes = Script(chunks)
         assert mc(votes).tolist() == binary(votes).tolist()

@@ -12,7 +12,8 @@ Interactive-GNMax, per query with histogram n and the student's class probabilit
    on a tie), read off p alone; else ⊥ (written −1).
 
 The order of draws: the check noise of every query, then GNMax's class noise over the queries that passed
-(row-major), then its tie-breaking indices. Confident-GNMax and GNMax are
+(row-major), then its tie-breaking indices. The noise comes from pools drawn ahead
+(:func:`~darrm_opt.mechanisms.discrete_gaussian.noise_pool`; issue 33). Confident-GNMax and GNMax are
 :class:`~darrm_opt.mechanisms.samplers_gaussian.GnmaxSampler` on the histograms. Only the check's outcome
 (``answered``) and the labels leave this module; the ledger charges them
 (:func:`darrm_opt.ledger.data_dependent.record` for discrete noise: GNMax's q̃ at
@@ -33,7 +34,7 @@ from darrm_opt.privacy.data_dependent import (
     student_probabilities,
 )
 
-from .discrete_gaussian import DiscreteGaussian
+from .discrete_gaussian import noise_pool
 from .samplers import RandomBytes
 from .samplers_gaussian import ABSTAIN, GnmaxSampler
 
@@ -66,7 +67,7 @@ def draw_answers(policy: DataDependentPolicy, votes: object, random_bytes: Rando
                                "record answers but not draw them", None)
     p = student_probabilities(student, h.shape[0], policy.classes)
     i = interactive_check_statistic(h, p, policy.threshold, policy.K)  # type: ignore[arg-type]
-    z = DiscreteGaussian(policy.sigma1).sample(h.shape[0], random_bytes)  # type: ignore[arg-type]
+    z = noise_pool(policy.sigma1, random_bytes).sample(h.shape[0], random_bytes)  # type: ignore[arg-type]
     answered = i + z >= math.ceil(policy.threshold)  # type: ignore[arg-type]
     labels = np.full(h.shape[0], ABSTAIN, dtype=np.int64)
     teachers = GnmaxSampler(policy.K, policy.classes, policy.sigma, random_bytes)  # type: ignore[arg-type]

@@ -4,10 +4,15 @@ For each row of K votes (0/1): L = Σ votes, majority = 1{L ≥ (K+1)/2}; with p
 majority, otherwise a fair coin. Two coins per row, both from ``random_bytes`` (``os.urandom`` in the
 serving path; tests may inject a seeded source).
 
-The γ(L) coin is exact: a float64 γ is a dyadic rational, so Pr[keep] = γ is realised by comparing a
-uniform 64-bit integer U with T = ⌊γ·2^64⌋ (U < T: keep; U > T: not) and, in the 2^-64-probability event
-U = T, recursing on the remainder γ·2^64 − T with fresh bits. No rounding of γ ever reaches the output, so
-the released mechanism is exactly the certified one. γ = 1 always keeps the majority.
+The γ(L) coin is exact and drawn from a fixed number of random bits (:class:`FixedWidthCoins`): a float64
+γ is a dyadic rational, γ = T/2^W with T an integer once W is at least the position of its last binary
+digit (W ≤ 1074 + 53 for any float in [0, 1]). The table's W is the largest of its values' (a multiple of
+64, at least 64), so every row draws the same W bits U, uniform on {0..2^W − 1}, and keeps the majority
+iff U < T(L): Pr[keep] = T(L)/2^W = γ(L) exactly, and neither the number of bits nor the work that
+compares them depends on γ(L) or on the outcome (the comparison is one ``memcmp`` of W/8 bytes per row,
+the answer chosen without a branch). No rounding of γ ever reaches the output, so the released mechanism is
+exactly the certified one. (Issue 33: the coin used to draw 64 bits and recurse on a tie, short-cut γ = 1
+and branch on the outcome, which ``benchmarks/timing.py`` measured.)
 
 The serving path draws from :data:`system_random`: ``os.urandom`` read in 64 KiB blocks and handed out
 once each (two syscalls per request cost more than the rest of a one-row answer).
@@ -30,6 +35,8 @@ RandomBytes = Callable[[int], bytes]
 #: batches up to this many rows are answered without numpy
 SMALL = 32
 _TWO64 = 1 << 64
+#: what a 0/1 vote may be (one hash lookup a vote, the same for 0 and 1)
+_BITS = frozenset((0, 1))
 
 
 class SystemRandom:
@@ -62,6 +69,59 @@ class SystemRandom:
 system_random = SystemRandom()
 
 
+class FixedWidthCoins:
+    """Bernoulli(γ_j), exactly, for a fixed table of floats γ_j ∈ [0, 1], each coin from the same number of
+    random bytes (``nbytes`` = W/8) whatever j or the outcome.
+
+    γ_j = T_j / 2^W with T_j an integer (W: the largest position of a last binary digit in the table,
+    rounded up to a multiple of 64; at least 64). A coin reads W random bits as a big-endian integer U
+    (uniform on {0..2^W − 1}) and is 1 iff U < T_j, so Pr[1] = T_j/2^W = γ_j exactly.
+
+    One row (:meth:`one`): the W/8 bytes of U compared with a precomputed ``bytearray`` (Python's bytearray
+    comparison is one ``memcmp`` of the shorter length, then the lengths): T_j − 1 followed by one byte for
+    T_j ≥ 1 (U ≤ T_j − 1 ⟺ U < T_j; equal prefixes leave U the shorter, hence smaller), W/8 zero bytes for
+    T_j = 0 (U < 0 never). Every coin is that one ``memcmp`` of W/8 bytes. Many rows (:meth:`many`): U as
+    W/64 big-endian 64-bit limbs, compared limb by limb with T_j − 1 by the same numpy operations for every
+    row, and ANDed with T_j ≥ 1."""
+
+    def __init__(self, gamma: Sequence[float] | np.ndarray) -> None:
+        fracs = [Fraction(float(x)) for x in gamma]
+        if any(not 0 <= f <= 1 for f in fracs):
+            raise InvalidParameter("gamma", "must be values in [0, 1]")
+        last = max(f.denominator.bit_length() - 1 for f in fracs)  # γ·2^last is an integer for every γ
+        self.limbs = max(1, -(-last // 64))
+        self.nbytes = 8 * self.limbs
+        self.bits = 64 * self.limbs
+        self.thresholds = [f.numerator << (self.bits - (f.denominator.bit_length() - 1)) for f in fracs]  # T_j
+        assert all(Fraction(t, 1 << self.bits) == f for t, f in zip(self.thresholds, fracs))
+        self._below = [bytearray(self.nbytes) if t == 0 else bytearray((t - 1).to_bytes(self.nbytes, "big") + b"\0")
+                       for t in self.thresholds]
+        mask = (1 << 64) - 1
+        #: limb k (0: the most significant) of T_j − 1 (0 for T_j = 0), one array per limb, indexed by j
+        self._cols = [np.array([(max(t - 1, 0) >> (64 * (self.limbs - 1 - k))) & mask for t in self.thresholds],
+                               dtype=np.uint64) for k in range(self.limbs)]
+        self._some = np.array([t > 0 for t in self.thresholds])
+
+    def one(self, u: bytes, j: int) -> bool:
+        """The coin of γ_j from the ``nbytes`` bytes ``u``."""
+        return u < self._below[j]  # bytes < bytearray: bytearray's comparison, one memcmp
+
+    def many(self, u: bytes, j: np.ndarray) -> np.ndarray:
+        """The coins of γ_{j_i}, i = 0..n − 1, from ``nbytes``·n bytes ``u`` (row i's U at i·nbytes)."""
+        n = j.shape[0]
+        limbs = np.frombuffer(u, dtype=">u8", count=n * self.limbs).astype(np.uint64)
+        if self.limbs == 1:
+            le = limbs <= self._cols[0][j]
+        else:  # U ≤ T − 1, from the lowest limb up
+            limbs = limbs.reshape(n, self.limbs)
+            le = limbs[:, -1] <= self._cols[-1][j]
+            for k in range(self.limbs - 2, -1, -1):
+                u_k, t_k = limbs[:, k], self._cols[k][j]
+                le = (u_k < t_k) | ((u_k == t_k) & le)
+        le &= self._some[j]
+        return le
+
+
 def _exact_bernoulli(p: Fraction, random_bytes: RandomBytes) -> bool:
     """True with probability exactly ``p`` (a dyadic rational in [0, 1)), 64 fresh bits at a time."""
     while p > 0:
@@ -87,16 +147,11 @@ class BinarySampler:
             g[self.K // 2] = 0.0
         self.gamma = g
         self.random_bytes = random_bytes
-        fracs = [Fraction(float(x)) for x in g]
-        self._always = np.array([f == 1 for f in fracs])
-        # thresholds T(l) = ⌊γ(l)·2^64⌋ (< 2^64 since γ < 1 where used) and the exact remainders
-        self._threshold = np.array(
-            [0 if f == 1 else int(f * _TWO64) for f in fracs], dtype=np.uint64
-        )
-        self._remainder = [Fraction(0) if f == 1 else f * _TWO64 - int(f * _TWO64) for f in fracs]
-        self._always_list = self._always.tolist()
-        self._threshold_list = [int(t) for t in self._threshold]
+        self.coins = FixedWidthCoins(g)
+        #: random bytes of one row's γ coin (the same for every row of this table)
+        self.coin_bytes = self.coins.nbytes
         self._half = (self.K + 1) // 2
+        self._majority = [int(L >= self._half) for L in range(self.K + 1)]
 
     def __call__(self, votes: np.ndarray | Sequence[Sequence[int]]) -> np.ndarray:
         """Answers (uint8 0/1, one per row) for ``votes`` of shape (rows, K) with entries 0/1."""
@@ -105,7 +160,9 @@ class BinarySampler:
     def prepare(self, votes: np.ndarray | Sequence[Sequence[int]]) -> list[int] | np.ndarray:
         """The vote counts L of ``votes`` (rows, K) of 0/1, checked (InvalidParameter naming ``votes``); no
         coin is drawn. Up to ``SMALL`` rows are counted in plain Python: a numpy call on a tiny array costs
-        more than the arithmetic, and each one that releases the GIL lets the server's other threads in."""
+        more than the arithmetic, and each one that releases the GIL lets the server's other threads in. Each
+        vote is checked by one set lookup (the same work for a 0 as for a 1: the time does not count the
+        ones)."""
         if isinstance(votes, np.ndarray) and votes.ndim != 2:
             raise InvalidParameter("votes", f"must be a 2-D array of rows of K = {self.K} votes (got "
                                    f"{votes.ndim} dimension(s))")
@@ -115,7 +172,11 @@ class BinarySampler:
             for row in rows:
                 if not isinstance(row, (list, tuple, np.ndarray)) or len(row) != self.K:
                     raise InvalidParameter("votes", f"must be rows of K = {self.K} votes")
-                if not all(x == 0 or x == 1 for x in row):
+                try:
+                    valid = all([x in _BITS for x in row])
+                except TypeError:  # an unhashable entry
+                    valid = False
+                if not valid:
                     raise InvalidParameter("votes", "every vote must be 0 or 1")
                 counts.append(int(sum(row)))
             return counts
@@ -141,35 +202,29 @@ class BinarySampler:
         return self.answers_from_counts(prepared)
 
     def _answers_small(self, counts: list[int]) -> bytes:
-        """Algorithm 1 for a few vote counts, with the same exact coins as :meth:`answers_from_counts`."""
+        """Algorithm 1 for a few vote counts, with the same exact coins as :meth:`answers_from_counts`: one
+        read of ``coin_bytes`` per row then one fair bit per row (the lowest bit of the first byte first), the
+        coin by :meth:`FixedWidthCoins.one`, the answer picked without a branch on the coin."""
         n = len(counts)
-        coins = self.random_bytes(8 * n + (n + 7) // 8)
-        fair = int.from_bytes(coins[8 * n :], "little")
+        w = self.coin_bytes
+        coins = self.random_bytes(w * n + (n + 7) // 8)
+        fair = int.from_bytes(coins[w * n :], "little")
+        one, majority = self.coins.one, self._majority
         out = bytearray(n)
         for i, L in enumerate(counts):
-            if self._always_list[L]:
-                keep = True
-            else:
-                u = int.from_bytes(coins[8 * i : 8 * i + 8], "little")
-                t = self._threshold_list[L]
-                keep = u < t or (u == t and _exact_bernoulli(self._remainder[L], self.random_bytes))
-            out[i] = (L >= self._half) if keep else (fair >> i) & 1
+            keep = one(coins[w * i : w * i + w], L)
+            f = (fair >> i) & 1
+            out[i] = f ^ ((majority[L] ^ f) & keep)  # the majority if kept, else the fair bit
         return bytes(out)
 
     def answers_from_counts(self, L: np.ndarray) -> np.ndarray:
-        """Answers for vote counts L (0..K), the core of Algorithm 1."""
+        """Answers for vote counts L (0..K), the core of Algorithm 1: ``coin_bytes`` per row for the coins
+        (one read, row order), then the fair bits (one read, ``np.packbits`` order)."""
         n = L.shape[0]
         if n == 0:
             return np.zeros(0, dtype=np.uint8)
         majority = L >= self._half
-        u = np.frombuffer(self.random_bytes(8 * n), dtype=np.uint64, count=n)
-        t = self._threshold[L]
-        keep = u < t
-        always = self._always[L]
-        keep |= always
-        ties = np.flatnonzero((u == t) & ~always)
-        for i in ties:  # probability 2^-64 per row
-            keep[i] = _exact_bernoulli(self._remainder[int(L[i])], self.random_bytes)
+        keep = self.coins.many(self.random_bytes(self.coin_bytes * n), np.asarray(L, dtype=np.intp))
         fair = np.unpackbits(np.frombuffer(self.random_bytes((n + 7) // 8), dtype=np.uint8), count=n)
         return np.where(keep, majority.view(np.uint8), fair).astype(np.uint8, copy=False)
 
@@ -197,12 +252,12 @@ def uniform_rejection(C: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def uniform_indices(size: np.ndarray, all_kept: np.ndarray, limit: np.ndarray,
-                    random_bytes: RandomBytes) -> np.ndarray:
-    """Uniform{0..size_i − 1} per row (0 without a draw where size_i = 1), by rejection sampling of 64-bit
-    integers against the tables of :func:`uniform_rejection` (8 bytes per pending row per round, in row
-    order)."""
+                    random_bytes: RandomBytes, *, every_row: bool = False) -> np.ndarray:
+    """Uniform{0..size_i − 1} per row (0 without a draw where size_i = 1, unless ``every_row``: then every row
+    draws, whatever its size), by rejection sampling of 64-bit integers against the tables of
+    :func:`uniform_rejection` (8 bytes per pending row per round, in row order)."""
     out = np.zeros(size.shape[0], dtype=np.int64)
-    todo = np.flatnonzero(size > 1)
+    todo = np.arange(size.shape[0]) if every_row else np.flatnonzero(size > 1)
     while todo.size:
         u = np.frombuffer(random_bytes(8 * todo.size), dtype=np.uint64, count=todo.size)
         s = size[todo]

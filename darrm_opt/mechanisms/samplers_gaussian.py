@@ -6,6 +6,12 @@ per class, the noisy maxima, and a uniform choice among them (rejection-sampled 
 comes from ``random_bytes`` (the CSPRNG of :mod:`darrm_opt.mechanisms.samplers`), through the exact
 samplers of :mod:`darrm_opt.mechanisms.discrete_gaussian`; the order of draws: the threshold noise of all
 rows, then the class noise row-major over the answered rows, then the tie-breaking indices.
+
+Against timing (issue 33): the noise comes from pools drawn ahead
+(:func:`~darrm_opt.mechanisms.discrete_gaussian.noise_pool`: a request takes samples drawn before it, so the
+rejection samplers' work on its values is not in its time), and a tie-breaking index is drawn for every
+answered row, a tie or not (a top set of one takes index 0 of it), so whether the noisy counts tied does not
+change the work either.
 """
 
 from __future__ import annotations
@@ -17,7 +23,7 @@ import numpy as np
 
 from darrm_opt.errors import InvalidParameter
 
-from .discrete_gaussian import DiscreteGaussian
+from .discrete_gaussian import noise_pool
 from .samplers import (
     LabelSampler,
     RandomBytes,
@@ -40,8 +46,8 @@ class GnmaxSampler(LabelSampler):
     def __init__(self, K: int, C: int, sigma: float, random_bytes: RandomBytes = system_random, *,
                  threshold: float | None = None, sigma1: float | None = None) -> None:
         self.K, self.C = int(K), int(C)
-        self.noise = DiscreteGaussian(sigma)
-        self.check = None if threshold is None else (float(threshold), DiscreteGaussian(float(sigma1)))  # type: ignore[arg-type]
+        self.noise = noise_pool(sigma, random_bytes)
+        self.check = None if threshold is None else (float(threshold), noise_pool(float(sigma1), random_bytes))  # type: ignore[arg-type]
         self.random_bytes = random_bytes
         self.dtype = np.int16
         self._all_kept, self._limit = uniform_rejection(self.C)
@@ -75,7 +81,7 @@ class GnmaxSampler(LabelSampler):
             top = v == v.max(axis=1, keepdims=True)
             tops.append(top)
             sizes[lo : lo + r.size] = top.sum(axis=1)
-        index = uniform_indices(sizes, self._all_kept, self._limit, self.random_bytes)
+        index = uniform_indices(sizes, self._all_kept, self._limit, self.random_bytes, every_row=True)
         for i, lo in enumerate(range(0, rows.size, step)):
             top = tops[i]
             rank = np.cumsum(top, axis=1) - 1

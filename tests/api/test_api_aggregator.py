@@ -96,8 +96,9 @@ def _stream(chunks):
     return lambda n: next(it)
 
 
-def test_coin_is_exact_at_the_64_bit_tie():
-    """U = ⌊γ·2^64⌋ exactly: fresh bits compared with the remainder decide (probability exactly γ)."""
+def test_coin_is_exact_past_64_bits():
+    """γ·2^64 has a fractional part: the coin reads W = 128 bits for every row (issue 33: a fixed width, no
+    recursion) and keeps iff U < γ·2^128 exactly, decided in the low limb when the high limbs agree."""
     from fractions import Fraction
 
     gamma = 0.3 / 2**20  # γ·2^64 has a fractional part
@@ -107,21 +108,24 @@ def test_coin_is_exact_at_the_64_bit_tie():
     assert 0 < rem < 1
     r = rem * 2**64
     t2 = r.numerator // r.denominator
-    assert _exact_bernoulli(rem, _stream([(t2 - 1).to_bytes(8, "little")])) is True
+    assert _exact_bernoulli(rem, _stream([(t2 - 1).to_bytes(8, "little")])) is True  # still serves top-2 / CKS
     assert _exact_bernoulli(rem, _stream([(t2 + 1).to_bytes(8, "little")])) is False
+    T = Fraction(gamma) * 2**128
+    assert T.denominator == 1 and T == t * 2**64 + t2  # two limbs hold γ exactly
+    T = int(T)
     one = np.array([1], dtype=np.uint16)  # K = 1, L = 1: the majority is 1
-    keep = BinarySampler([gamma, gamma], _stream([t.to_bytes(8, "little"), (t2 - 1).to_bytes(8, "little"), b"\x00"]))
-    assert keep.answers_from_counts(one).tolist() == [1]
-    coin = BinarySampler([gamma, gamma], _stream([t.to_bytes(8, "little"), (t2 + 1).to_bytes(8, "little"), b"\x00"]))
-    assert coin.answers_from_counts(one).tolist() == [0]  # the fair coin's bit
-    below = BinarySampler([gamma, gamma], _stream([(t - 1).to_bytes(8, "little"), b"\x00"]))
-    assert below.answers_from_counts(one).tolist() == [1]
-    # the plain-Python path for small batches draws the same coins (one block: 8 bytes per row + fair bits)
-    keep = BinarySampler([gamma, gamma], _stream([t.to_bytes(8, "little") + b"\x00", (t2 - 1).to_bytes(8, "little")]))
-    assert keep([[1]]).tolist() == [1]
-    coin = BinarySampler([gamma, gamma], _stream([t.to_bytes(8, "little") + b"\x00", (t2 + 1).to_bytes(8, "little")]))
-    assert coin([[1]]).tolist() == [0]
-    above = BinarySampler([gamma, gamma], _stream([(t + 1).to_bytes(8, "little") + b"\x01"]))
+
+    def u(x: int) -> bytes:
+        return x.to_bytes(16, "big")
+
+    for x, kept in ((T - 1, True), (T, False), (T + 1, False), (t * 2**64, True), ((t + 1) * 2**64 - 1, False)):
+        agg = BinarySampler([gamma, gamma], _stream([u(x), b"\x00"]))
+        assert agg.coin_bytes == 16
+        assert agg.answers_from_counts(one).tolist() == [int(kept)]  # not kept: the fair coin's 0
+        # the plain-Python path for small batches draws the same coins (one read: 16 bytes per row + fair bits)
+        agg = BinarySampler([gamma, gamma], _stream([u(x) + b"\x00"]))
+        assert agg([[1]]).tolist() == [int(kept)]
+    above = BinarySampler([gamma, gamma], _stream([u(T + 1) + b"\x01"]))
     assert above([[1]]).tolist() == [1]  # not kept: the fair coin's bit, 1 here
 
 
