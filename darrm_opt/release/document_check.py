@@ -289,7 +289,7 @@ def _gaussian_form(r: Recheck) -> dict:
     try:
         cal = calibrate(r.get("calibration.queries"), r.get("calibration.epsilon"), r.get("calibration.delta"),
                         K=p.K, radius=p.radius, dim=p.dim)
-    except InvalidParameter as exc:
+    except (InvalidParameter, TypeError, ValueError) as exc:
         raise TableFileError(f"{r.source}: its calibration cannot be made again: {exc}") from None
     return gaussian_document(gaussian_mean_table(cal.params), cal)
 
