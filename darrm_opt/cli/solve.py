@@ -147,11 +147,10 @@ def _output(params, sol, base, fmt: OutputFormat, t0: float, executor, reporter,
     """The JSON document (with the table's privacy profile) or the table view (printed columns certified)."""
     if fmt is OutputFormat.json:
         from darrm_opt.privacy.profile import privacy_profile
+        from darrm_opt.release.documents import darrm_solve_document
 
         reporter.phase("computing the privacy profile")
         known = (sol.certificate, sol.sweep) if sol.sweep is not None else None  # the optimiser's last sweep
-        from darrm_opt.release.documents import darrm_solve_document
-
         profile = privacy_profile(params, sol.gamma, executor=executor, progress=reporter, certified=known)
         doc = darrm_solve_document(params, sol, base, time.perf_counter() - t0, profile, teachers.value)
         return json.dumps(doc, indent=2)
@@ -172,6 +171,7 @@ def _setting_lines(params, base, teachers) -> str:
 
 def _table_text(params, sol, base, seconds: float, executor, reporter) -> str:
     from darrm_opt.cli.render import render_gamma_table
+    from darrm_opt.release.documents import solve_errors
     from darrm_opt.release.table_file import certified_decimals
 
     progress = reporter.certify_progress
@@ -186,7 +186,5 @@ def _table_text(params, sol, base, seconds: float, executor, reporter) -> str:
         else:
             columns[label] = ["—"] * (params.K + 1)
     labels = dict(zip(["opt", *(k for k, _ in BASELINES)], columns))
-    from darrm_opt.release.documents import solve_errors
-
     errors = {labels[k]: v for k, v in solve_errors(params, sol, base).items()}
     return render_gamma_table(params, columns, errors, cert, seconds, sol.solver, sol.mode)
