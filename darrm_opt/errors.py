@@ -64,6 +64,17 @@ class TableFileError(DarrmError):
     exit_code = 2
 
 
+class TableFileMismatch(DarrmError):
+    """A table file states a value that differs from the one recomputed for its table (``verify`` accepts a
+    file only as darrm-opt writes it): ``field`` names it (dotted, e.g. ``certificate.epsilon0``)."""
+
+    exit_code = 1
+
+    def __init__(self, message: str, field: str = "") -> None:
+        self.field = field
+        super().__init__(message)
+
+
 class BudgetExceeded(DarrmError):
     """A batch of answers does not fit in a ledger's budget: nothing was released.
 

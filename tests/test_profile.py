@@ -102,7 +102,10 @@ def test_roundtrip_and_tampering(k11):
 
 
 def _table_file(tmp_path, params, gamma, profile_dict):
-    doc = {**params.canonical(), "gamma": list(gamma), "privacy_profile": profile_dict}
+    """The table file darrm-opt writes for (params, gamma) (``table_document``), holding ``profile_dict``."""
+    from darrm_opt.mechanisms import certify_table, table_document
+
+    doc = {**table_document(certify_table(params, gamma, profile=False)), "privacy_profile": profile_dict}
     path = tmp_path / "t.json"
     path.write_text(json.dumps(doc))
     return path

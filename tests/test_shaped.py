@@ -272,13 +272,12 @@ def _cli(*args):
 def test_verify_and_aggregate_a_shaped_table_with_a_ledger(tmp_path):
     import json
 
-    from darrm_opt.mechanisms import document_header
+    from darrm_opt.mechanisms import table_document
 
     Q = 10
     offer = mechanism("darrm-pate-shaped").plan(Job(20, Q, 1.0, 1e-5))
     table = offer.table
-    doc = {**document_header(table.params), **table.params.canonical(), "gamma": list(table.gamma),
-           "certificate": table.certificate_dict(), "privacy_profile": table.profile.to_dict()}
+    doc = table_document(table)  # the table file darrm-opt writes (verify accepts no other)
     path = tmp_path / "shaped.json"
     path.write_text(json.dumps(doc))
     res = _cli("verify", str(path), "--format", "json")

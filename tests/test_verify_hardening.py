@@ -4,7 +4,9 @@ Unreadable files (a 400-digit integer inside γ, non-UTF-8 bytes, NaN, deep nest
 parameters exit 2 with one line naming the problem, never a traceback; exactly tight tables (γ_DSub,
 γ ≡ 1 at K = 3, m = 2) are proven exact ties and certify; a table whose tie is below what 320-digit interval
 arithmetic resolves (and no exact tie) is refused (exit 1) with a plain explanation, and the shrink it
-proposes really certifies.
+proposes really certifies. The files that must verify are written as darrm-opt writes them
+(:func:`darrm_opt.mechanisms.table_document`: verify accepts no other, issue 33); the ones it refuses for
+their maths are bare tables, refused for the maths before their form is looked at.
 """
 
 from __future__ import annotations
@@ -17,7 +19,9 @@ from pathlib import Path
 
 import pytest
 
+from darrm_opt.mechanisms import certify_table, table_document
 from darrm_opt.model.baselines import gamma_dsub
+from darrm_opt.model.params import Params
 
 # slow tier: every test runs `darrm-opt verify` in a fresh interpreter (one to three each)
 pytestmark = pytest.mark.slow
@@ -64,7 +68,12 @@ def test_unreadable_files_exit_2_with_one_line(tmp_path, name, raw, needles):
     _one_error_line(verify(f), str(f.name), *needles)
 
 
-COMPLETE = {"K": 3, "m": 2, **PURE, "gamma": [0.5] * 4}
+def written(K: int, m: float, gamma: list[float], **privacy: float) -> dict:
+    """The table file darrm-opt writes for this table (certified, with its privacy profile)."""
+    return table_document(certify_table(Params(K=K, m=m, **privacy), gamma))
+
+
+COMPLETE = written(3, 2, [0.5] * 4, **PURE)
 
 
 @pytest.fixture(scope="module")
@@ -97,7 +106,7 @@ def test_missing_privacy_parameters_are_named_never_defaulted(tmp_path, complete
 @pytest.mark.parametrize("eps", [0.1, 0.3])
 def test_exactly_tight_tables_certify_as_exact_ties(tmp_path, K, m, gamma, eps):
     f = tmp_path / "tight.json"
-    f.write_text(json.dumps({"K": K, "m": m, **PURE, "epsilon": eps, "gamma": gamma}))
+    f.write_text(json.dumps(written(K, m, gamma, **{**PURE, "epsilon": eps})))
     r = verify(f)
     assert r.returncode == 0 and "CERTIFIED" in r.stdout, (r.stdout, r.stderr)
     assert "Traceback" not in r.stderr and "not certified" not in r.stderr
@@ -116,7 +125,7 @@ def test_a_tie_that_cannot_be_proven_is_explained_and_refused(tmp_path):
     assert "[0, 0, 1, 2, 0, 0, 0, 0]" in r.stderr and "NOT CERTIFIED" in r.stdout and "VIOLATED" not in r.stdout
     assert "(1 - 1e-12) certifies" in r.stderr
     shrunk = tmp_path / "shrunk.json"
-    shrunk.write_text(json.dumps({**doc, "gamma": [1.0 - 1e-12] * 4}))
+    shrunk.write_text(json.dumps(written(3, 2, [1.0 - 1e-12] * 4, epsilon=0.3, teacher_delta=5e-324, delta=1e-323)))
     ok = verify(shrunk)
     assert ok.returncode == 0 and "CERTIFIED" in ok.stdout
 

@@ -38,9 +38,10 @@ def gaussian(
     import numpy as np
 
     from darrm_opt.errors import TableFileError
-    from darrm_opt.mechanisms import document_header, mechanism
+    from darrm_opt.mechanisms import mechanism
     from darrm_opt.mechanisms.gaussian_mean import gaussian_mean_table
     from darrm_opt.privacy.gaussian_mean import calibrate
+    from darrm_opt.release.documents import gaussian_document
 
     with handle_errors():
         lam = None
@@ -52,11 +53,7 @@ def gaussian(
         cal = calibrate(queries, epsilon, delta, K=K, radius=radius, dim=dim, eigenvalues=lam)
         table = gaussian_mean_table(cal.params)
         if fmt is OutputFormat.json:
-            doc = {**document_header(table.params), **table.params.canonical(), "teachers": table.teachers,
-                   "id": table.id, "sigma": table.params.sigma, "certificate": table.certificate_dict(),
-                   "privacy_profile": table.profile.to_dict() if table.profile else None,
-                   "calibration": cal.to_dict()}
-            write_output(json.dumps(doc, indent=2), out)
+            write_output(json.dumps(gaussian_document(table, cal), indent=2), out)
             return
         m = mechanism(table.kind)
         lines = [f"{m.summary}: {m.describe(table.params)}", m.verdict_line(table.params, table.certificate),

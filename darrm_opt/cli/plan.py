@@ -145,15 +145,12 @@ class _PlanProgress(ProgressReporter):
 
 def plan_document(result, baselines: bool, teachers=Teachers.shared) -> dict:
     """The document ``solve --format json`` writes for the chosen (m, δ) (baselines, certificates, errors,
-    privacy profile, setting), plus ``plan``."""
-    from darrm_opt.cli.solve import setting_document
-    from darrm_opt.cli.solve import solve_document as solve_doc
+    privacy profile, setting), plus ``plan`` (:func:`darrm_opt.release.documents.plan_document`)."""
+    from darrm_opt.release import documents
     from darrm_opt.release.table_file import baseline_tables
 
     base = baseline_tables(result.params) if baselines else {}
-    doc = solve_doc(result.params, result.solution, base, result.seconds)
-    return {**doc, "privacy_profile": result.profile.to_dict(), **setting_document(result.params, base, teachers),
-            "plan": result.plan_dict()}
+    return documents.plan_document(result, base, teachers.value)
 
 
 def _table_text(result) -> str:
@@ -176,8 +173,9 @@ def _job_plan(K, epsilon, teacher_delta, queries, budget, prior, solver, fmt, qu
     """Every mechanism's offer for the job (``plan_job``), the most accurate that ``accounting`` allows
     chosen: its table document plus ``mechanism``, ``epsilon_spent``, σ or γ, ``alternatives`` (JSON), or a
     summary (table)."""
-    from darrm_opt.mechanisms import plan_job, table_document
+    from darrm_opt.mechanisms import plan_job
     from darrm_opt.planning.job import Job
+    from darrm_opt.release.documents import job_plan_document
 
     budget_epsilon, budget_delta = number_pair(budget, "budget")
     job = Job(K=K, queries=queries, budget_epsilon=budget_epsilon, budget_delta=budget_delta,
@@ -192,13 +190,7 @@ def _job_plan(K, epsilon, teacher_delta, queries, budget, prior, solver, fmt, qu
 
     best, offers, refused = plan_job(job, progress, kinds)
     if fmt is OutputFormat.json:
-        doc = {**table_document(best.table), **best.summary(), "data_independent_epsilon": best.worst_case_epsilon,
-               **best.details,
-               "plan": {"job": job.canonical(), "teachers": job.teachers, "queries": job.queries,
-                        "budget_epsilon": job.budget_epsilon, "budget_delta": job.budget_delta,
-                        "spent_epsilon": best.epsilon_spent, "seconds": best.seconds},
-               "alternatives": [o.to_dict() for o in offers if o is not best], "refused": refused}
-        return json.dumps(doc, indent=2)
+        return json.dumps(job_plan_document(best, offers, refused, job), indent=2)
     lines = [f"plan: {queries} answers of K={K} teachers ({'0/1 votes' if classes is None else f'{classes} classes'}, "
              f"{teachers.value}, prior {prior}) within (ε={budget_epsilon:g}, δ={budget_delta:g}), "
              f"accounting {accounting}",

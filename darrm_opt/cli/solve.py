@@ -12,8 +12,8 @@ import typer
 
 from darrm_opt.cli.common import ProgressReporter, handle_errors, write_output
 from darrm_opt.cli.options import Mode, OutputFormat, Teachers, dask_executor
+from darrm_opt.release.documents import BASELINES
 
-BASELINES = (("sub", "γ_Sub"), ("dsub", "γ_DSub"), ("const", "γ_const"), ("const_opt", "γ_const_opt"))
 #: decimals of the table view
 DECIMALS = 6
 
@@ -147,64 +147,31 @@ def _output(params, sol, base, fmt: OutputFormat, t0: float, executor, reporter,
     """The JSON document (with the table's privacy profile) or the table view (printed columns certified)."""
     if fmt is OutputFormat.json:
         from darrm_opt.privacy.profile import privacy_profile
+        from darrm_opt.release.documents import darrm_solve_document
 
         reporter.phase("computing the privacy profile")
         known = (sol.certificate, sol.sweep) if sol.sweep is not None else None  # the optimiser's last sweep
         profile = privacy_profile(params, sol.gamma, executor=executor, progress=reporter, certified=known)
-        doc = solve_document(params, sol, base, time.perf_counter() - t0)
-        doc = {**doc, "privacy_profile": profile.to_dict(), **setting_document(params, base, teachers)}
+        doc = darrm_solve_document(params, sol, base, time.perf_counter() - t0, profile, teachers.value)
         return json.dumps(doc, indent=2)
     reporter.phase("certifying the printed columns")
     text = _table_text(params, sol, base, time.perf_counter() - t0, executor, reporter)
     return text + _setting_lines(params, base, teachers)
 
 
-def setting_document(params, base, teachers) -> dict:
-    from darrm_opt.model.neighbours import setting_note
-
-    return {"setting": setting_note(teachers.value, params.epsilon, params.teacher_delta).to_dict(),
-            "baseline_unavailable": {k: base[k].reason for k, _ in BASELINES if k in base and not base[k]}}
-
-
 def _setting_lines(params, base, teachers) -> str:
-    doc = setting_document(params, base, teachers)
+    from darrm_opt.release.documents import setting_document
+
+    doc = setting_document(params, base, teachers.value)
     lines = [f"— {dict(BASELINES)[k]} unavailable: {why}" for k, why in doc["baseline_unavailable"].items()]
     if teachers is not Teachers.shared:
         lines.append(f"teachers: {teachers.value}: {doc['setting']['note']}")
     return "".join(line + "\n" for line in lines)
 
 
-def _errors(params, sol, base) -> dict:
-    from darrm_opt.model.objective import expected_error
-
-    errors = {"opt": sol.expected_error}
-    for k, _ in BASELINES:
-        errors[k] = expected_error(base[k].gamma, params.prior) if base.get(k) else None
-    return errors
-
-
-def solve_document(params, sol, base, seconds: float) -> dict:
-    from darrm_opt.mechanisms import document_header
-
-    return {
-        **document_header(params),
-        **params.canonical(),
-        "solver": sol.solver,
-        "mode": sol.mode,
-        "gamma": list(sol.gamma),
-        "certificate": sol.certificate.to_dict(),
-        "baselines": {k: (list(base[k].gamma) if base.get(k) else None) for k, _ in BASELINES},
-        "baseline_certificates": {k: (base[k].certificate.to_dict() if base.get(k) else None) for k, _ in BASELINES},
-        "expected_error": _errors(params, sol, base),
-        "iterations": sol.iterations,
-        "active_constraints": sol.active_constraints,
-        "objective_gap": sol.objective_gap,
-        "seconds": seconds,
-    }
-
-
 def _table_text(params, sol, base, seconds: float, executor, reporter) -> str:
     from darrm_opt.cli.render import render_gamma_table
+    from darrm_opt.release.documents import solve_errors
     from darrm_opt.release.table_file import certified_decimals
 
     progress = reporter.certify_progress
@@ -219,5 +186,5 @@ def _table_text(params, sol, base, seconds: float, executor, reporter) -> str:
         else:
             columns[label] = ["—"] * (params.K + 1)
     labels = dict(zip(["opt", *(k for k, _ in BASELINES)], columns))
-    errors = {labels[k]: v for k, v in _errors(params, sol, base).items()}
+    errors = {labels[k]: v for k, v in solve_errors(params, sol, base).items()}
     return render_gamma_table(params, columns, errors, cert, seconds, sol.solver, sol.mode)

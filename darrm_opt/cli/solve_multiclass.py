@@ -26,6 +26,7 @@ def solve_multiclass_command(
     from darrm_opt.model.multiclass import MulticlassParams, MulticlassPrior
     from darrm_opt.optimize.multiclass import solve_multiclass
     from darrm_opt.privacy.pair_profile import multiclass_profile
+    from darrm_opt.release.documents import multiclass_comparison, multiclass_solve_document
 
     t0 = time.perf_counter()
     if (teachers or "disjoint-nonprivate") not in TEACHERS:
@@ -35,32 +36,14 @@ def solve_multiclass_command(
     params = MulticlassParams(K=K, C=classes, epsilon=target_epsilon, delta=0.0 if delta is None else delta,
                               prior=MulticlassPrior.parse(prior))
     sol = solve_multiclass(params, solver=solver)
-    comparison = _comparison(params, sol) if baselines else None
+    comparison = multiclass_comparison(params, sol.expected_error) if baselines else None
     if fmt is OutputFormat.json:
         profile = multiclass_profile(params, sol.gamma)  # exact δ(ε′) for every ε′, for exact composition
-        from darrm_opt.mechanisms import document_header
-
-        doc = {**document_header(params), **sol.to_dict(), "privacy_profile": profile.to_dict(),
-               "comparison": comparison, "seconds": time.perf_counter() - t0}
+        doc = multiclass_solve_document(params, sol, profile, comparison, time.perf_counter() - t0)
         text = json.dumps(doc, indent=2)
     else:
         text = _table_text(params, sol, comparison, time.perf_counter() - t0)
     write_output(text, out)
-
-
-def _comparison(params, sol) -> dict:
-    """Expected errors (1 − accuracy) of DaRRM and of GNMax calibrated to the same per-answer (ε, δ)."""
-    from darrm_opt.experiments.multiclass_compare import calibrate_gaussian_sigma, gnmax_error, rdp_sigma
-
-    sigma = calibrate_gaussian_sigma(params.epsilon, params.delta)
-    return {
-        "darrm_error": sol.expected_error,
-        "gnmax_error": gnmax_error(params.K, params.C, sigma, params.prior) if sigma is not None else None,
-        "gnmax_sigma": sigma,
-        "gnmax_sigma_rdp": rdp_sigma(params.epsilon, params.delta),
-        "gnmax_calibration": "exact Gaussian-mechanism curve (Balle & Wang 2018), sensitivity sqrt(2)"
-        if sigma is not None else "none: no Gaussian mechanism is pure DP (delta = 0)",
-    }
 
 
 def _table_text(params, sol, comparison: dict | None, seconds: float) -> str:

@@ -28,24 +28,16 @@ def pate_document(K: int, target_epsilon: float | None, delta: float | None, pri
     return params, sol, cal
 
 
-def _gnmax_dict(params, cal) -> dict:
-    from darrm_opt.model.objective import expected_error
-    from darrm_opt.privacy.gnmax import gnmax_gamma
-
-    g = gnmax_gamma(params.K, cal.sigma)
-    return {"sigma": cal.sigma, "calibration": cal.method, "gamma": list(map(float, g)),
-            "expected_error": expected_error(g, params.prior)}
-
-
 def pate_text(params, sol, cal, seconds: float) -> str:
     """The table view: γ_opt (certified as printed) and GNMax's γ at its exact calibration."""
     from rich.table import Table
 
     from darrm_opt.cli.render import fmt_error, recording_console
     from darrm_opt.optimize.pate_setting import certified_pair_decimals
+    from darrm_opt.release.documents import gnmax_dict
 
     shown, cert = certified_pair_decimals(params, sol.gamma, 6)
-    gn = _gnmax_dict(params, cal)
+    gn = gnmax_dict(params, cal)
     con = recording_console()
     con.print(f"DaRRM γ for K={params.K} non-private teachers on disjoint shards (PATE setting), each answer "
               f"(ε={params.epsilon:g}, δ={params.delta:.6g})-DP (prior {params.prior.spec}, solver {sol.solver}, "
@@ -74,10 +66,7 @@ def solve_pate_output(K: int, target_epsilon: float | None, delta: float | None,
     params, sol, cal = pate_document(K, target_epsilon, delta, prior, solver)
     if as_json:
         from darrm_opt.privacy.pair_profile import pate_profile
+        from darrm_opt.release.documents import pate_solve_document
 
-        profile = pate_profile(params, sol.gamma).to_dict()
-        from darrm_opt.mechanisms import document_header
-
-        return json.dumps({**document_header(params), **sol.to_dict(), "privacy_profile": profile,
-                           "gnmax": _gnmax_dict(params, cal)}, indent=2)
+        return json.dumps(pate_solve_document(params, sol, pate_profile(params, sol.gamma), cal), indent=2)
     return pate_text(params, sol, cal, time.perf_counter() - t0)

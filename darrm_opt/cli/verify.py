@@ -1,4 +1,4 @@
-"""``darrm-opt verify``: recompute the certificate of any γ table file."""
+"""``darrm-opt verify``: recompute the certificate of a table file and accept the file only as darrm-opt writes it."""
 
 from __future__ import annotations
 
@@ -23,36 +23,36 @@ if TYPE_CHECKING:  # pragma: no cover
 
 
 def verify(
-    file: Path = typer.Argument(..., help="a γ table JSON file (K, m, epsilon, teacher_delta, delta, gamma; or a "
-                                          "PATE table: teachers disjoint-nonprivate, K, epsilon, delta, gamma)"),
+    file: Path = typer.Argument(..., help="a table file darrm-opt wrote (solve, plan or gaussian --format json, "
+                                          "or the library's table document)"),
     fmt: OutputFormat = typer.Option(OutputFormat.table, "--format", help="table | json"),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress on stderr"),
     dask_scheduler: Optional[str] = typer.Option(None, "--dask-scheduler",
                                                  help="run sweeps on this Dask scheduler (tcp://HOST:PORT)"),
 ) -> None:
-    """Recompute the privacy certificate of any γ table; exit 1 if it violates the bound, or if a statement of
-    the file's privacy_profile (when present) is below the true privacy profile or cannot be proven.
+    """Recompute the privacy certificate of a table file darrm-opt wrote; exit 1 if it violates the bound, if a
+    statement of its privacy_profile is below the true privacy profile or cannot be proven, or if any value
+    it states differs from the one recomputed for its table (its certificate, id, expected error, kind, the ε
+    its planned answers spend, ...); exit 2 if it lacks a field darrm-opt writes, has one it does not write,
+    or states an unknown schema_version. A file is accepted only as darrm-opt writes it.
 
     \b
     Example:
       darrm-opt solve --K 11 --m 3 --format json --out t11.json
       darrm-opt verify t11.json
     """
-    from darrm_opt.mechanisms import mechanism_for
-    from darrm_opt.release.table_file import load_any_table, stored_profile
+    from darrm_opt.release.verify import verify_file
 
     with handle_errors():
-        params, gamma = load_any_table(file)
-        stored = stored_profile(file)
-        m = mechanism_for(params)
         reporter = ProgressReporter(quiet)
         executor = dask_executor(dask_scheduler)
         try:
-            cert = m.certify(params, gamma, executor=executor,
-                             progress=lambda d, t, w: reporter("certify-progress", done=d, total=t, worst=w))
-            check = None if stored is None else m.check_profile(params, gamma, stored, cert, executor=executor)
+            result = verify_file(file, executor=executor,
+                                 progress=lambda d, t, w: reporter("certify-progress", done=d, total=t, worst=w))
         finally:
             reporter.close()
+        m, params, gamma, cert, check = (result.mechanism, result.params, result.gamma, result.certificate,
+                                         result.profile_check)
         line = m.verdict_line(params, cert)
         if check is not None:
             line += f"\nstored privacy profile: {'valid' if check.valid else 'NOT PROVEN'}"

@@ -28,62 +28,19 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-import mpmath
 import numpy as np
 from numpy.polynomial.hermite_e import hermegauss
 from scipy import special
 
-from darrm_opt.errors import DarrmError
 from darrm_opt.model.multiclass import MulticlassPrior, normaliser
-
-#: Gauss–Hermite nodes for GNMax's accuracy integral.
-GH_NODES = 120
-
-
-def gaussian_delta(epsilon: float, sigma: float, sensitivity: float = math.sqrt(2.0)) -> float:
-    """Balle & Wang (2018) Thm. 8: the exact δ(ε) of the Gaussian mechanism with this L2 sensitivity."""
-    a, b = sensitivity / (2 * sigma), epsilon * sigma / sensitivity
-    return float(special.ndtr(a - b) - math.exp(epsilon) * special.ndtr(-a - b))
-
-
-def gaussian_delta_mp(epsilon: float, sigma: float, sensitivity: float = math.sqrt(2.0)) -> mpmath.mpf:
-    with mpmath.workdps(50):
-        s, e, d = mpmath.mpf(sigma), mpmath.mpf(epsilon), mpmath.sqrt(2) if sensitivity == math.sqrt(2.0) \
-            else mpmath.mpf(sensitivity)
-        a, b = d / (2 * s), e * s / d
-        return mpmath.ncdf(a - b) - mpmath.exp(e) * mpmath.ncdf(-a - b)
-
-
-def calibrate_gaussian_sigma(epsilon: float, delta: float) -> float | None:
-    """The smallest σ (to float resolution) for which GNMax's Gaussian release is (ε, δ)-DP exactly; None
-    for δ = 0 (no Gaussian mechanism is pure DP)."""
-    if delta <= 0:
-        return None
-    lo, hi = 1e-6, 1.0
-    while gaussian_delta(epsilon, hi) > delta:
-        hi *= 2.0
-    for _ in range(200):
-        mid = 0.5 * (lo + hi)
-        if gaussian_delta(epsilon, mid) > delta:
-            lo = mid
-        else:
-            hi = mid
-    sigma = hi
-    while gaussian_delta_mp(epsilon, sigma) > mpmath.mpf(delta):
-        sigma = math.nextafter(sigma, math.inf) * (1 + 1e-12)
-    return sigma
-
-
-def rdp_sigma(epsilon: float, delta: float) -> float | None:
-    """PATE's RDP calibration (Prop. 8 + Thm. 5), or None where it has none."""
-    if delta <= 0:
-        return None
-    from darrm_opt.privacy.gnmax import calibrate_gnmax_sigma
-
-    try:
-        return calibrate_gnmax_sigma(epsilon, delta, 1).sigma
-    except DarrmError:
-        return None
+from darrm_opt.privacy.gnmax_continuous import (  # noqa: F401  (moved below the release layer; re-exported)
+    GH_NODES,
+    calibrate_gaussian_sigma,
+    gaussian_delta,
+    gaussian_delta_mp,
+    gnmax_error,
+    rdp_sigma,
+)
 
 
 def gnmax_accuracy(K: int, C: int, sigma: float, prior: MulticlassPrior) -> float:
@@ -103,27 +60,6 @@ def gnmax_accuracy(K: int, C: int, sigma: float, prior: MulticlassPrior) -> floa
         coef = np.fft.irfft(np.fft.rfft(f, N, axis=1) ** (C - 1), N, axis=1)[:, n]
         total += Y[a] * float(wz @ coef)
     return total / Zn
-
-
-def gnmax_error(K: int, C: int, sigma: float, prior: MulticlassPrior) -> float:
-    """GNMax's expected error (C − 1)·Pr[GNMax = a given wrong class], without the 1 − accuracy
-    cancellation (the FFT powers are precise to ~1e-17 absolute):
-    condition on that class's count b and noise z; the true class contributes Y(x)Φ((b − x)/σ + z) and the
-    C − 2 others R(x)Φ((b − x)/σ + z)."""
-    Y, R = prior.count_pmfs(K, C)
-    z, wz = hermegauss(GH_NODES)
-    wz = wz / math.sqrt(2 * math.pi)
-    total = 0.0
-    for b in range(K + 1):
-        if R[b] == 0.0:
-            continue
-        n = K - b
-        x = np.arange(n + 1)
-        phi = special.ndtr((b - x)[None, :] / sigma + z[:, None])
-        N = 1 << max(1, int(math.ceil(math.log2((C - 1) * n + 1))))
-        spec = np.fft.rfft(Y[: n + 1] * phi, N, axis=1) * np.fft.rfft(R[: n + 1] * phi, N, axis=1) ** (C - 2)
-        total += R[b] * float(wz @ np.fft.irfft(spec, N, axis=1)[:, n])
-    return (C - 1) * total / normaliser(Y, R, K, C)
 
 
 def _max_law(K: int, C: int, Y: np.ndarray, R: np.ndarray) -> np.ndarray:

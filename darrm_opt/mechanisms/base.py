@@ -210,6 +210,36 @@ class Mechanism(ABC):
         data-dependent ledger with the offer's ``policy``; None where the kind has no such accounting."""
         return None
 
+    #: whether its offers are calibrated per answer (ε₀, δ₀): their spend is then the ledger's tightest bound
+    #: (the exact composition of the profile, or a generic composition of the (ε₀, δ₀) where smaller), and their
+    #: details state ε₀, δ₀ and the composition that gave the spend
+    per_answer_offers: ClassVar[bool] = False
+    #: the details its offers record about their search rather than their table (``verify`` checks their type
+    #: only: :data:`darrm_opt.release.document_check.RECORDED`)
+    search_details: ClassVar[tuple[str, ...]] = ()
+
+    def offer_spend(self, table: CertifiedTable, queries: int, budget_delta: float) -> Any:
+        """The ε that ``queries`` answers of ``table`` spend at ``budget_delta`` as this kind's data-independent
+        offers state it (:class:`darrm_opt.privacy.accounting.Spend`: ε, δ, method): the exact composition of
+        the table's privacy profile, or for ``per_answer_offers`` the ledger's tightest bound. ``verify``
+        recomputes a planned table's ``epsilon_spent`` with it."""
+        from darrm_opt.privacy import accounting
+
+        profiles = [(table.profile, queries)]
+        if not self.per_answer_offers:
+            return accounting.exact(profiles, budget_delta)
+        eps0, delta0 = self.per_answer(table.params)
+        return accounting.account([(eps0, delta0, queries)], budget_delta, profiles=profiles).spend
+
+    def offer_details(self, table: CertifiedTable, composition: str) -> dict[str, Any]:
+        """The figures a data-independent offer of ``table`` shows beside it (``Offer.details``) that the
+        table and the method of its spend (``composition``) determine: what the planners write and what
+        ``verify`` recomputes. The figures about the search itself (``search_details``) its planner adds."""
+        if not self.per_answer_offers:
+            return {}
+        eps0, delta0 = self.per_answer(table.params)
+        return {"epsilon0": eps0, "delta0": delta0, "composition": composition}
+
     def solve_size(self, params: Any) -> int:
         """How many privacy constraints a solve must check (the service's limits compare it)."""
         return 4 * params.K

@@ -141,8 +141,12 @@ class Darrm(Mechanism):
         r = plan(job.K, job.epsilon, job.teacher_delta, job.queries, job.budget_epsilon, job.budget_delta,
                  job.prior, solver=job.solver)
         table = self.table(r.params, r.solution.gamma, r.solution.certificate, job.teachers, r.profile)
-        return Offer(self.kind, table, r.expected_error, r.spent_epsilon, {"m": r.m, "delta": r.delta},
+        return Offer(self.kind, table, r.expected_error, r.spent_epsilon, self.offer_details(table, "exact"),
                      r.seconds)
+
+    def offer_details(self, table, composition: str) -> dict[str, Any]:  # noqa: ANN001
+        """The per-answer target the plan chose: m and δ."""
+        return {"m": table.params.m, "delta": float(table.params.delta)}
 
     def sampler(self, table, random_bytes):  # noqa: ANN001, ANN201
         from .samplers import BinarySampler

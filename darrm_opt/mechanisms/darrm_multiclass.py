@@ -20,6 +20,7 @@ from .base import Mechanism, SolveCostKey, Solved
 
 class DarrmMulticlass(Mechanism):
     kind = "darrm-multiclass"
+    per_answer_offers = True
     params_type = MulticlassParams
     settings = ("disjoint-nonprivate",)
     labels = True

@@ -34,6 +34,7 @@ class DarrmMulticlassShaped(Mechanism):
     planned_by_default = False
     params_type = ShapedMulticlassParams
     settings = ("disjoint-nonprivate",)
+    search_details = ("scales_tried",)
     labels = True
     summary = ("composition-shaped multi-class DaRRM (PATE setting): its privacy profile under a target curve, "
                "for many answers")
@@ -121,6 +122,12 @@ class DarrmMulticlassShaped(Mechanism):
 
         return MulticlassSampler(table.gamma, table.params.C, random_bytes)
 
+    def offer_details(self, table: Any, composition: str) -> dict[str, Any]:
+        """The calibrated shape: β, the target's scale, its slopes and their cap, and γ."""
+        p = table.params
+        return {"beta": p.beta, "target_scale": p.scale, "slopes": p.slopes, "slope_max": p.slope_max,
+                "gamma": list(table.gamma)}
+
     def plan(self, job: Any) -> Any:
         """The calibrated shaped multi-class table for a PATE-setting job with classes (None otherwise, or for
         K above ``max_K``): for each shape of PLAN_SHAPES the smallest scale whose Q answers compose within
@@ -139,4 +146,4 @@ class DarrmMulticlassShaped(Mechanism):
         sol = best.solution
         table = self.table(sol.params, sol.gamma, sol.certificate, "disjoint-nonprivate", best.profile)
         return Offer(self.kind, table, table.expected_error, best.epsilon_spent,
-                     {**best.details(), "gamma": list(table.gamma)}, best.seconds)
+                     {**self.offer_details(table, "exact"), "scales_tried": best.tried}, best.seconds)

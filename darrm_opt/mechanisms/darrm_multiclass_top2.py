@@ -24,6 +24,7 @@ from .darrm_multiclass import histogram_types_failure, histogram_types_verdict
 
 class DarrmMulticlassTop2(Mechanism):
     kind = "darrm-multiclass-top2"
+    per_answer_offers = True
     # at K = 250, C = 10, Q = 100, (2, 1e-5) its plan takes ~7 min and several GB (three LPs at ε₀ ≈ 0.05, where the
     # cutting planes need many rounds) for 2.2e-2 against GNMax's 4.0e-5 (benchmarks/multiclass_top2.py):
     # planned when asked for (plan --mechanism darrm-multiclass-top2)

@@ -32,6 +32,7 @@ def check_tie(K: int, gamma: np.ndarray) -> np.ndarray:
 
 class DarrmPate(Mechanism):
     kind = "darrm-pate"
+    per_answer_offers = True
     params_type = PateParams
     settings = ("disjoint-nonprivate",)
     summary = "DaRRM majority of 0/1 votes of non-private teachers on disjoint shards (PATE setting)"
@@ -103,8 +104,8 @@ class DarrmPate(Mechanism):
 
         r = plan_pate(job.K, job.queries, job.budget_epsilon, job.budget_delta, job.prior, solver=job.solver)
         table = self.table(r.params, r.solution.gamma, r.solution.certificate, job.teachers, r.profile)
-        return Offer(self.kind, table, r.expected_error, r.spent_epsilon,
-                     {"epsilon0": r.params.epsilon, "delta0": r.params.delta, "composition": r.method}, r.seconds)
+        return Offer(self.kind, table, r.expected_error, r.spent_epsilon, self.offer_details(table, r.method),
+                     r.seconds)
 
     def sampler(self, table, random_bytes):  # noqa: ANN001, ANN201
         from .samplers import BinarySampler

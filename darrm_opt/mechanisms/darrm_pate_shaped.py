@@ -31,6 +31,7 @@ class DarrmPateShaped(Mechanism):
     kind = "darrm-pate-shaped"
     params_type = ShapedPateParams
     settings = ("disjoint-nonprivate",)
+    search_details = ("scales_tried",)
     summary = ("composition-shaped DaRRM majority of 0/1 votes of non-private teachers (PATE setting): its privacy "
                "profile under a target curve, for many answers")
     max_K = 501  # a cutting-plane LP over 4K rows per slope
@@ -118,6 +119,12 @@ class DarrmPateShaped(Mechanism):
 
         return BinarySampler(table.gamma, random_bytes)
 
+    def offer_details(self, table: Any, composition: str) -> dict[str, Any]:
+        """The calibrated shape: β, the target's scale, its slopes and their cap, and γ."""
+        p = table.params
+        return {"beta": p.beta, "target_scale": p.scale, "slopes": p.slopes, "slope_max": p.slope_max,
+                "gamma": list(table.gamma)}
+
     def plan(self, job: Any) -> Any:
         """The calibrated shaped table for a binary PATE-setting job (None for other settings, class labels or
         K above ``max_K``): for each shape of PLAN_SHAPES the smallest scale whose Q answers compose within
@@ -136,4 +143,4 @@ class DarrmPateShaped(Mechanism):
         sol = best.solution
         table = self.table(sol.params, sol.gamma, sol.certificate, "disjoint-nonprivate", best.profile)
         return Offer(self.kind, table, table.expected_error, best.epsilon_spent,
-                     {**best.details(), "gamma": list(table.gamma)}, best.seconds)
+                     {**self.offer_details(table, "exact"), "scales_tried": best.tried}, best.seconds)

@@ -28,7 +28,7 @@ import numpy as np
 
 from darrm_opt.certify.verdict import VerdictFields
 from darrm_opt.errors import InvalidParameter
-from darrm_opt.model.gnmax import ConfidentGnmaxParams, GnmaxParams, confident_error, gnmax_error
+from darrm_opt.model.gnmax import ConfidentGnmaxParams, GnmaxParams, abstain_probability, confident_error, gnmax_error
 from darrm_opt.privacy.gaussian_profile import GaussianProfile
 
 from .base import Mechanism, Solved
@@ -193,6 +193,10 @@ class Gnmax(_GaussianKind):
 
         return GnmaxSampler(table.params.K, table.params.C, table.params.sigma, random_bytes)
 
+    def offer_details(self, table: Any, composition: str) -> dict[str, Any]:
+        """The calibrated σ."""
+        return {"sigma": table.params.sigma}
+
     def plan(self, job: Any) -> Any:
         from darrm_opt.planning.gaussian_plan import plan_gnmax
 
@@ -262,6 +266,12 @@ class ConfidentGnmax(_GaussianKind):
 
         p = table.params
         return GnmaxSampler(p.K, p.C, p.sigma2, random_bytes, threshold=p.threshold, sigma1=p.sigma1)
+
+    def offer_details(self, table: Any, composition: str) -> dict[str, Any]:
+        """The calibrated σ₁, σ₂ and threshold, and how often it abstains under the prior."""
+        p = table.params
+        return {"sigma1": p.sigma1, "sigma2": p.sigma2, "threshold": p.threshold,
+                "abstain_probability": abstain_probability(p)}
 
     def plan(self, job: Any) -> Any:
         from darrm_opt.planning.gaussian_plan import plan_confident

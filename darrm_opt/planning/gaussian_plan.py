@@ -147,7 +147,7 @@ def plan_gnmax(mech: Any, job: Job) -> Offer | None:
                              job.budget_delta)
     params = GnmaxParams(job.K, C, sigma, prior)
     table = mech.certify_table(params, np.zeros(0), teachers=SETTING)
-    return Offer(mech.kind, table, table.expected_error, spent, {"sigma": sigma},
+    return Offer(mech.kind, table, table.expected_error, spent, mech.offer_details(table, "exact"),
                  time.perf_counter() - t0)
 
 
@@ -176,6 +176,5 @@ def plan_confident(mech: Any, job: Job) -> Offer | None:
         lo, hi = (mid, hi) if ok else (lo, mid)
     params = ConfidentGnmaxParams(job.K, C, float(lo), s1, s2, prior)
     table = mech.certify_table(params, np.zeros(0), teachers=SETTING)
-    return Offer(mech.kind, table, table.expected_error, spent,
-                 {"sigma1": s1, "sigma2": s2, "threshold": float(lo),
-                  "abstain_probability": abstain_probability(params)}, time.perf_counter() - t0)
+    return Offer(mech.kind, table, table.expected_error, spent, mech.offer_details(table, "exact"),
+                 time.perf_counter() - t0)

@@ -96,6 +96,5 @@ def plan_per_answer(mech: Any, job: Job, make_params: Callable[[float, float], A
                                                  f"(ε={be:g}, δ={bd:g})", be)
     err, params, sol, prof, spent, method = best
     table = mech.table(params, sol.gamma, sol.certificate, SETTING, prof)
-    return Offer(mech.kind, table, table.expected_error, spent,
-                 {"epsilon0": params.epsilon, "delta0": params.delta, "composition": method},
+    return Offer(mech.kind, table, table.expected_error, spent, mech.offer_details(table, method),
                  time.perf_counter() - t0)

@@ -103,11 +103,6 @@ class ShapedPlan:
     def params(self) -> Any:
         return self.solution.params
 
-    def details(self) -> dict[str, Any]:
-        p = self.params
-        return {"beta": p.beta, "target_scale": p.scale, "slopes": p.slopes, "slope_max": p.slope_max,
-                "scales_tried": self.tried}
-
 
 #: the budgets a shaped table is calibrated for: below them the target curve's root finding leaves the
 #: range of float64 (a job this strict is served by the other kinds' offers, or refused)

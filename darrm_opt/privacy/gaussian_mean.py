@@ -206,10 +206,13 @@ class Calibration:
         return self.sigma_eq15 / self.sigma_exact
 
     def to_dict(self) -> dict:
+        """The calibration's inputs (N, the total (ε, δ)), its σs and spent ε, and the release's parameters;
+        the release's per-answer δ₀ is ``answer_delta`` (``delta`` is the total δ of the N answers)."""
+        release = {k: v for k, v in self.params.canonical().items() if k != "delta"}
         return {"queries": self.queries, "epsilon": self.epsilon, "delta": self.delta,
                 "sigma_exact": self.sigma_exact, "sigma_eq15": self.sigma_eq15, "sigma": self.sigma,
                 "eq15_over_exact": self.ratio, "epsilon_spent": self.epsilon_spent,
-                "epsilon_ledger": self.epsilon_ledger, **self.params.canonical()}
+                "epsilon_ledger": self.epsilon_ledger, **release, "answer_delta": self.params.delta}
 
 
 def calibrate(queries: int, epsilon: float, delta: float, *, K: int, radius: float = 1.0, dim: int | None = None,

@@ -301,11 +301,16 @@ def _read_json(p: Path) -> object:
     return data
 
 
-def _read_document(path: str | Path) -> dict:
+def read_table_document(path: str | Path) -> dict:
+    """The JSON object of a table file, read as every command reads one (TableFileError, one line, for an
+    unreadable file or one that is not an object)."""
     data = _read_json(Path(path))
     if not isinstance(data, dict):
         raise TableFileError(f"table file {str(path)!r} must hold a JSON object")
     return data
+
+
+_read_document = read_table_document
 
 
 def load_any_table(path: str | Path):
