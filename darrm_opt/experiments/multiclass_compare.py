@@ -1,14 +1,7 @@
 """Multi-class DaRRM against GNMax at the same per-answer (ε, δ), PATE setting (disjoint teachers).
 
-GNMax releases argmax_c (h_c + N(0, σ²)) (PATE Sec. 4.1). It is post-processing of the Gaussian
-mechanism h ↦ h + N(0, σ² I), whose L2 sensitivity is √2 when one vote moves, so the exact privacy curve
-of that Gaussian mechanism (Balle & Wang 2018, Thm. 8),
-
-    δ(ε) = Φ(−εσ/√2 + 1/(√2σ)) − e^ε Φ(−εσ/√2 − 1/(√2σ)),
-
-is a valid (ε, δ) for GNMax; σ is calibrated exactly on it (bisection, then a 50-digit check that the
-returned σ meets δ, nudged upwards otherwise). It is never larger than the RDP calibration of PATE's
-Prop. 8 + Thm. 5 (:func:`darrm_opt.privacy.gnmax.calibrate_gnmax_sigma`), reported alongside.
+GNMax's σ at an exact per-answer (ε, δ) is :func:`darrm_opt.privacy.gnmax_continuous.calibrate_gaussian_sigma`
+(the exact privacy curve of the Gaussian mechanism it post-processes; its module docstring gives the formula).
 
 GNMax's expected accuracy under a product-form prior (Pr[h] ∝ Y(h_y) Π_{c≠y} R(h_c)) is
 
