@@ -143,7 +143,14 @@ def test_over_budget_batch_releases_nothing(client):
     assert client.post("/v1/aggregate", json={**body, "votes": [[0, 0, 0, 0, 0]]}).status_code == 409
 
 
-def test_heterogeneous_ledger_spends_by_the_tightest_valid_bound(client):
+def test_heterogeneous_ledger_spends_by_a_bound_valid_for_an_adaptive_mix(client):
+    """Two tables mixed in one ledger (the client may pick each after reading earlier answers): the ledger
+    states the tightest bound valid for an adaptive mix, here the smaller of all 47 answers composed as one pair
+    that dominates both tables' (``exact-dominating``, coarse grid at the count's bucket while the budget is
+    far) and basic composition as a filter. The exact product of the two profiles (what it stated before) and
+    the fixed-sequence heterogeneous bounds are not used: no theorem covers them for an adaptive mix."""
+    from darrm_opt.privacy.adaptive import adaptive_parts
+
     t1 = make_table(client, K=5, m=2, teacher_delta=1e-6)
     t2 = make_table(client, K=3, m=1.5, epsilon=0.3, teacher_delta=0.0)
     ledger = make_ledger(client, 100.0, 1e-4)
@@ -154,19 +161,19 @@ def test_heterogeneous_ledger_spends_by_the_tightest_valid_bound(client):
     state = client.get(f"/v1/ledgers/{ledger['id']}").json()
     groups = [(0.2, Params(5, 2, 0.1, 1e-6).delta, 35), (0.3 * 1.5, 0.0, 12)]
     profiles = [(PrivacyProfile.from_dict(t["privacy_profile"]), n) for t, n in ((t1, 35), (t2, 12))]
-    # the budget is far: the exact composition on the coarse grid at each table's bucket (35 -> 40, 12 -> 12)
-    wide = [(p, pld.bucket(n)) for p, n in profiles]
-    assert [n for _, n in wide] == [40, 12]
-    expected = pld.exact_epsilon(wide, 1e-4, coarse=True)
-    assert expected < accounting.account(groups, 1e-4).spend.epsilon  # tighter than every generic bound
+    parts, _, method = adaptive_parts(profiles)
+    assert method == "exact-dominating" and parts is not None and [n for _, n in parts] == [47]
+    dom = parts[0][0]
+    assert pld.bucket(47) == 48
+    joined = pld.exact_epsilon([(dom, 48)], 1e-4, coarse=True)
+    generic = accounting.account(groups, 1e-4, adaptive=True).spend  # basic as a filter: 12.4 here
+    assert generic.method == "basic-filter" and generic.epsilon == pytest.approx(12.4)
+    expected = min((joined, "exact-dominating"), (generic.epsilon, generic.method))
     assert state["answers"] == 47
-    assert (state["composition"], state["epsilon_spent"]) == ("exact", expected)
-    # each table's answers are priced with its own profile: the statement is above the exact composition of
-    # the actual counts (fine grid), by less than 5 more answers of the first table cost beyond its bucket
-    fine = accounting.account(groups, 1e-4, profiles=profiles).spend.epsilon
-    assert fine < state["epsilon_spent"] < pld.exact_epsilon([(wide[0][0], 45), wide[1]], 1e-4)
-    assert state["epsilon_spent"] <= state["bounds"]["kov-heterogeneous"]["epsilon"]
-    assert set(state["bounds"]) == {"basic", "optimal-dominating", "optimal-grouped", "kov-heterogeneous", "exact"}
+    assert (state["epsilon_spent"], state["composition"]) == expected
+    assert accounting.account(groups, 1e-4, profiles=profiles).spend.epsilon < expected[0]  # the old, invalid one
+    assert {"basic-filter", "optimal-dominating"} <= set(state["bounds"])
+    assert not {"basic", "optimal-grouped", "kov-heterogeneous", "exact"} & set(state["bounds"])
     assert sorted(g["answers"] for g in state["groups"]) == [12, 35]
     for b in state["bounds"].values():
         assert b["epsilon"] is None or math.isfinite(b["epsilon"])
