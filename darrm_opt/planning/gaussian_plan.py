@@ -107,7 +107,8 @@ def calibrate(profile_of: Callable[[float], GaussianProfile], queries: int, budg
         lo = top / (1 + step)
         e_lo = spent(lo)
     moved = 0  # the end the last step moved (1: σ_lo, -1: σ_hi); moved again, the other end's value is halved
-    fa, fb = math.log(e_lo / budget_epsilon) if math.isfinite(e_lo) else 1.0, math.log(e_top / budget_epsilon)
+    fa = math.log(e_lo / budget_epsilon) if math.isfinite(e_lo) else 1.0
+    fb = math.log(e_top / budget_epsilon) if e_top > 0 else -1.0  # ε = 0 spends nothing (a δ target ≥ δ(0))
     while top / lo - 1 > SIGMA_RTOL and e_top < budget_epsilon * (1 - EPS_RTOL):
         a, b = math.log(lo), math.log(top)
         x = a - fa * (b - a) / (fb - fa) if fb != fa else 0.5 * (a + b)
