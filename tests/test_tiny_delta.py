@@ -127,15 +127,19 @@ def test_confident_certificate_holds_exactly():
     assert exact_delta(1.0, 2, cert.epsilon0, sigma1=1.5) <= cert.delta0
 
 
-def test_two_answers_within_12_and_1e_15_find_a_sigma():
-    """Q = 2 within (12, 1e-15): a σ is found (no tail is truncated at 1e-15), and the exact δ of the two
-    answers (four coordinates of one σ) at ε = 12 is within 1e-15."""
+def test_two_answers_within_12_and_1e_10_find_a_sigma_and_1e_15_says_why():
+    """Q = 2 within (12, 1e-15) found no σ and did not say why (every self-composition added 1e-15 of
+    truncated tail). Now a Gaussian plan names its δ floor (1e-10), and at the floor a σ is found whose two
+    answers (four coordinates of one σ) have exact δ at ε = 12 within 1e-10."""
+    from darrm_opt.errors import InvalidParameter
+    from darrm_opt.planning.gaussian_plan import MIN_PLAN_DELTA, calibrate
     from darrm_opt.planning.job import Job
 
-    offer = mechanism("gnmax").plan(Job(K=15, queries=2, budget_epsilon=12.0, budget_delta=1e-15, classes=3))
-    sigma = offer.details["sigma"]
-    assert offer.epsilon_spent <= 12.0
-    assert exact_delta(sigma, 4, 12.0) <= 1e-15
+    with pytest.raises(InvalidParameter, match="budget_delta.*1e-10"):
+        mechanism("gnmax").plan(Job(K=15, queries=2, budget_epsilon=12.0, budget_delta=1e-15, classes=3))
+    sigma, spent = calibrate(lambda s: GaussianProfile(s, (1, 1)), 2, 12.0, MIN_PLAN_DELTA)
+    assert spent <= 12.0
+    assert exact_delta(sigma, 4, 12.0) <= MIN_PLAN_DELTA
 
 
 def test_composition_error_bound_covers_the_float_error():

@@ -52,6 +52,10 @@ STEP = 2e-3
 EPS_RTOL = 1e-6
 #: calibration stops below this σ (every neighbouring count is then told apart almost surely)
 MIN_SIGMA = 1e-3
+#: the smallest δ target a Gaussian plan calibrates σ for: below it the σ search composes on loss grids whose
+#: proven float error (darrm_opt.privacy.pld.Bounded) needs long-double compositions at every trial σ, minutes
+#: per plan; a ledger still states and checks any δ down to the pairs' truncation (1e-40)
+MIN_PLAN_DELTA = 1e-10
 CONFIDENT_SHARE = 0.05
 ABSTAIN_RATIO = 0.1
 
@@ -78,6 +82,10 @@ def calibrate(profile_of: Callable[[float], GaussianProfile], queries: int, budg
     if not budget_delta > 0:
         raise InvalidParameter("budget_delta", "must be > 0 for a Gaussian release (no Gaussian mechanism is "
                                                "pure DP)", budget_delta)
+    if budget_delta < MIN_PLAN_DELTA:
+        raise InvalidParameter("budget_delta", f"must be >= {MIN_PLAN_DELTA:g} for a Gaussian plan: below it the "
+                                               "σ search cannot prove its compositions' float error in useful "
+                                               "time (a ledger takes any δ; choose σ for it directly)", budget_delta)
     if queries > EXACT_MAX_ANSWERS:
         raise InvalidParameter("queries", f"a Gaussian plan needs the exact composition of at most "
                                           f"{EXACT_MAX_ANSWERS} answers", queries)

@@ -158,8 +158,9 @@ FFT_PASS_ERROR = 10 * UNIT
 #: mass a self-composition may truncate from its tails (dp_accounting adds it to the infinity mass, and its
 #: cyclic wrap-around is counted in the error bound); small enough for every δ the product accepts
 SELF_TAIL = 1e-18
-#: a sparse PMF whose self-composition has at most this many terms is composed directly (dp_accounting's rule)
-SPARSE_DIRECT = 1000
+#: a sparse PMF whose self-composition has at most this many products is composed directly (a Gaussian pair of
+#: small σ spans a loss grid too wide to be dense)
+SPARSE_DIRECT = 200_000
 #: two sparse PMFs with at most this many pairs of atoms are composed directly (:func:`_convolve_sparse`)
 SPARSE_PRODUCT = 1_000_000
 
