@@ -19,7 +19,7 @@ from darrm_opt.model.gnmax import GnmaxParams
 from darrm_opt.model.params import Params
 from darrm_opt.optimize.optimizer import solve
 from darrm_opt.privacy import accounting, pld
-from darrm_opt.privacy.adaptive import adaptive_parts, dominates, join, zcdp_epsilon
+from darrm_opt.privacy.adaptive import EXACT_DOMINATING, adaptive_parts, dominates, join, zcdp_epsilon
 from darrm_opt.privacy.gaussian_profile import GaussianProfile
 from darrm_opt.privacy.profile import privacy_profile
 
@@ -57,7 +57,7 @@ def test_adaptive_accounting_of_crossing_tables_composes_their_join(crossing):
     new = accounting.account(groups, 1e-3, profiles=[(a, 10), (b, 5)], adaptive=True)
     assert old.spend.method == accounting.EXACT
     assert old.spend.epsilon == pytest.approx(3.0749, abs=1e-3)
-    assert new.spend.method == accounting.EXACT_DOMINATING
+    assert new.spend.method == EXACT_DOMINATING
     assert new.spend.epsilon == pld.exact_epsilon([(join([a, b]), 15)], 1e-3) > old.spend.epsilon
     assert {"optimal-grouped", "kov-heterogeneous", accounting.BASIC} & set(new.bounds) == set()
     assert new.bounds[accounting.BASIC_FILTER].epsilon == pytest.approx(10 * 0.3 + 5 * 0.5)
@@ -78,7 +78,7 @@ def test_a_dominating_table_is_composed_for_every_answer():
     lo, hi = GaussianProfile(2.0, (1.0,), discrete=False), GaussianProfile(3.0, (1.0,), discrete=False)
     assert dominates(lo, hi) and not dominates(hi, lo)
     parts, grow, method = adaptive_parts([(hi, 3), (lo, 2)])
-    assert parts == ((lo, 5),) and grow == lo and method == accounting.EXACT_DOMINATING
+    assert parts == ((lo, 5),) and grow == lo and method == EXACT_DOMINATING
 
 
 def test_zcdp_conversion_against_a_grid_and_the_exact_gaussian():
