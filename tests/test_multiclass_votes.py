@@ -27,7 +27,7 @@ from typer.testing import CliRunner
 
 from darrm_opt.cli import app
 from darrm_opt.errors import InvalidParameter, TableFileError
-from darrm_opt.mechanisms.samplers import BinarySampler, MulticlassSampler
+from darrm_opt.mechanisms.vote_samplers import BinarySampler, MulticlassSampler
 from darrm_opt.model.multiclass import MulticlassParams, output_distribution, top_structure
 from darrm_opt.release.table_file import load_any_table, load_multiclass_table, load_table
 
