@@ -323,7 +323,7 @@ def test_many_classes_answer_in_bounded_memory_with_the_same_answers(monkeypatch
     random bytes are read in the documented order)."""
     import tracemalloc
 
-    from darrm_opt.mechanisms import samplers as mod
+    from darrm_opt.mechanisms import vote_samplers as mod
 
     rng = np.random.default_rng(3)
     votes = rng.integers(0, 1000, size=(20_000, 1)).astype(np.uint16)
