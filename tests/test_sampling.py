@@ -222,6 +222,19 @@ def test_bernoulli_exp_resolves_a_64_bit_tie_exactly():
     assert ExpNegTable(lambda key: Fraction(1, 3))(keys, Script([b(t), b(top)]))[0]
 
 
+@pytest.mark.parametrize(("gamma", "seed"),
+                         [(Fraction(1, 3), 1), (Fraction(1), 2), (Fraction(7, 10), 3), (Fraction(0), 4)])
+def test_exp_neg_table_has_probability_e_to_minus_gamma(gamma, seed):
+    """The cached-threshold form of Alg. 1 has the law of :func:`bernoulli_exp`'s: 200 000 coins within 5
+    binomial standard deviations of m·e^{−γ} (exactly m for γ = 0)."""
+    m = 200_000
+    hits = int(ExpNegTable(lambda key: gamma)(np.zeros(m, dtype=np.int64), seeded(seed)).sum())
+    p = math.exp(-float(gamma))
+    assert abs(hits - m * p) <= 5 * math.sqrt(m * p * (1 - p)) + 1e-9
+    if gamma == 0:
+        assert hits == m
+
+
 # --- the discrete Gaussian --------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("sigma, seed", [(0.4, 1), (1.0, 2), (3.7, 3), (25.0, 4)])

@@ -208,8 +208,8 @@ class MulticlassSampler(LabelSampler):
 
         P(c) = (1 − γ(g))/C + γ(g)·1{c ∈ T}/|T|                                        (MC-1)
 
-    realised as: keep with probability exactly γ(g) (the binary aggregator's exact coin: a uniform 64-bit
-    U against ⌊γ·2^64⌋, recursing on the remainder when equal); if kept, a uniformly random class of T
+    realised as: keep with probability exactly γ(g) (:func:`~darrm_opt.sampling.bernoulli.exact_bernoulli`: a
+    uniform 64-bit U against ⌊γ·2^64⌋, recursing on the remainder when equal); if kept, a uniformly random class of T
     (no draw when |T| = 1), else a uniformly random class of all C. A uniform index in {0..n−1} is
     U mod n for a 64-bit U below 2^64 − (2^64 mod n) (rejection sampling, exactly uniform).
 

@@ -50,7 +50,10 @@ MAX_N = 1 << 13
 
 
 class DiscreteGaussian:
-    """Exact N_ℤ(0, σ²) samples (module docstring) for a float σ > 0 (σ² taken exactly)."""
+    """Exact N_ℤ(0, σ²) samples, Pr[Z = z] = exp(−z²/(2σ²)) / Σ_{y∈ℤ} exp(−y²/(2σ²)), for a float σ > 0 (σ² taken
+    exactly): Canonne, Kamath, Steinke 2020, Alg. 3 over Alg. 2 over Alg. 1 (module docstring), with the
+    int64 coins at a lattice scale (``n``: σ an integer ≤ :data:`MAX_N`) and the cached-threshold coins
+    otherwise."""
 
     def __init__(self, sigma: float) -> None:
         if not (math.isfinite(sigma) and sigma > 0):
