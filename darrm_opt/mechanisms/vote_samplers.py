@@ -381,7 +381,15 @@ ABSTAIN = -1
 
 
 class GnmaxSampler(LabelSampler):
-    """GNMax (or, with ``threshold`` and ``sigma1``, Confident-GNMax) for one certified table."""
+    """GNMax (or, with ``threshold`` and ``sigma1``, Confident-GNMax) for one certified table.
+
+    For each row of K class labels (0..C−1): the histogram h; Confident-GNMax first draws Z ~ N_ℤ(0, σ₁²) per
+    row and answers ⊥ (−1) unless max h + Z ≥ T; then (for every row, or the rows that passed) noise
+    N_ℤ(0, σ²) per class, the noisy maxima, and a uniform choice among them (rejection-sampled 64-bit
+    integers, :func:`~darrm_opt.sampling.uniform.uniform_indices`). The noise is exact
+    (:class:`~darrm_opt.sampling.discrete_gaussian.DiscreteGaussian`, through its pool). The order of
+    draws: the threshold noise of all rows, then the class noise row-major over the answered rows, then the
+    tie-breaking indices."""
 
     def __init__(self, K: int, C: int, sigma: float, random_bytes: RandomBytes = system_random, *,
                  threshold: float | None = None, sigma1: float | None = None) -> None:
