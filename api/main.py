@@ -17,7 +17,7 @@ from fastapi.concurrency import run_in_threadpool
 from darrm_opt.ledger.db import Database, migrate
 from darrm_opt.ledger.keys import env_principals
 from darrm_opt.ledger.store import DebitWriter, LedgerStore
-from darrm_opt.mechanisms.samplers import RandomBytes, system_random
+from darrm_opt.sampling import RandomBytes, system_random
 
 from . import docs
 from .admission import TenantRates
