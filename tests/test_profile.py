@@ -277,3 +277,25 @@ def test_solve_keeps_the_front_of_the_gamma_it_returns():
     known = privacy_profile(p, sol.gamma, workers=2, certified=(sol.certificate, sol.sweep))
     fresh = privacy_profile(p, sol.gamma, workers=2)
     assert known == fresh and known.sweeps == fresh.sweeps - 1
+
+
+def test_one_front_request_serves_repeated_single_thread_sweeps():
+    """A front request reused by two sweeps on one thread (certify_and_separate may sweep twice): each sweep's
+    front is its own, equal at every slope to the separate pass's."""
+    from darrm_opt.certify.problems import make_problem
+    from darrm_opt.certify.slopes import FrontRequest, slope_front
+    from darrm_opt.certify.sweep import signed_h, sweep
+
+    pin = next(p for p in PINS if p["K"] == 31 and p["kind"] == "opt")
+    p = Params(pin["K"], pin["m"], pin["epsilon"], pin["teacher_delta"])
+    h = signed_h(np.array(pin["gamma"]))
+    problem = make_problem(corners(p), h, math.exp(p.m * p.epsilon))
+    req = FrontRequest(False)
+    fronts = [sweep(problem, workers=1, front=req).front for _ in range(2)]
+    ref = slope_front(make_problem(corners(p), h, 1.0), workers=1, two_sided=False)
+    xs = np.exp(np.linspace(0.0, 10.0, 201)).tolist()
+    want = ref.evaluate(xs)
+    for fr in fronts:
+        got = fr.evaluate(xs)
+        assert got.best.tolist() == want.best.tolist() and got.arg == want.arg
+    assert len(fronts[0]) == len(fronts[1])

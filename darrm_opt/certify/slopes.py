@@ -345,6 +345,11 @@ class FrontRequest:
     _local: threading.local = field(default_factory=threading.local, compare=False, repr=False)
     _ids: Iterator[int] = field(default_factory=itertools.count, compare=False, repr=False)
 
+    def fresh(self) -> FrontRequest:
+        """The same request with no collectors yet: one per sweep, so that no staircase holds another sweep's
+        points (a later block's point may weakly drop an earlier one only within the order of one sweep)."""
+        return FrontRequest(self.two_sided)
+
     def collector(self, problem: StructuredSweepProblem) -> FrontCollector:
         """This thread's collector for ``problem`` (a new one on its first group)."""
         col = getattr(self._local, "collector", None)

@@ -377,7 +377,7 @@ def sweep(
     out = _empty(problem.C)
     kwargs: dict[str, Any] = dict(threshold=threshold, top=top, near=near, two_sided=two_sided, near_cap=near_cap)
     if front is not None and executor is None:
-        kwargs["front"] = front  # the structured sweep's front request (see StructuredSweepProblem.run)
+        front = kwargs["front"] = front.fresh()  # this sweep's front request (see StructuredSweepProblem.run)
     workers = workers or default_workers()
     groups = _groups(problem, workers)
     if executor is not None:
