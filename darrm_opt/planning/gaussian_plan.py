@@ -37,7 +37,7 @@ from darrm_opt.model.gnmax import (
     abstain_probability,
     gnmax_error,
 )
-from darrm_opt.privacy.gaussian_profile import GaussianProfile
+from darrm_opt.privacy.gaussian_profile import GaussianProfile, gdp_mu
 from darrm_opt.privacy.pld import EXACT_MAX_ANSWERS, exact_epsilon
 
 from .job import Job, Offer
@@ -60,20 +60,6 @@ CONFIDENT_SHARE = 0.05
 ABSTAIN_RATIO = 0.1
 
 
-def _gdp_mu(epsilon: float, delta: float) -> float:
-    """μ with δ_μ(ε) = δ (Balle–Wang Thm 8), by bisection on log μ."""
-    def d(mu: float) -> float:  # Thm 8 in logs (no overflow of e^ε)
-        return GaussianProfile(1.0, (mu,), discrete=False).delta(epsilon)
-
-    lo, hi = 1e-6, 1.0
-    while d(hi) < delta and hi < 1e6:
-        hi *= 2
-    for _ in range(100):
-        mid = math.sqrt(lo * hi)
-        lo, hi = (mid, hi) if d(mid) < delta else (lo, mid)
-    return lo
-
-
 def calibrate(profile_of: Callable[[float], GaussianProfile], queries: int, budget_epsilon: float,
               budget_delta: float) -> tuple[float, float]:
     """(the smallest s found with spent(s) ≤ ε_B, its spent ε by the ledger's exact composition) for the
@@ -94,7 +80,7 @@ def calibrate(profile_of: Callable[[float], GaussianProfile], queries: int, budg
         return exact_epsilon([(profile_of(s), queries)], budget_delta)
 
     unit = profile_of(1.0)
-    s0 = math.sqrt(queries) / _gdp_mu(budget_epsilon, budget_delta) * unit.mu  # μ(s) = unit.mu / s
+    s0 = math.sqrt(queries) / gdp_mu(budget_epsilon, budget_delta) * unit.mu  # μ(s) = unit.mu / s
     if s0 / (1 + STEP) > MAX_SIGMA:
         raise InvalidParameter("budget_epsilon", f"too small for a Gaussian release: it needs σ ≈ {s0:.3g} > "
                                                  f"{MAX_SIGMA:g}", budget_epsilon)
