@@ -46,19 +46,18 @@ def gaussian_delta_mp(epsilon: float, sigma: float, sensitivity: float = math.sq
 
 def calibrate_gaussian_sigma(epsilon: float, delta: float) -> float | None:
     """The smallest σ (to float resolution) for which GNMax's Gaussian release is (ε, δ)-DP exactly; None
-    for δ = 0 (no Gaussian mechanism is pure DP)."""
+    for δ = 0 (no Gaussian mechanism is pure DP). GNMax's one σ calibration at a per-answer (ε, δ): a
+    bracket [10⁻⁶, σ_hi] (σ_hi doubled from 1 until δ(ε) ≤ δ), 200 bisection steps on the float δ(ε) of
+    Balle & Wang (2018) Thm. 8, then σ raised until its 50-digit δ(ε) is within δ."""
     if delta <= 0:
         return None
-    lo, hi = 1e-6, 1.0
-    while gaussian_delta(epsilon, hi) > delta:
-        hi *= 2.0
-    for _ in range(200):
-        mid = 0.5 * (lo + hi)
-        if gaussian_delta(epsilon, mid) > delta:
-            lo = mid
-        else:
-            hi = mid
-    sigma = hi
+    from darrm_opt.privacy.calibrate import arithmetic, bisect, walk
+
+    def ok(s: float) -> bool:
+        return gaussian_delta(epsilon, s) <= delta
+
+    _, hi = walk(ok, 1.0, lambda s, _: s * 2.0)
+    sigma, _ = bisect(ok, hi, 1e-6, arithmetic, done=200)  # type: ignore[arg-type]
     while gaussian_delta_mp(epsilon, sigma) > mpmath.mpf(delta):
         sigma = math.nextafter(sigma, math.inf) * (1 + 1e-12)
     return sigma
