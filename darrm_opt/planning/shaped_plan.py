@@ -29,7 +29,6 @@ from typing import Any
 
 import numpy as np
 
-
 from darrm_opt.errors import DarrmError, InvalidParameter
 from darrm_opt.model.multiclass import MulticlassPrior
 from darrm_opt.model.params import Prior

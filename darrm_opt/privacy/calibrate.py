@@ -4,8 +4,9 @@ Every calibration in the library (a noise scale σ, a target m, a per-answer ε�
 the end of the region where a monotone predicate ``ok`` holds ("the release fits the budget"), in the
 manner of dp_accounting's ``mechanism_calibration.calibrate_dp_mechanism``:
 
-1. a bracket: either given explicitly (``ExplicitBracketInterval``) or found by :func:`walk` from a guess
-   (``LowerEndpointAndGuess``), stepping by a caller's rule until the predicate changes;
+1. a bracket: either given explicitly (``ExplicitBracketInterval``) or found by :func:`walk` (or
+   :func:`reach`, for one end) from a guess (``LowerEndpointAndGuess``), stepping by a caller's rule until
+   the predicate changes;
 2. :func:`bisect`: the bracket (good, bad), ``ok(good)`` true and ``ok(bad)`` false, is narrowed by a
    caller's midpoint rule (:func:`arithmetic`, :func:`geometric`, :func:`integer`, or a false position
    of the caller's) until the caller's stopping rule holds.
@@ -22,7 +23,7 @@ from typing import TypeVar
 
 X = TypeVar("X", int, float)
 
-__all__ = ["arithmetic", "bisect", "geometric", "integer", "walk"]
+__all__ = ["arithmetic", "bisect", "geometric", "integer", "reach", "walk"]
 
 
 def arithmetic(a: float, b: float) -> float:
@@ -40,18 +41,27 @@ def integer(a: int, b: int) -> int:
     return (a + b) // 2
 
 
-def walk(reached: Callable[[X], bool], start: X, step: Callable[[X, int], X], *,
-         end: Callable[[X, int], bool] | None = None) -> tuple[X | None, X | None]:
-    """(previous, first): ``first`` the first point of start, step(start, 0), step(·, 1), … at which
-    ``reached`` holds, ``previous`` the point visited before it (None when ``start`` itself is reached).
-    Before each step from a point x not reached, after i steps, ``end(x, i)`` may end the walk: it then
-    returns (x, None).
-
-    With ``reached = ok`` this finds a good end from a bad guess, with ``reached = not ok`` a bad end from
-    a good guess: (previous, first) is then a bracket for :func:`bisect`."""
+def reach(reached: Callable[[X], bool], start: X, step: Callable[[X, int], X]) -> X:
+    """The first point of start, step(start, 0), step(·, 1), … at which ``reached`` holds (a limit of the
+    walk is part of ``reached``: the caller tells a limit from a found point)."""
     x, i = start, 0
-    if reached(x):
-        return None, x
+    while not reached(x):
+        x, i = step(x, i), i + 1
+    return x
+
+
+def walk(reached: Callable[[X], bool], start: X, step: Callable[[X, int], X], *,
+         end: Callable[[X, int], bool] | None = None) -> tuple[X, X | None]:
+    """(previous, first) from a ``start`` that is not reached: ``first`` the first point of
+    step(start, 0), step(·, 1), … at which ``reached`` holds, ``previous`` the point visited before it.
+    Before each step from a point x, after i steps, ``end(x, i)`` may end the walk: it then returns
+    (x, None).
+
+    With ``reached = not ok`` from a good guess this is a bracket (good, bad) for :func:`bisect`, with
+    ``reached = ok`` from a bad guess a bracket (bad, good)."""
+    if reached(start):
+        raise ValueError("a walk starts at a point that is not reached")
+    x, i = start, 0
     while True:
         if end is not None and end(x, i):
             return x, None

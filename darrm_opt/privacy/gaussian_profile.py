@@ -263,16 +263,14 @@ def gdp_mu(epsilon: float, delta: float) -> float:
     in 100 steps (:mod:`darrm_opt.privacy.calibrate`). Q answers of a μ₀-GDP mechanism are √Q·μ₀-GDP
     (Dong, Roth, Su 2022, Cor. 3.3), so a per-answer μ is this μ/√Q. InvalidParameter naming
     ``budget_epsilon`` when δ_μ(ε) ≥ δ at every representable μ."""
-    from darrm_opt.privacy.calibrate import bisect, geometric, walk
+    from darrm_opt.privacy.calibrate import bisect, geometric, reach
 
     def ok(mu: float) -> bool:
         return GaussianProfile(1.0, (mu,), discrete=False).delta(epsilon) < delta
 
-    below, above = walk(lambda mu: not ok(mu), 1.0, lambda mu, _: mu * 2, end=lambda mu, _: mu >= 1e6)
-    hi = above if above is not None else below
-    prev, lo = walk(ok, 1e-6, lambda mu, _: mu / 1e3, end=lambda mu, _: mu / 1e3 < 1e-300)
-    if lo is None:
+    hi = reach(lambda mu: mu >= 1e6 or not ok(mu), 1.0, lambda mu, _: mu * 2)
+    lo = reach(lambda mu: mu < 1e-300 or ok(mu), 1e-6, lambda mu, _: mu / 1e3)
+    if not ok(lo):
         raise InvalidParameter("budget_epsilon", "too small for any Gaussian release: δ_μ(ε) exceeds budget_delta "
                                "at every representable μ", epsilon)
-    good, _ = bisect(ok, lo, hi if prev is None else prev, geometric, done=100)
-    return good
+    return bisect(ok, lo, hi, geometric, done=100)[0]

@@ -564,15 +564,15 @@ def _smallest_sigma(ok: Callable[[float], bool], start: float) -> float:
     """The smallest σ (to relative 1e-13) with ``ok(σ)``, for a monotone ``ok`` (False below, True above): a
     bracket walked from ``start`` by doublings (up to 10¹²) then halvings (down to 10⁻¹²), bisected
     (:mod:`darrm_opt.privacy.calibrate`)."""
-    from darrm_opt.privacy.calibrate import arithmetic, bisect, walk
+    from darrm_opt.privacy.calibrate import arithmetic, bisect, reach, walk
 
-    _, hi = walk(ok, start, lambda s, _: s * 2.0, end=lambda s, _: s * 2.0 > 1e12)
-    if hi is None:
+    hi = reach(lambda s: s > 1e12 or ok(s), start, lambda s, _: s * 2.0)
+    if hi > 1e12:
         raise InvalidParameter("target_epsilon", "no GNMax noise level meets this (ε, δ)", start)
     good, bad = walk(lambda s: not ok(s), hi, lambda s, _: s / 2.0, end=lambda s, i: i > 0 and s <= 1e-12)
     if bad is None:
-        return good  # type: ignore[return-value]
-    return bisect(ok, good, bad, arithmetic, done=lambda g, b: g - b <= 1e-13 * g)[0]  # type: ignore[arg-type]
+        return good
+    return bisect(ok, good, bad, arithmetic, done=lambda g, b: g - b <= 1e-13 * g)[0]
 
 
 def calibrate_gnmax_rdp_improved(target_epsilon: float, target_delta: float,

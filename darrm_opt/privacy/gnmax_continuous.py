@@ -51,13 +51,12 @@ def calibrate_gaussian_sigma(epsilon: float, delta: float) -> float | None:
     Balle & Wang (2018) Thm. 8, then σ raised until its 50-digit δ(ε) is within δ."""
     if delta <= 0:
         return None
-    from darrm_opt.privacy.calibrate import arithmetic, bisect, walk
+    from darrm_opt.privacy.calibrate import arithmetic, bisect, reach
 
     def ok(s: float) -> bool:
         return gaussian_delta(epsilon, s) <= delta
 
-    _, hi = walk(ok, 1.0, lambda s, _: s * 2.0)
-    sigma, _ = bisect(ok, hi, 1e-6, arithmetic, done=200)  # type: ignore[arg-type]
+    sigma, _ = bisect(ok, reach(ok, 1.0, lambda s, _: s * 2.0), 1e-6, arithmetic, done=200)
     while gaussian_delta_mp(epsilon, sigma) > mpmath.mpf(delta):
         sigma = math.nextafter(sigma, math.inf) * (1 + 1e-12)
     return sigma
