@@ -79,3 +79,4 @@ def test_cli_plan_json_is_the_same_for_both_spellings(tmp_path):
         docs.append((doc["mechanism"], doc["expected_error"], doc["epsilon_spent"], doc["plan"]["job"]["prior"],
                      sorted((a["mechanism"], a["accounting"], a["expected_error"]) for a in doc["alternatives"])))
     assert docs[0] == docs[1] and docs[0][0] == "darrm-multiclass" and docs[0][3] == "paper"
+
