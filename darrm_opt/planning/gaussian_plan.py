@@ -141,10 +141,11 @@ class _Illinois:
 def classes_and_prior(job: Job) -> tuple[int, str]:
     """(C, prior spec): 0/1 votes are C = 2 with a 0/1-vote prior (DaRRM's error, as darrm and darrm-pate
     report); class labels keep a class-label prior even for C = 2 (the error against the true class, as
-    darrm-multiclass reports), so that every offer for a job states the same error."""
+    darrm-multiclass reports), so that every offer for a job states the same error (a job's class-label prior
+    is written without the ``labels:`` prefix: :func:`darrm_opt.planning.job.normal_prior`)."""
     if job.classes is None:
         return 2, job.prior
-    return job.classes, LABELS + job.prior if job.classes == 2 and not job.prior.startswith(LABELS) else job.prior
+    return job.classes, LABELS + job.prior if job.classes == 2 else job.prior
 
 
 def plan_gnmax(mech: Any, job: Job) -> Offer | None:
