@@ -4,11 +4,13 @@ The ε that Q answers of a Gaussian release spend at δ_B, spent(σ), is the led
 dominating pair (:func:`darrm_opt.privacy.pld.exact_epsilon`), decreasing in σ. The plan takes the smallest
 σ with spent(σ) ≤ ε_B, to a relative SIGMA_RTOL:
 
-1. a start from Gaussian DP: μ with δ_μ(ε_B) = δ_B (Balle–Wang Thm 8; Dong, Roth, Su 2022 Cor. 3.3), the
+1. a start from Gaussian DP: μ with δ_μ(ε_B) = δ_B (:func:`darrm_opt.privacy.gaussian_profile.gdp_mu`; Balle–Wang
+   Thm 8; Dong, Roth, Su 2022 Cor. 3.3), the
    per-answer μ/√Q, σ₀ = ‖shifts‖/(μ/√Q) (the discrete pair spends within about 1e-6 of it);
 2. a bracket [σ_lo, σ_hi] around σ₀ with spent(σ_hi) ≤ ε_B < spent(σ_lo), found by steps of relative
-   size STEP growing fourfold each time;
-3. Illinois false position (log spent against log σ) on it until its relative width is SIGMA_RTOL or its
+   size STEP growing fourfold each time (:func:`darrm_opt.privacy.calibrate.walk`);
+3. Illinois false position (log spent against log σ; :func:`darrm_opt.privacy.calibrate.bisect` with the
+   midpoint rule :class:`_Illinois`) on it until its relative width is SIGMA_RTOL or its
    fitting end spends at least (1 − EPS_RTOL)·ε_B. The chosen σ's spent ε is that composition's, ≤ ε_B by
    construction, and checked again.
 
