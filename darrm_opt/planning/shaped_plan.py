@@ -8,7 +8,8 @@ table tried, never inferred from the target (the table's profile meets the targe
 may exceed it between them).
 
 The first α is the Gaussian's: Q-fold μ-GDP composes to √Q·μ-GDP (Dong, Roth, Su 2022, Cor. 3.3), and
-the μ_B with δ_{μ_B}(ε_B) = δ_B gives α₀ = √2·√Q/μ_B (the target of shape 2 at that scale is the curve
+the μ_B with δ_{μ_B}(ε_B) = δ_B (:func:`darrm_opt.privacy.gaussian_profile.gdp_mu`)
+gives α₀ = √2·√Q/μ_B (the target of shape 2 at that scale is the curve
 of GNMax at the job's budget). ε_Q is smooth in log α, so each next scale is the root of
 ε_Q = ε_B(1 − EPS_RTOL/2) on the secant through the last two tables tried: until a bracket [α_lo, α_hi]
 (ε_Q(α_lo) > ε_B ≥ ε_Q(α_hi)) is found, extrapolated by a factor in [1.02, 2] in the needed direction
