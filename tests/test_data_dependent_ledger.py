@@ -11,7 +11,7 @@ import pytest
 from test_data_dependent import histograms, neighbours
 
 from darrm_opt.errors import BudgetExceeded, InvalidParameter
-from darrm_opt.ledger.data_dependent import (
+from darrm_opt.ledger.dd_account import (
     DataDependentPolicy,
     DataDependentState,
     new_state,

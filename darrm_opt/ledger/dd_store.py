@@ -1,9 +1,9 @@
 """Data-dependent ledgers on a database (table ``data_dependent_ledgers``, migration 0009).
 
 Every change runs in one write transaction that locks the ledger's row (SQLite ``BEGIN IMMEDIATE``;
-PostgreSQL ``SELECT … FOR UPDATE``), decides with :mod:`darrm_opt.ledger.data_dependent` and commits: two
+PostgreSQL ``SELECT … FOR UPDATE``), decides with :mod:`darrm_opt.ledger.dd_account` and commits: two
 processes recording on one ledger serialise, and the quota holds across them. Reads return
-:func:`~darrm_opt.ledger.data_dependent.public_view` only: the private account in ``state`` never leaves
+:func:`~darrm_opt.ledger.dd_account.public_view` only: the private account in ``state`` never leaves
 this module.
 """
 
@@ -17,7 +17,8 @@ from sqlalchemy import insert, or_, select, text, update
 
 from darrm_opt.errors import InvalidParameter
 
-from .data_dependent import (
+from .db import Database
+from .dd_account import (
     DataDependentPolicy,
     DataDependentState,
     RandomBytes,
@@ -28,7 +29,6 @@ from .data_dependent import (
     publish,
     record,
 )
-from .db import Database
 from .schema import DEFAULT_TENANT, DataDependentLedger, aware, utcnow
 
 #: draws a batch's answers: (policy, histograms, student probabilities or None) → (labels, answered or None)

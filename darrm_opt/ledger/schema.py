@@ -154,7 +154,7 @@ class SpendRecord(Base):
 
 
 class DataDependentLedger(Base):
-    """A data-dependent ledger (darrm_opt.ledger.data_dependent, migration 0009): one job of GNMax or
+    """A data-dependent ledger (darrm_opt.ledger.dd_account, migration 0009): one job of GNMax or
     Confident-GNMax answers whose data-dependent account is published only as a sanitised ε.
 
     ``state`` holds the private account (the data-dependent RDP sum and sensitivity vector: functions of the

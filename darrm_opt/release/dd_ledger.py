@@ -6,7 +6,7 @@ drawn and accounted in one transaction (:mod:`darrm_opt.mechanisms.dd_answers`).
 
 from __future__ import annotations
 
-from darrm_opt.ledger.data_dependent import RandomBytes
+from darrm_opt.ledger.dd_account import RandomBytes
 from darrm_opt.ledger.dd_local import DataDependentLedger as _Base
 from darrm_opt.ledger.dd_local import _system_random
 from darrm_opt.mechanisms.dd_answers import drawer
