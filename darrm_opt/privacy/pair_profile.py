@@ -189,22 +189,6 @@ def pate_profile_check(params: PateParams, gamma, stored: PrivacyProfile) -> Pro
     return check_family_profile(pate_family(params.K, g), stored)
 
 
-def multiclass_profile_holds(params: MulticlassParams, gamma, stored: PrivacyProfile) -> bool:
-    """Whether every statement of a stored multi-class profile is proven (:func:`multiclass_profile_check`)."""
-    return multiclass_profile_check(params, gamma, stored).valid
-
-
-def pate_profile_holds(params: PateParams, gamma, stored: PrivacyProfile) -> bool:
-    """Whether every statement of a stored PATE-setting profile is proven (:func:`pate_profile_check`)."""
-    return pate_profile_check(params, gamma, stored).valid
-
-
-def profile_holds(family: PairFamily, stored: PrivacyProfile) -> bool:
-    """Whether every statement of ``stored`` — its support statements, the edges of its envelope, its vertices
-    — is proven true for ``family`` in exact arithmetic (darrm_opt.privacy.statements)."""
-    return check_family_profile(family, stored).valid
-
-
 def top2_family(params, table) -> PairFamily:
     """Every ordered neighbouring histogram type of a top-two table (:func:`darrm_opt.model.top2.pair_types`),
     its non-empty role groups packed into five columns (no type has more; padding groups have n = 0), with

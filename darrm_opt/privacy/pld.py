@@ -521,16 +521,6 @@ def epsilon_at(pld: PLD | Bounded | None, delta: float) -> float:
     return max(_epsilon_for(m, b.errors, float(delta)) for m in _pmfs(b.pld))
 
 
-@lru_cache(maxsize=256)
-def _cached_generic(epsilon0: float, delta0: float, count: int) -> Bounded:
-    return self_compose(generic_pld(epsilon0, delta0), count)
-
-
-def generic_epsilon(epsilon0: float, delta0: float, count: int, delta: float) -> float:
-    """ε at ``delta`` of ``count`` answers of a generic (ε₀, δ₀)-DP mechanism, through the PLD path."""
-    return epsilon_at(_cached_generic(float(epsilon0), float(delta0), int(count)), delta)
-
-
 # ---------------------------------------------------------------------------------------------------------
 # Exact accounting of a ledger (several tables, counts) with in-memory caches
 # ---------------------------------------------------------------------------------------------------------

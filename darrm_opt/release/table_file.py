@@ -215,17 +215,6 @@ def certified_decimals(params: Params, gamma, decimals: int = 6, *, unit: Certif
 # ---------------------------------------------------------------------------------------------------------
 # Table files (the JSON view of `darrm-opt solve`, or a user's own table)
 
-def stored_profile(path: str | Path):
-    """The ``privacy_profile`` of a table file (a PrivacyProfile), None when the file has none. Call after
-    :func:`load_table` (which reports unreadable files)."""
-    from darrm_opt.privacy.profile import profile_from_dict
-
-    data = _read_json(Path(path))
-    if not isinstance(data, dict) or data.get("privacy_profile") is None:
-        return None
-    return profile_from_dict(data["privacy_profile"])
-
-
 #: integer literals longer than this cannot be a table value (a float64 holds ~17 significant digits)
 MAX_INT_DIGITS = 40
 
