@@ -30,8 +30,7 @@ from darrm_opt.privacy.table import CertifiedTable
 
 from .core import Debit, DebitResult
 from .db import DEFAULT_URL, Database, migrate
-from .schema import GammaTable, utcnow
-from .schema import Ledger as LedgerRow
+from .schema import GammaTable, LedgerRecord, utcnow
 from .tables import table_columns
 from .views import LedgerStore, insert_ledger
 from .writer import DebitWriter
@@ -108,8 +107,8 @@ class Ledger:
         with db.write() as conn:
             if not db.is_sqlite:
                 conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": NAME_LOCK})
-            rows = conn.execute(select(LedgerRow.__table__).where(
-                or_(LedgerRow.id == name, LedgerRow.name == name))).all()
+            rows = conn.execute(select(LedgerRecord.__table__).where(
+                or_(LedgerRecord.id == name, LedgerRecord.name == name))).all()
             if len(rows) > 1:
                 raise InvalidParameter("ledger", f"{len(rows)} ledgers are called {name!r}: give one's id")
             if rows:

@@ -22,7 +22,7 @@ from darrm_opt.privacy.parallel import capped, check_cap
 
 from .core import LedgerRow
 from .db import Database
-from .schema import DEFAULT_TENANT, Ledger, LedgerUsage, SpendRecord, aware, utcnow
+from .schema import DEFAULT_TENANT, LedgerRecord, LedgerUsage, SpendRecord, aware, utcnow
 
 
 def ledger_row(row: Any) -> LedgerRow:
@@ -80,7 +80,7 @@ def insert_ledger(conn: Any, name: str, epsilon_budget: float, delta_budget: flo
     private teachers on disjoint shards, which caps the ledger's total (parallel composition)."""
     now = utcnow()
     ledger_id = uuid.uuid4().hex
-    conn.execute(insert(Ledger).values(
+    conn.execute(insert(LedgerRecord).values(
         id=ledger_id, name=name, epsilon_budget=epsilon_budget, delta_budget=delta_budget,
         answers=0, epsilon_spent=0.0, delta_spent=0.0, composition=accounting.BASIC,
         created_at=now, updated_at=now, tenant=tenant,
@@ -91,7 +91,7 @@ def insert_ledger(conn: Any, name: str, epsilon_budget: float, delta_budget: flo
 
 def _of(tenant: str | None) -> list[Any]:
     """The condition that a ledger belongs to ``tenant`` (none for None: every tenant's, an admin's view)."""
-    return [] if tenant is None else [Ledger.tenant == tenant]
+    return [] if tenant is None else [LedgerRecord.tenant == tenant]
 
 
 class LedgerStore:
@@ -113,8 +113,9 @@ class LedgerStore:
         and the number of its ledgers."""
         mine = _of(tenant)
         with self.db.read() as conn:
-            total = conn.execute(select(func.count()).select_from(Ledger).where(*mine)).scalar_one()
-            rows = conn.execute(select(Ledger.__table__).where(*mine).order_by(Ledger.created_at, Ledger.id)
+            total = conn.execute(select(func.count()).select_from(LedgerRecord).where(*mine)).scalar_one()
+            rows = conn.execute(select(LedgerRecord.__table__).where(*mine)
+                                .order_by(LedgerRecord.created_at, LedgerRecord.id)
                                 .limit(limit).offset(offset)).all()
             usage: dict[str, list[Any]] = {r.id: [] for r in rows}
             if rows:
@@ -127,7 +128,8 @@ class LedgerStore:
         """The ledger's statement after each of its last ``limit`` paid requests (oldest first); None for an
         unknown ledger or one of another tenant."""
         with self.db.read() as conn:
-            ledger = conn.execute(select(Ledger.__table__).where(Ledger.id == ledger_id, *_of(tenant))).first()
+            ledger = conn.execute(
+                select(LedgerRecord.__table__).where(LedgerRecord.id == ledger_id, *_of(tenant))).first()
             if ledger is None:
                 return None
             rows = conn.execute(
@@ -143,7 +145,8 @@ class LedgerStore:
     def get(self, ledger_id: str, tenant: str | None = None) -> dict[str, Any] | None:
         """A ledger's view; None for an unknown ledger or one of another tenant."""
         with self.db.read() as conn:
-            row = conn.execute(select(Ledger.__table__).where(Ledger.id == ledger_id, *_of(tenant))).first()
+            row = conn.execute(
+                select(LedgerRecord.__table__).where(LedgerRecord.id == ledger_id, *_of(tenant))).first()
             if row is None:
                 return None
             usage = conn.execute(

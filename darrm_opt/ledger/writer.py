@@ -46,7 +46,7 @@ from .compositions import SharedCompositions
 from .core import Debit, DebitResult, LedgerState, NeedsExact, ProfileOf, decide, no_profiles
 from .db import Database
 from .scheduler import CompositionScheduler
-from .schema import Ledger, LedgerUsage, SpendRecord, utcnow
+from .schema import LedgerRecord, LedgerUsage, SpendRecord, utcnow
 from .views import ledger_row
 
 log = logging.getLogger("darrm.ledger")
@@ -163,7 +163,7 @@ class DebitWriter:
         keyed = {(d.ledger_id, d.idempotency_key) for d in batch if d.idempotency_key is not None}
         with self.db.write() as conn:
             rows = conn.execute(
-                select(Ledger.__table__).where(Ledger.id.in_(ledger_ids)).order_by(Ledger.id).with_for_update()
+                select(LedgerRecord.__table__).where(LedgerRecord.id.in_(ledger_ids)).order_by(LedgerRecord.id).with_for_update()
             ).all()
             states: dict[str, LedgerState] = {}
             for row in rows:
@@ -200,7 +200,7 @@ class DebitWriter:
                     continue
                 lid = state.row.id
                 conn.execute(
-                    update(Ledger).where(Ledger.id == lid).values(
+                    update(LedgerRecord).where(LedgerRecord.id == lid).values(
                         answers=state.answers, epsilon_spent=state.spend.epsilon,
                         delta_spent=state.spend.delta, composition=state.spend.method, updated_at=now,
                     )
