@@ -18,7 +18,7 @@ from darrm_opt.ledger.db import Database, migrate
 from darrm_opt.ledger.keys import env_principals
 from darrm_opt.ledger.views import LedgerStore
 from darrm_opt.ledger.writer import DebitWriter
-from darrm_opt.mechanisms.samplers import RandomBytes, system_random
+from darrm_opt.sampling import RandomBytes, system_random
 
 from . import docs
 from .admission import TenantRates

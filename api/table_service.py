@@ -42,9 +42,9 @@ from darrm_opt.ledger.db import Database
 from darrm_opt.ledger.schema import aware
 from darrm_opt.ledger.tables import TableNotServable, table_columns
 from darrm_opt.mechanisms import Mechanism, cost, mechanism, mechanism_for, params_key, table_from_row
-from darrm_opt.mechanisms.samplers import RandomBytes, system_random
 from darrm_opt.privacy.profile import Profile
 from darrm_opt.privacy.table import CertifiedTable
+from darrm_opt.sampling import RandomBytes, system_random
 
 from .repositories import JobCoordinator, TableRepository
 from .settings import DEFAULT_MAX_MULTISETS, Settings

@@ -20,7 +20,7 @@ from darrm_opt.ledger.dd_account import (
     record,
     release_law,
 )
-from darrm_opt.privacy.data_dependent import gnss_rdp
+from darrm_opt.privacy.smooth_sensitivity import gnss_rdp
 
 
 def gnmax_policy(**kw):

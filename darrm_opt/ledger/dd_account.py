@@ -5,12 +5,12 @@ Interactive-GNMax (PATE Alg. 2, the student's predictions deciding which queries
 multi-class γ table with finite RDP (its exact per-state data-dependent RDP, :func:`table_shape`) at
 fixed parameters (:class:`DataDependentPolicy`). It keeps the *private* data-dependent state — the sum of
 each query's data-dependent RDP at order λ and Thm. 24's summed sensitivity-at-distance vector, computed
-from the actual vote histograms (:mod:`darrm_opt.privacy.data_dependent`) — and publishes exactly one
+from the actual vote histograms (:mod:`darrm_opt.privacy.query_accounts`) — and publishes exactly one
 number about it, once: the GNSS release (PATE Thm. 23)
 
     ε̂ = Σ β(qᵢ) + Z·σ_SS·SS_β + ε_GNSS(λ) + log(1/δ)/(λ − 1),   Z ~ N(0, 1),
 
-rounded to ``grid`` (post-processing), drawn by :func:`~darrm_opt.privacy.data_dependent.sample_gnss_noise`
+rounded to ``grid`` (post-processing), drawn by :func:`~darrm_opt.sampling.rounded_gaussian.sample_gnss_noise`
 from a CSPRNG. After publication the ledger is sealed (no more queries): a second release would cost a
 second ε_GNSS. Everything else it shows is a function of public values only: the policy, the number of
 queries and answered queries (⊥ is released to the student), and the data-independent bound of the quota.
@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from functools import lru_cache
 from typing import Any
@@ -35,20 +35,15 @@ from typing import Any
 import numpy as np
 
 from darrm_opt.errors import BudgetExceeded, InvalidParameter
-from darrm_opt.privacy.data_dependent import (
-    CONVERSIONS,
-    TableShape,
+from darrm_opt.privacy.query_accounts import (
     account_confident_gnmax,
     account_gnmax,
     account_interactive_gnmax,
     account_table,
-    dp_tail,
-    gnmax_shape,
-    gnss_rdp,
-    sample_gnss_noise,
-    smooth_sensitivity,
-    table_shape,
 )
+from darrm_opt.privacy.query_costs import TableShape, gnmax_shape, table_shape
+from darrm_opt.privacy.smooth_sensitivity import CONVERSIONS, dp_tail, gnss_rdp, smooth_sensitivity
+from darrm_opt.sampling import RandomBytes, sample_gnss_noise
 
 
 @lru_cache(maxsize=16)
@@ -58,7 +53,6 @@ def _table_shape(K: int, classes: int, gamma: tuple[float, ...], order: float) -
 
 AGGREGATORS = ("gnmax", "confident-gnmax", "interactive-gnmax", "table")
 MODE = "data-dependent"
-RandomBytes = Callable[[int], bytes]
 
 
 def _num(name: str, value: object, *, low: float = 0.0, strict: bool = True) -> float:
@@ -253,7 +247,7 @@ def record(policy: DataDependentPolicy, state: DataDependentState, votes: object
     statistic when ``student`` (the student's class probabilities per query, PATE Alg. 2) is given, else
     its data-independent λ/(2σ₁²). ``discrete``: the answers were drawn with discrete Gaussian noise, as
     every sampler of this product draws them (the ledger's own answers, GNMax tables' answers), so GNMax's
-    q̃ is taken at :func:`~darrm_opt.privacy.data_dependent.discrete_q_sigma` and Confident-GNMax's check is
+    q̃ is taken at :func:`~darrm_opt.privacy.query_costs.discrete_q_sigma` and Confident-GNMax's check is
     priced for the discrete law; False only for answers drawn elsewhere with continuous Gaussian noise (the
     PATE paper's setting). Refused (BudgetExceeded) beyond the
     quota or after publication; the refusal depends on counts only."""

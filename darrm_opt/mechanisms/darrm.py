@@ -149,6 +149,6 @@ class Darrm(Mechanism):
         return {"m": table.params.m, "delta": float(table.params.delta)}
 
     def sampler(self, table, random_bytes):  # noqa: ANN001, ANN201
-        from .samplers import BinarySampler
+        from .vote_samplers import BinarySampler
 
         return BinarySampler(table.gamma, random_bytes)
