@@ -1,5 +1,5 @@
 """Data-dependent ledgers: one job of GNMax-family or γ-table answers whose privacy is published only as a
-sanitised ε (darrm_opt.ledger.data_dependent; docs/data-dependent.md).
+sanitised ε (darrm_opt.ledger.dd_account; docs/data-dependent.md).
 
 The ε such a ledger publishes is a differentially private, noisy estimate of the privacy loss of *this*
 dataset, not a worst case; every view also carries ``data_independent_epsilon``, the worst case of the quota."""

@@ -1,4 +1,4 @@
-"""The ledger's decision: which debits a ledger pays, at what spend (no I/O; :mod:`.store` persists it).
+"""The ledger's decision: which debits a ledger pays, at what spend (no I/O; :mod:`.writer` persists it).
 
 A *debit* asks a ledger to pay for ``rows`` answers of one certified table, identified by its content hash
 (:func:`darrm_opt.privacy.table.table_id`: kind, setting, parameters and γ), at that table's per-answer cost
@@ -55,6 +55,7 @@ from darrm_opt.privacy.adaptive import EXACT_DOMINATING, adaptive_parts
 from darrm_opt.privacy.parallel import capped
 from darrm_opt.privacy.pld import (
     EXACT_MAX_ANSWERS,
+    DominatingPair,
     Parts,
     bucketed,
     cached_exact_epsilon,
@@ -161,7 +162,7 @@ class NeedsExact(Exception):
     """A decision needs an exact composition that is not cached yet (see :meth:`LedgerState.account`);
     ``ledger_id``: the ledger whose decision needs it."""
 
-    def __init__(self, parts: list[tuple[Profile, int]], delta: float, coarse: bool = False,
+    def __init__(self, parts: list[tuple[DominatingPair, int]], delta: float, coarse: bool = False,
                  ledger_id: str = "", near: bool | None = None) -> None:
         super().__init__("exact composition not cached")
         self.parts = parts

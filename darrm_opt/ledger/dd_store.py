@@ -1,9 +1,9 @@
 """Data-dependent ledgers on a database (table ``data_dependent_ledgers``, migration 0009).
 
 Every change runs in one write transaction that locks the ledger's row (SQLite ``BEGIN IMMEDIATE``;
-PostgreSQL ``SELECT … FOR UPDATE``), decides with :mod:`darrm_opt.ledger.data_dependent` and commits: two
+PostgreSQL ``SELECT … FOR UPDATE``), decides with :mod:`darrm_opt.ledger.dd_account` and commits: two
 processes recording on one ledger serialise, and the quota holds across them. Reads return
-:func:`~darrm_opt.ledger.data_dependent.public_view` only: the private account in ``state`` never leaves
+:func:`~darrm_opt.ledger.dd_account.public_view` only: the private account in ``state`` never leaves
 this module.
 """
 
@@ -17,7 +17,8 @@ from sqlalchemy import insert, or_, select, text, update
 
 from darrm_opt.errors import InvalidParameter
 
-from .data_dependent import (
+from .db import Database
+from .dd_account import (
     DataDependentPolicy,
     DataDependentState,
     RandomBytes,
@@ -28,8 +29,7 @@ from .data_dependent import (
     publish,
     record,
 )
-from .db import Database
-from .schema import DEFAULT_TENANT, DataDependentLedger, aware, utcnow
+from .schema import DEFAULT_TENANT, DataDependentLedgerRecord, aware, utcnow
 
 #: draws a batch's answers: (policy, histograms, student probabilities or None) → (labels, answered or None)
 Draw = Callable[[DataDependentPolicy, Any, Any], tuple[Any, Any]]
@@ -49,7 +49,7 @@ NAME_LOCK = 7_247_301_813
 
 def _of(tenant: str | None) -> list[Any]:
     """The condition that a ledger belongs to ``tenant`` (none for None: every tenant's, an admin's read)."""
-    return [] if tenant is None else [DataDependentLedger.tenant == tenant]
+    return [] if tenant is None else [DataDependentLedgerRecord.tenant == tenant]
 
 
 class DataDependentStore:
@@ -70,8 +70,8 @@ class DataDependentStore:
         with self.db.write() as conn:
             if not self.db.is_sqlite:
                 conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": NAME_LOCK})
-            rows = conn.execute(select(DataDependentLedger.id, DataDependentLedger.policy).where(
-                or_(DataDependentLedger.id == name, DataDependentLedger.name == name), *_of(tenant))).all()
+            rows = conn.execute(select(DataDependentLedgerRecord.id, DataDependentLedgerRecord.policy).where(
+                or_(DataDependentLedgerRecord.id == name, DataDependentLedgerRecord.name == name), *_of(tenant))).all()
             if len(rows) > 1:
                 raise InvalidParameter("ledger", f"{len(rows)} data-dependent ledgers are called {name!r}: "
                                        "give one's id")
@@ -90,7 +90,7 @@ class DataDependentStore:
             raise InvalidParameter("name", "must be a non-empty string of at most 200 characters", name)
         ledger_id = uuid.uuid4().hex
         now = utcnow()
-        conn.execute(insert(DataDependentLedger).values(
+        conn.execute(insert(DataDependentLedgerRecord).values(
             id=ledger_id, name=name, policy=p.to_json(), queries=0, answered=0,
             state=new_state(p).to_json(), published_epsilon=None, created_at=now, updated_at=now, tenant=tenant))
         return ledger_id
@@ -106,13 +106,13 @@ class DataDependentStore:
     def get(self, ledger_id: str, tenant: str | None = DEFAULT_TENANT) -> dict[str, Any] | None:
         """The public view of a ledger of ``tenant`` (None: of any tenant), or None."""
         with self.db.read() as conn:
-            row = conn.execute(select(DataDependentLedger).where(DataDependentLedger.id == ledger_id,
+            row = conn.execute(select(DataDependentLedgerRecord).where(DataDependentLedgerRecord.id == ledger_id,
                                                                  *_of(tenant))).first()
         return None if row is None else _view(row)
 
     def _change(self, ledger_id: str, change, tenant: str) -> dict[str, Any] | None:  # noqa: ANN001
         with self.db.write() as conn:
-            q = select(DataDependentLedger).where(DataDependentLedger.id == ledger_id, *_of(tenant))
+            q = select(DataDependentLedgerRecord).where(DataDependentLedgerRecord.id == ledger_id, *_of(tenant))
             if not self.db.is_sqlite:
                 q = q.with_for_update()
             row = conn.execute(q).first()
@@ -120,7 +120,7 @@ class DataDependentStore:
                 return None
             policy = DataDependentPolicy.from_json(row.policy)
             state = change(policy, DataDependentState.from_json(row.state))
-            conn.execute(update(DataDependentLedger).where(DataDependentLedger.id == ledger_id).values(
+            conn.execute(update(DataDependentLedgerRecord).where(DataDependentLedgerRecord.id == ledger_id).values(
                 queries=state.queries, answered=state.answered, state=state.to_json(),
                 published_epsilon=state.published, updated_at=utcnow()))
         return self.get(ledger_id, tenant)

@@ -2,7 +2,7 @@
 
 :class:`Ledger` opens a database (a SQLite file by default, created and migrated on first use, or the
 service's PostgreSQL), finds or creates a ledger by name and pays for batches of answers of certified
-tables (:class:`darrm_opt.privacy.table.CertifiedTable`) through :class:`darrm_opt.ledger.store.DebitWriter`:
+tables (:class:`darrm_opt.privacy.table.CertifiedTable`) through :class:`darrm_opt.ledger.writer.DebitWriter`:
 one transaction that locks the ledger, decides with :func:`darrm_opt.ledger.core.decide` (each answer priced
 with its own table's profile, the teachers' setting checked against the ledger's cap) and commits durably
 (SQLite ``synchronous=FULL``) before :meth:`Ledger.pay` returns. A batch that does not fit is refused whole:
@@ -30,10 +30,10 @@ from darrm_opt.privacy.table import CertifiedTable
 
 from .core import Debit, DebitResult
 from .db import DEFAULT_URL, Database, migrate
-from .schema import GammaTable, utcnow
-from .schema import Ledger as LedgerRow
-from .store import DebitWriter, LedgerStore, insert_ledger
+from .schema import GammaTable, LedgerRecord, utcnow
 from .tables import table_columns
+from .views import LedgerStore, insert_ledger
+from .writer import DebitWriter
 
 #: pg_advisory_xact_lock key serialising find-or-create by name (arbitrary, fixed)
 NAME_LOCK = 7_247_301_812
@@ -107,8 +107,8 @@ class Ledger:
         with db.write() as conn:
             if not db.is_sqlite:
                 conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": NAME_LOCK})
-            rows = conn.execute(select(LedgerRow.__table__).where(
-                or_(LedgerRow.id == name, LedgerRow.name == name))).all()
+            rows = conn.execute(select(LedgerRecord.__table__).where(
+                or_(LedgerRecord.id == name, LedgerRecord.name == name))).all()
             if len(rows) > 1:
                 raise InvalidParameter("ledger", f"{len(rows)} ledgers are called {name!r}: give one's id")
             if rows:

@@ -1,20 +1,19 @@
 """The data-dependent ledger of the Python API, drawing its own answers (``darrm_opt.DataDependentLedger``).
 
-:class:`DataDependentLedger` is :class:`darrm_opt.ledger.dd_local.DataDependentLedger` (open or create by
+:class:`DataDependentLedger` is :class:`darrm_opt.ledger.dd_local.DataDependentRecorder` (open or create by
 name, record, publish once) with :meth:`~DataDependentLedger.answer`: the answers to the job's next queries
 drawn and accounted in one transaction (:mod:`darrm_opt.mechanisms.dd_answers`)."""
 
 from __future__ import annotations
 
-from darrm_opt.ledger.data_dependent import RandomBytes
-from darrm_opt.ledger.dd_local import DataDependentLedger as _Base
-from darrm_opt.ledger.dd_local import _system_random
+from darrm_opt.ledger.dd_account import RandomBytes
+from darrm_opt.ledger.dd_local import DataDependentRecorder, _system_random
 from darrm_opt.mechanisms.dd_answers import drawer
 
 __all__ = ["DataDependentLedger"]
 
 
-class DataDependentLedger(_Base):
+class DataDependentLedger(DataDependentRecorder):
     """A data-dependent job on a database that also answers it (see the base class for the rest)."""
 
     def answer(self, votes: object, student: object | None = None,
