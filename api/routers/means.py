@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import time
 from typing import Any
 
@@ -69,9 +70,15 @@ def post_gaussian_table(body: GaussianTableRequest, s: ServicesDep) -> dict[str,
     return {"table": served.to_dict(), "calibration": cal.to_dict()}
 
 
+#: a key ``vectors``: the opening quote is not escaped, so in valid JSON it starts a string outside every other
+#: string, and the ``:`` after the closing quote makes that string a key (the text ``vectors`` inside a value,
+#: an idempotency key or an id, never matches)
+_VECTORS_KEY = re.compile(rb'(?<!\\)"vectors"[ \t\n\r]*:')
+
+
 def is_vectors_request(body: bytes | bytearray) -> bool:
-    """Whether an aggregate body names ``vectors`` (then it is read here, not as votes)."""
-    return b'"vectors"' in body
+    """Whether an aggregate body has a key ``vectors`` (then it is read here, not as votes)."""
+    return _VECTORS_KEY.search(body) is not None
 
 
 def _parse(body: bytes | bytearray) -> tuple[str, str, np.ndarray]:
@@ -79,6 +86,8 @@ def _parse(body: bytes | bytearray) -> tuple[str, str, np.ndarray]:
         doc = json.loads(body)
     except (ValueError, UnicodeDecodeError):
         raise InvalidParameter("body", "is not valid JSON text") from None
+    except RecursionError:  # arrays nested thousands deep: never a (rows, K, dim) array
+        raise InvalidParameter("vectors", "is nested too deep: an array (rows, K, dim) has 3 levels") from None
     if not isinstance(doc, dict):
         raise InvalidParameter("body", "must be a JSON object")
     extra = set(doc) - {"table_id", "ledger_id", "vectors"}

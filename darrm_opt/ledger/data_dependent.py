@@ -70,6 +70,19 @@ def _num(name: str, value: object, *, low: float = 0.0, strict: bool = True) -> 
     return x
 
 
+#: the range of a noise scale (σ, σ₁, σ_SS): its square and the reciprocal of its square are finite, nonzero
+#: floats, so every cost computed from it is a number
+SCALE_RANGE = (1e-100, 1e100)
+
+
+def _scale(name: str, value: object) -> float:
+    x = _num(name, value)
+    low, high = SCALE_RANGE
+    if not low <= x <= high:
+        raise InvalidParameter(name, f"must be a noise scale in [{low:g}, {high:g}]", value)
+    return x
+
+
 def _int(name: str, value: object, low: int = 1) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or int(value) < low:
         raise InvalidParameter(name, f"must be an integer >= {low}", value)
@@ -105,8 +118,9 @@ class DataDependentPolicy:
             raise InvalidParameter("aggregator", f"must be one of {', '.join(AGGREGATORS)}", self.aggregator)
         object.__setattr__(self, "K", _int("K", self.K))
         object.__setattr__(self, "classes", _int("classes", self.classes, 2))
-        for name in ("beta", "sigma_ss", "grid"):
+        for name in ("beta", "grid"):
             object.__setattr__(self, name, _num(name, getattr(self, name)))
+        object.__setattr__(self, "sigma_ss", _scale("sigma_ss", self.sigma_ss))
         object.__setattr__(self, "order", _num("order", self.order, low=1.0))
         delta = _num("delta", self.delta)
         if not delta < 1.0:
@@ -134,12 +148,12 @@ class DataDependentPolicy:
             if not c < 1.0:
                 raise InvalidParameter("confidence", "must satisfy 0 <= confidence < 1", self.confidence)
             object.__setattr__(self, "confidence", c)
-        object.__setattr__(self, "sigma", _num("sigma", self.sigma))
+        object.__setattr__(self, "sigma", _scale("sigma", self.sigma))
         if self.aggregator != "gnmax":
             if self.threshold is None or self.sigma1 is None:
                 raise InvalidParameter("threshold", f"{self.aggregator} needs threshold and sigma1", self.threshold)
             object.__setattr__(self, "threshold", _num("threshold", self.threshold, strict=False))
-            object.__setattr__(self, "sigma1", _num("sigma1", self.sigma1))
+            object.__setattr__(self, "sigma1", _scale("sigma1", self.sigma1))
         elif self.threshold is not None or self.sigma1 is not None:
             raise InvalidParameter("threshold", "plain GNMax takes no threshold or sigma1", self.threshold)
         if not gnmax_shape(self.sigma, self.order, self.classes).conditions:
