@@ -13,6 +13,7 @@ from fastapi.responses import JSONResponse
 from darrm_opt.ledger.core import Debit, DebitResult
 
 from .errors import invalid
+from .observability import record_debit
 
 log = logging.getLogger("darrm.api.aggregate")
 
@@ -23,17 +24,22 @@ async def pay(s: Any, debit: Debit) -> DebitResult | Response:
     up may be paid, and a retry with the same idempotency key returns its answers)."""
     try:
         future = s.writer.submit(debit)
-        return await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(future)), s.settings.debit_timeout_s)
+        result = await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(future)), s.settings.debit_timeout_s)
     except TimeoutError:
+        record_debit(debit.tenant, "timeout")
         return JSONResponse(status_code=503, headers={"Retry-After": "1"}, content={
             "detail": f"the debit was not decided within DARRM_DEBIT_TIMEOUT_S = {s.settings.debit_timeout_s:g} s "
                       "(a ledger near its budget waits for exact compositions, longer while other tenants are "
                       "served); no answer was released; a retry with the same idempotency key returns the "
                       "answers if it was paid"})
     except Exception as exc:  # noqa: BLE001 - the database failed: nothing is released
+        record_debit(debit.tenant, "error")
         log.error("debit failed (%s): nothing released", type(exc).__name__)
         return JSONResponse(status_code=503, content={"detail": "the ledger database is unavailable; "
                                                                 "no answer was released"})
+    outcome = result.status if result.status in ("paid", "replayed", "over_budget") else "refused"
+    record_debit(debit.tenant, outcome, debit.rows)
+    return result
 
 
 def refusal(result: DebitResult) -> Response:

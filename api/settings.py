@@ -29,6 +29,7 @@
 ``DARRM_MAX_BODY_MEMORY``  bytes of ``POST /v1/aggregate`` bodies one process holds at once (256 MiB): a
                          body arriving past it is answered 503 (Retry-After); bodies are read as they
                          arrive, so a connection holds what it sent, whatever its Content-Length says
+``DARRM_ACCESS_LOG``    one JSON line per request on stderr (true; ``api.observability``)
 ``DARRM_EXACT_WORKERS``  threads computing exact compositions for the debit writer (2), off its thread
 ``DARRM_TENANT_RATE``, ``DARRM_TENANT_BURST``  requests per second (and the burst) one tenant may make to
                          ``/v1`` in each server process (unset: unlimited); one more is answered 429 with
@@ -76,6 +77,7 @@ class Settings(BaseSettings):
     exact_workers: int = Field(2, ge=1)
     debit_batch: int = Field(512, ge=1)
     debit_timeout_s: float = Field(60.0, gt=0)
+    access_log: bool = True  # one JSON line per request on stderr (api.observability)
     migrate_on_start: bool = True
     # tenants
     tenant_rate: float | None = Field(None, gt=0, allow_inf_nan=False)  # requests/s per tenant per process

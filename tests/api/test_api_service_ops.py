@@ -34,7 +34,7 @@ POLICY = {"aggregator": "confident-gnmax", "K": 100, "classes": 3, "sigma": 40.0
 @pytest.fixture(scope="module")
 def server(tmp_path_factory) -> Iterator[Server]:
     d = tmp_path_factory.mktemp("service-ops")
-    s = Server(d, f"sqlite:///{d / 'darrm.db'}", name="ops", env={"DARRM_LOG_FORMAT": "json"}).start()
+    s = Server(d, f"sqlite:///{d / 'darrm.db'}", name="ops").start()
     yield s
     s.stop()
 
@@ -80,3 +80,74 @@ def test_the_word_vectors_inside_a_votes_body_does_not_reroute_it(c, key):
     again = c.post("/v1/aggregate", json=body)
     assert again.status_code == 200 and again.json()["replayed"] is True
     assert again.json()["answers"] == first["answers"]
+
+
+# item 8 ------------------------------------------------------------------------------------------------------
+
+def _scrape(server: Server) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """Every sample of ``/metrics`` (fetched without a key) by (name, sorted labels)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    r = httpx.get(server.url + "/metrics", timeout=30)
+    assert r.status_code == 200 and r.headers["content-type"].startswith("text/plain"), r.text[:200]
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value
+            for family in text_string_to_metric_families(r.text) for s in family.samples}
+
+
+def _access_lines(server: Server) -> list[dict]:
+    lines = []
+    for line in server.log_path.read_text(errors="replace").splitlines():
+        if line.startswith("{"):
+            lines.append(json.loads(line))
+    return lines
+
+
+def test_a_request_id_is_echoed_or_issued_and_logged_as_one_json_line(server, c):
+    rid = "trace-" + uuid.uuid4().hex[:8]
+    r = c.post("/v1/ledgers", json={"name": "logged", "epsilon_budget": 1.0, "delta_budget": 1e-6},
+               headers={"X-Request-ID": rid})
+    assert r.status_code == 201 and r.headers["x-request-id"] == rid
+    issued = c.get("/v1/ledgers/" + r.json()["id"], headers={"X-Request-ID": "not a valid id"})
+    assert issued.status_code == 200 and re.fullmatch(r"[0-9a-f]{32}", issued.headers["x-request-id"])
+    refused = httpx.get(server.url + "/v1/ledgers", headers={"X-Request-ID": rid + "-nokey"})
+    assert refused.status_code == 401 and refused.headers["x-request-id"] == rid + "-nokey"
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        by_id = {line["request_id"]: line for line in _access_lines(server)}
+        if {rid, rid + "-nokey", issued.headers["x-request-id"]} <= set(by_id):
+            break
+        time.sleep(0.1)
+    line = by_id[rid]
+    assert (line["method"], line["route"], line["status"], line["tenant"]) == ("POST", "/v1/ledgers", 201, "default")
+    assert 0 < line["latency_ms"] < 60_000 and line["pid"] > 0
+    got = by_id[issued.headers["x-request-id"]]
+    assert (got["route"], got["status"]) == ("/v1/ledgers/{ledger_id}", 200)  # the template, never the id
+    nokey = by_id[rid + "-nokey"]
+    assert (nokey["status"], nokey["tenant"]) == (401, None)
+
+
+def test_metrics_count_requests_debits_and_the_tenants_answers(server, c):
+    table = make_table(c, K=5, m=2)
+    ledger = make_ledger(c, 10.0, 1e-3, name="metered")
+    before = _scrape(server)
+    paid = c.post("/v1/aggregate", json={"table_id": table["id"], "ledger_id": ledger["id"],
+                                         "votes": [[1, 1, 1, 0, 0]] * 7})
+    assert paid.status_code == 200, paid.text
+    poor = make_ledger(c, 1e-9, 1e-12, name="poor")
+    over = c.post("/v1/aggregate", json={"table_id": table["id"], "ledger_id": poor["id"], "votes": [[1] * 5]})
+    assert over.status_code == 409, over.text
+    after = _scrape(server)
+
+    def delta(name: str, **labels: str) -> float:
+        key = (name, tuple(sorted(labels.items())))
+        return after.get(key, 0.0) - before.get(key, 0.0)
+
+    assert delta("darrm_debits_total", tenant="default", outcome="paid") == 1
+    assert delta("darrm_debits_total", tenant="default", outcome="over_budget") == 1
+    assert delta("darrm_answers_paid_total", tenant="default") == 7
+    assert delta("darrm_requests_total", method="POST", route="/v1/aggregate", status="200") == 1
+    assert delta("darrm_requests_total", method="POST", route="/v1/aggregate", status="409") == 1
+    assert delta("darrm_request_seconds_count", route="/v1/aggregate") == 2
+    assert after[("darrm_solve_queue", ())] == 0
+    assert after[("darrm_body_bytes_held", ())] == 0
+    assert ("darrm_compositions_total", ()) in after
