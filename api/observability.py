@@ -142,6 +142,6 @@ def exposition() -> tuple[bytes, str]:
     """The metrics' text (every worker's with ``PROMETHEUS_MULTIPROC_DIR``) and its content type."""
     if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         registry = CollectorRegistry()
-        prom_multiprocess.MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
+        prom_multiprocess.MultiProcessCollector(registry)
         return generate_latest(registry), CONTENT_TYPE_LATEST
     return generate_latest(), CONTENT_TYPE_LATEST

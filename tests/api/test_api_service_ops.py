@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import signal
 import subprocess
+import sys
+import re
 import time
 import uuid
 from collections.abc import Iterator
@@ -151,3 +152,83 @@ def test_metrics_count_requests_debits_and_the_tenants_answers(server, c):
     assert after[("darrm_solve_queue", ())] == 0
     assert after[("darrm_body_bytes_held", ())] == 0
     assert ("darrm_compositions_total", ()) in after
+
+
+# item 4 ------------------------------------------------------------------------------------------------------
+
+def _gone(pids: list[int], within: float) -> list[int]:
+    """The processes of ``pids`` still running (zombies are gone) after waiting up to ``within`` seconds."""
+    import psutil
+
+    deadline = time.monotonic() + within
+    while True:
+        alive = []
+        for pid in pids:
+            try:
+                if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+                    alive.append(pid)
+            except psutil.NoSuchProcess:
+                pass
+        if not alive or time.monotonic() >= deadline:
+            return alive
+        time.sleep(0.1)
+
+
+BUSY_PARENT = """
+import sys, time
+from darrm_opt.ledger.children import child_pool, pool_pids
+pool = child_pool(2)
+futures = [pool.submit(time.sleep, 120) for _ in range(2)]
+while len(pool_pids(pool)) < 2:
+    time.sleep(0.05)
+time.sleep(1.0)  # both have started their task
+print(*pool_pids(pool), flush=True)
+time.sleep(120)
+"""
+
+
+def test_busy_composition_children_die_within_seconds_of_a_sigkill_of_their_parent(tmp_path):
+    import psutil
+
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    parent = subprocess.Popen([sys.executable, "-c", BUSY_PARENT], stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        line = parent.stdout.readline()  # type: ignore[union-attr]
+        kids = [int(p) for p in line.split()]
+        assert len(kids) == 2 and all(psutil.Process(k).ppid() == parent.pid for k in kids)
+        parent.send_signal(signal.SIGKILL)
+        parent.wait(10)
+        assert _gone(kids, 5.0) == []
+    finally:
+        parent.kill()
+        parent.wait(10)
+
+
+def test_no_process_outlives_its_server_after_a_worker_is_killed_and_after_sigterm(tmp_path):
+    import psutil
+
+    s = Server(tmp_path, f"sqlite:///{tmp_path / 'darrm.db'}", workers=2, name="children").start()
+    try:
+        with s.client() as c:
+            table = make_table(c, K=5, m=2)
+            ledger = make_ledger(c, 3.0, 1e-3, name="children")
+            deadline = time.monotonic() + 120
+            grandchildren: dict[int, list[int]] = {}
+            while not grandchildren and time.monotonic() < deadline:
+                r = c.post("/v1/aggregate", json={"table_id": table["id"], "ledger_id": ledger["id"],
+                                                  "votes": [[1, 1, 1, 0, 0]] * 5})
+                assert r.status_code == 200, r.text
+                for worker in psutil.Process(s.proc.pid).children():
+                    kids = [k.pid for k in worker.children(recursive=True)]
+                    if kids:
+                        grandchildren[worker.pid] = kids
+            assert grandchildren, "no composition child was started"
+        worker, kids = next(iter(grandchildren.items()))
+        os.kill(worker, signal.SIGKILL)
+        assert _gone(kids, 5.0) == []
+        assert httpx.get(s.url + "/healthz", timeout=10).status_code == 200  # the other worker serves on
+    finally:
+        tree = [p.pid for p in psutil.Process(s.proc.pid).children(recursive=True)] if s.proc.poll() is None else []
+        os.killpg(s.proc.pid, signal.SIGTERM)
+        s.proc.wait(30)
+    assert _gone(tree, 10.0) == []
