@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
-import re
 import time
 import uuid
 from collections.abc import Iterator
