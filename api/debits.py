@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import uuid
 from typing import Any
 
 from fastapi import Response
@@ -18,10 +19,17 @@ from .observability import record_debit
 log = logging.getLogger("darrm.api.aggregate")
 
 
+def issued_key() -> str:
+    """An idempotency key the server gives a debit sent without one, so that a debit paid after its request
+    gave up (a 503 naming the key) is never paid and lost: the same request with the key returns its answers."""
+    return "server-" + uuid.uuid4().hex
+
+
 async def pay(s: Any, debit: Debit) -> DebitResult | Response:
     """The debit's result from the process's writer, or a 503 when the ledger's database fails or the debit
     is not decided within ``debit_timeout_s`` (nothing is released; a debit decided after its request gave
-    up may be paid, and a retry with the same idempotency key returns its answers)."""
+    up may be paid, and a retry with the idempotency key the 503 names, the client's or :func:`issued_key`'s,
+    returns its answers)."""
     try:
         future = s.writer.submit(debit)
         result = await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(future)), s.settings.debit_timeout_s)
@@ -30,8 +38,9 @@ async def pay(s: Any, debit: Debit) -> DebitResult | Response:
         return JSONResponse(status_code=503, headers={"Retry-After": "1"}, content={
             "detail": f"the debit was not decided within DARRM_DEBIT_TIMEOUT_S = {s.settings.debit_timeout_s:g} s "
                       "(a ledger near its budget waits for exact compositions, longer while other tenants are "
-                      "served); no answer was released; a retry with the same idempotency key returns the "
-                      "answers if it was paid"})
+                      "served); no answer was released; the same request with this idempotency_key returns "
+                      "the answers if it was paid, and pays once if it was not",
+            "idempotency_key": debit.idempotency_key})
     except Exception as exc:  # noqa: BLE001 - the database failed: nothing is released
         record_debit(debit.tenant, "error")
         log.error("debit failed (%s): nothing released", type(exc).__name__)

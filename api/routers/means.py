@@ -1,17 +1,21 @@
 """Gaussian mean releases in the service: calibrate and store a ``gaussian-mean`` table, and answer a batch of
 teachers' vectors (``POST /v1/aggregate`` with ``vectors``; see :func:`aggregate_vectors`).
 
-A vectors request is ``{"table_id", "ledger_id", "vectors": [[[y_1, …, y_l] × K] × N]}`` with every value a
+A vectors request is ``{"table_id", "ledger_id", "vectors": [[[y_1, …, y_l] × K] × N], "idempotency_key"?}`` with
+every value a
 number in [0, 1]; the body's size is bounded by DARRM_MAX_BODY_BYTES like every aggregate request (16 MiB:
 about 8·10⁵ values written with 17 significant digits, N × K × l up to that), N by DARRM_MAX_ROWS and
 N × K × l by :data:`MAX_VECTOR_VALUES`. Each teacher's vector is
 clipped to the table's radius here, on the server; bad shapes, NaN and values outside [0, 1] are a 422 naming
 ``vectors`` and the first bad row; nothing is spent then. The debit is priced by the table's exact profile
-like every other kind's, and the noisy means are returned only after it is committed.
+like every other kind's, and the noisy means are returned only after it is committed. The noisy lattice sums
+are drawn before the debit and stored with it under the idempotency key (the client's, or one the server
+issues and names in a 503): the same request with the key returns the same means and spends nothing.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import re
@@ -28,7 +32,7 @@ from darrm_opt.errors import InvalidParameter
 from darrm_opt.ledger.core import Debit
 from darrm_opt.mechanisms import mechanism
 
-from ..debits import pay, refusal
+from ..debits import issued_key, pay, refusal
 from ..deps import KEYED_RESPONSES, Services, ServicesDep, principal
 from ..errors import invalid
 
@@ -81,7 +85,7 @@ def is_vectors_request(body: bytes | bytearray) -> bool:
     return _VECTORS_KEY.search(body) is not None
 
 
-def _parse(body: bytes | bytearray) -> tuple[str, str, np.ndarray]:
+def _parse(body: bytes | bytearray) -> tuple[str, str, str | None, np.ndarray]:
     try:
         doc = json.loads(body)
     except (ValueError, UnicodeDecodeError):
@@ -90,13 +94,16 @@ def _parse(body: bytes | bytearray) -> tuple[str, str, np.ndarray]:
         raise InvalidParameter("vectors", "is nested too deep: an array (rows, K, dim) has 3 levels") from None
     if not isinstance(doc, dict):
         raise InvalidParameter("body", "must be a JSON object")
-    extra = set(doc) - {"table_id", "ledger_id", "vectors"}
+    extra = set(doc) - {"table_id", "ledger_id", "vectors", "idempotency_key"}
     if extra:
         raise InvalidParameter(sorted(extra)[0], "is not a field of a vectors request "
-                               "(table_id, ledger_id, vectors)")
+                               "(table_id, ledger_id, vectors, idempotency_key)")
     for name in ("table_id", "ledger_id"):
         if not isinstance(doc.get(name), str) or not doc[name]:
             raise InvalidParameter(name, "must be a non-empty string")
+    key = doc.get("idempotency_key")
+    if key is not None and (not isinstance(key, str) or not 1 <= len(key) <= 200 or not key.isprintable()):
+        raise InvalidParameter("idempotency_key", "must be a string of 1 to 200 printable characters")
     try:
         vectors = np.asarray(doc["vectors"], dtype=np.float64)
     except (TypeError, ValueError):
@@ -104,7 +111,15 @@ def _parse(body: bytes | bytearray) -> tuple[str, str, np.ndarray]:
                                "dim numbers)") from None
     if vectors.size > MAX_VECTOR_VALUES:
         raise InvalidParameter("vectors", f"at most {MAX_VECTOR_VALUES} values (rows × K × dim) per request")
-    return doc["table_id"], doc["ledger_id"], vectors
+    return doc["table_id"], doc["ledger_id"], key, vectors
+
+
+def vectors_digest(table_id: str, ledger_id: str, vectors: np.ndarray) -> str:
+    """SHA-256 (hex) of a vectors request: table, ledger, the shape and every value (float64, bit for bit)."""
+    arr = np.ascontiguousarray(vectors, dtype="<f8")
+    h = hashlib.sha256(f"darrm-vectors-v1\0{table_id}\0{ledger_id}\0{'x'.join(map(str, arr.shape))}\0".encode())
+    h.update(arr.tobytes())
+    return h.hexdigest()
 
 
 def _invalid(exc: InvalidParameter) -> JSONResponse:
@@ -115,7 +130,7 @@ async def aggregate_vectors(request: Request, s: Services, body: bytes | bytearr
     """The noisy means of a vectors request (module docstring), paid before they leave from a ledger of the
     key's tenant (another tenant's ledger is an unknown one)."""
     try:
-        table_id, ledger_id, vectors = await run_in_threadpool(_parse, body)
+        table_id, ledger_id, key, vectors = await run_in_threadpool(_parse, body)
     except InvalidParameter as exc:
         return _invalid(exc)
     if vectors.ndim >= 1 and vectors.shape[0] > s.settings.max_rows:
@@ -130,13 +145,18 @@ async def aggregate_vectors(request: Request, s: Services, body: bytes | bytearr
         prepared = await run_in_threadpool(sampler.prepare, vectors)  # checked and clipped on the server
     except InvalidParameter as exc:
         return invalid("body", "vectors", message=f"{exc.rule} (table {table_id})")
-    debit = Debit.of(ledger_id, table, sampler.rows(prepared), tenant=principal(request).tenant)
+    digest = await run_in_threadpool(vectors_digest, table.id, ledger_id, vectors)
+    del vectors
+    sums = await run_in_threadpool(sampler.noisy_sums, prepared)  # drawn, not released until paid
+    debit = Debit.of(ledger_id, table, sampler.rows(prepared), answers=sums,
+                     idempotency_key=key if key is not None else issued_key(), request_digest=digest,
+                     tenant=principal(request).tenant)
     result = await pay(s, debit)
     if isinstance(result, Response):
         return result
-    if result.status != "paid":
+    if result.status not in ("paid", "replayed"):
         return refusal(result)
-    means = await run_in_threadpool(sampler.draw, prepared)
+    means = await run_in_threadpool(sampler.means, result.answers)
     return JSONResponse(content={"answers": means.tolist(), "epsilon_spent": result.epsilon_spent,
                                  "delta_target": result.delta_target, "composition": result.composition,
-                                 "ledger_answers": result.ledger_answers, "replayed": False})
+                                 "ledger_answers": result.ledger_answers, "replayed": result.status == "replayed"})

@@ -232,3 +232,60 @@ def test_no_process_outlives_its_server_after_a_worker_is_killed_and_after_sigte
         os.killpg(s.proc.pid, signal.SIGTERM)
         s.proc.wait(30)
     assert _gone(tree, 10.0) == []
+
+
+def test_vector_means_take_an_idempotency_key_and_replay_the_same_means(c):
+    r = c.post("/v1/gaussian-tables", json=GAUSSIAN)
+    assert r.status_code == 201, r.text
+    table_id = r.json()["table"]["id"]
+    ledger = make_ledger(c, 8.0, 1e-3, name="vector-keys")
+    vectors = [[[0.25, 0.5], [0.75, 0.125], [0.5, 0.5]]] * 3
+    body = {"table_id": table_id, "ledger_id": ledger["id"], "vectors": vectors, "idempotency_key": "means-1"}
+    first = c.post("/v1/aggregate", json=body)
+    assert first.status_code == 200, first.text
+    assert first.json()["replayed"] is False and len(first.json()["answers"]) == 3
+    again = c.post("/v1/aggregate", json=body)
+    assert again.status_code == 200, again.text
+    assert again.json()["replayed"] is True and again.json()["answers"] == first.json()["answers"]
+    assert again.json()["ledger_answers"] == first.json()["ledger_answers"] == 3  # paid once
+    other = c.post("/v1/aggregate", json={**body, "vectors": [[[0.25, 0.5], [0.75, 0.125], [0.5, 0.25]]] * 3})
+    assert other.status_code == 422 and other.json()["detail"][0]["loc"] == ["body", "idempotency_key"]
+    assert c.get(f"/v1/ledgers/{ledger['id']}").json()["answers"] == 3
+
+
+# item 1: a debit answered 503 is never paid and lost ----------------------------------------------------------
+
+def test_a_debit_answered_503_names_a_key_that_returns_its_answers_and_pays_once(tmp_path):
+    """Server A gives up on every debit after 1 ms (503) while its writer decides it; the 503 names a key the
+    server issued; the same request with that key, sent to server B on the same database, returns the answers
+    (replayed when A paid them) and the ledger has paid for them once."""
+    url = f"sqlite:///{tmp_path / 'darrm.db'}"
+    a = Server(tmp_path, url, name="impatient", env={"DARRM_DEBIT_TIMEOUT_S": "0.001"}).start()
+    try:
+        b = Server(tmp_path, url, name="patient").start()
+        try:
+            with a.client() as ca, b.client() as cb:
+                table = make_table(cb, K=5, m=2)
+                ledger = make_ledger(cb, 10.0, 1e-3, name="late")
+                body = {"table_id": table["id"], "ledger_id": ledger["id"], "votes": [[1, 1, 0, 0, 1]] * 4}
+                r = ca.post("/v1/aggregate", json=body)
+                assert r.status_code == 503, r.text
+                key = r.json()["idempotency_key"]
+                assert re.fullmatch(r"server-[0-9a-f]{32}", key)
+                time.sleep(1.0)  # A's writer decides it meanwhile
+                retry = cb.post("/v1/aggregate", json={**body, "idempotency_key": key})
+                assert retry.status_code == 200, retry.text
+                assert retry.json()["replayed"] is True and len(retry.json()["answers"]) == 4
+                assert cb.get(f"/v1/ledgers/{ledger['id']}").json()["answers"] == 4
+                gaussian = cb.post("/v1/gaussian-tables", json=GAUSSIAN).json()["table"]["id"]
+                means = {"table_id": gaussian, "ledger_id": ledger["id"], "vectors": [[[0.5, 0.5]] * 3] * 2}
+                r = ca.post("/v1/aggregate", json=means)
+                assert r.status_code == 503, r.text
+                time.sleep(1.0)
+                retry = cb.post("/v1/aggregate", json={**means, "idempotency_key": r.json()["idempotency_key"]})
+                assert retry.status_code == 200 and retry.json()["replayed"] is True, retry.text
+                assert len(retry.json()["answers"]) == 2 and len(retry.json()["answers"][0]) == 2
+        finally:
+            b.stop()
+    finally:
+        a.stop()
