@@ -86,8 +86,8 @@ def test_nan_is_refused_naming_vectors(client, table):
 def test_an_unknown_field_is_named_and_an_unknown_table_is_a_404(client, table):
     ledger = make_ledger(client, 8.0, 1e-3)
     r = client.post("/v1/aggregate", json={"table_id": table["table"]["id"], "ledger_id": ledger["id"],
-                                           "vectors": [[[0.5] * 4] * 8], "idempotency_key": "k"})
-    assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "idempotency_key"]
+                                           "vectors": [[[0.5] * 4] * 8], "request_key": "k"})
+    assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "request_key"]
     r = client.post("/v1/aggregate", json={"table_id": "0" * 32, "ledger_id": ledger["id"],
                                            "vectors": [[[0.5] * 4] * 8]})
     assert r.status_code == 404
