@@ -16,7 +16,8 @@ from fastapi.concurrency import run_in_threadpool
 
 from darrm_opt.ledger.db import Database, migrate
 from darrm_opt.ledger.keys import env_principals
-from darrm_opt.ledger.store import DebitWriter, LedgerStore
+from darrm_opt.ledger.views import LedgerStore
+from darrm_opt.ledger.writer import DebitWriter
 from darrm_opt.mechanisms.samplers import RandomBytes, system_random
 
 from . import docs

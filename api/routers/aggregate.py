@@ -1,4 +1,4 @@
-"""Private majority answers, paid from a ledger before they leave (see :mod:`darrm_opt.ledger.store`).
+"""Private majority answers, paid from a ledger before they leave (see :mod:`darrm_opt.ledger.writer`).
 
 Only a ledger of the key's tenant pays (an admin key's too): another tenant's ledger id answers 404 as an
 unknown one, and its idempotency records are never replayed (the tenant is checked in the debit's own

@@ -37,7 +37,7 @@ async def readyz(s: ServicesDep):
 async def metrics(s: ServicesDep) -> Response:
     observability.SOLVE_QUEUE.set(s.tables.in_flight())
     observability.BODY_BYTES.set(s.bodies.held)
-    shared = s.writer.shared
+    shared = s.writer.compositions.shared
     if shared is not None:
         observability.count_compositions(shared.computed)
     body, content_type = observability.exposition()

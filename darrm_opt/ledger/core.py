@@ -1,4 +1,4 @@
-"""The ledger's decision: which debits a ledger pays, at what spend (no I/O; :mod:`.store` persists it).
+"""The ledger's decision: which debits a ledger pays, at what spend (no I/O; :mod:`.writer` persists it).
 
 A *debit* asks a ledger to pay for ``rows`` answers of one certified table, identified by its content hash
 (:func:`darrm_opt.privacy.table.table_id`: kind, setting, parameters and γ), at that table's per-answer cost

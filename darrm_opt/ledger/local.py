@@ -2,7 +2,7 @@
 
 :class:`Ledger` opens a database (a SQLite file by default, created and migrated on first use, or the
 service's PostgreSQL), finds or creates a ledger by name and pays for batches of answers of certified
-tables (:class:`darrm_opt.privacy.table.CertifiedTable`) through :class:`darrm_opt.ledger.store.DebitWriter`:
+tables (:class:`darrm_opt.privacy.table.CertifiedTable`) through :class:`darrm_opt.ledger.writer.DebitWriter`:
 one transaction that locks the ledger, decides with :func:`darrm_opt.ledger.core.decide` (each answer priced
 with its own table's profile, the teachers' setting checked against the ledger's cap) and commits durably
 (SQLite ``synchronous=FULL``) before :meth:`Ledger.pay` returns. A batch that does not fit is refused whole:
@@ -32,8 +32,9 @@ from .core import Debit, DebitResult
 from .db import DEFAULT_URL, Database, migrate
 from .schema import GammaTable, utcnow
 from .schema import Ledger as LedgerRow
-from .store import DebitWriter, LedgerStore, insert_ledger
 from .tables import table_columns
+from .views import LedgerStore, insert_ledger
+from .writer import DebitWriter
 
 #: pg_advisory_xact_lock key serialising find-or-create by name (arbitrary, fixed)
 NAME_LOCK = 7_247_301_812
