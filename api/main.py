@@ -25,7 +25,13 @@ from .admission import TenantRates
 from .auth import BearerKeyMiddleware, KeyRing
 from .deps import Services
 from .errors import install as install_errors
-from .middleware import AllowMiddleware, BodyBudget, BodyLimitMiddleware, install_log_redaction
+from .middleware import (
+    AllowMiddleware,
+    BodyBudget,
+    BodyLimitMiddleware,
+    install_log_redaction,
+    return_large_buffers,
+)
 from .observability import RequestLogMiddleware, install_access_log
 from .routers import aggregate, dd_ledgers, health, ledgers, means, plans, tables, ui
 from .settings import Settings
@@ -90,6 +96,7 @@ def create_app(settings: Settings | None = None, *, random_bytes: RandomBytes = 
         redoc_url=None,
     )
     install_log_redaction()
+    return_large_buffers()
     install_access_log(settings.access_log)
     app.add_middleware(BodyLimitMiddleware, aggregate_limit=settings.max_body_bytes,
                        default_limit=settings.max_request_bytes)

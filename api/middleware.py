@@ -43,6 +43,31 @@ REDACTED = "[redacted]"
 DRAIN_BYTES = 1 << 30
 
 
+#: glibc's mallopt parameter: allocations of at least this many bytes get their own mapping
+M_MMAP_THRESHOLD = -3
+#: bodies and the buffers read from them are at least this large when they matter
+LARGE_BUFFER = 1 << 20
+
+
+def return_large_buffers() -> None:
+    """Make every allocation of at least :data:`LARGE_BUFFER` bytes its own mapping, unmapped when freed (glibc).
+
+    By default glibc raises its mapping threshold to the size of the largest block freed (up to 32 MiB), so
+    after one large body the next ones come from the heap, whose freed pages stay with the process: a server
+    that read a few 16 MiB bodies kept their memory. A fixed threshold returns them. Elsewhere: nothing."""
+    import ctypes
+    import ctypes.util
+    import sys
+
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        libc.mallopt(M_MMAP_THRESHOLD, LARGE_BUFFER)
+    except (OSError, AttributeError):  # not glibc (musl has no mallopt)
+        return
+
+
 class BodyBudget:
     """The bytes of request bodies held at once by this process, at most ``limit`` (used on the event loop's
     thread only, so without a lock)."""

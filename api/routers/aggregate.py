@@ -19,6 +19,7 @@ from starlette.requests import ClientDisconnect
 
 from darrm_opt.ledger.core import Debit, request_digest
 
+from .. import vectors_io
 from .. import votes as votes_io
 from ..debits import issued_key, pay, refusal
 from ..deps import KEYED_RESPONSES, principal, services
@@ -89,7 +90,7 @@ async def aggregate(request: Request) -> Response:
 
 async def _aggregate(request: Request, s, taken: list[int]) -> Response:  # noqa: ANN001
     body = await read_body(request.stream(), s.bodies, taken)
-    if means.is_vectors_request(body):  # teachers' vectors for a gaussian-mean table
+    if vectors_io.is_vectors_request(body):  # teachers' vectors for a gaussian-mean table
         return await means.aggregate_vectors(request, s, body)
     try:
         if len(body) > votes_io.SMALL_BODY:  # numpy path: off the event loop

@@ -16,9 +16,7 @@ issues and names in a 503): the same request with the key returns the same means
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
-import re
 import time
 from typing import Any
 
@@ -32,6 +30,7 @@ from darrm_opt.errors import InvalidParameter
 from darrm_opt.ledger.core import Debit
 from darrm_opt.mechanisms import mechanism
 
+from .. import vectors_io
 from ..debits import issued_key, pay, refusal
 from ..deps import KEYED_RESPONSES, Services, ServicesDep, principal
 from ..errors import invalid
@@ -74,46 +73,6 @@ def post_gaussian_table(body: GaussianTableRequest, s: ServicesDep) -> dict[str,
     return {"table": served.to_dict(), "calibration": cal.to_dict()}
 
 
-#: a key ``vectors``: the opening quote is not escaped, so in valid JSON it starts a string outside every other
-#: string, and the ``:`` after the closing quote makes that string a key (the text ``vectors`` inside a value,
-#: an idempotency key or an id, never matches)
-_VECTORS_KEY = re.compile(rb'(?<!\\)"vectors"[ \t\n\r]*:')
-
-
-def is_vectors_request(body: bytes | bytearray) -> bool:
-    """Whether an aggregate body has a key ``vectors`` (then it is read here, not as votes)."""
-    return _VECTORS_KEY.search(body) is not None
-
-
-def _parse(body: bytes | bytearray) -> tuple[str, str, str | None, np.ndarray]:
-    try:
-        doc = json.loads(body)
-    except (ValueError, UnicodeDecodeError):
-        raise InvalidParameter("body", "is not valid JSON text") from None
-    except RecursionError:  # arrays nested thousands deep: never a (rows, K, dim) array
-        raise InvalidParameter("vectors", "is nested too deep: an array (rows, K, dim) has 3 levels") from None
-    if not isinstance(doc, dict):
-        raise InvalidParameter("body", "must be a JSON object")
-    extra = set(doc) - {"table_id", "ledger_id", "vectors", "idempotency_key"}
-    if extra:
-        raise InvalidParameter(sorted(extra)[0], "is not a field of a vectors request "
-                               "(table_id, ledger_id, vectors, idempotency_key)")
-    for name in ("table_id", "ledger_id"):
-        if not isinstance(doc.get(name), str) or not doc[name]:
-            raise InvalidParameter(name, "must be a non-empty string")
-    key = doc.get("idempotency_key")
-    if key is not None and (not isinstance(key, str) or not 1 <= len(key) <= 200 or not key.isprintable()):
-        raise InvalidParameter("idempotency_key", "must be a string of 1 to 200 printable characters")
-    try:
-        vectors = np.asarray(doc["vectors"], dtype=np.float64)
-    except (TypeError, ValueError):
-        raise InvalidParameter("vectors", "must be an array (rows, K, dim) of numbers (every row K vectors of "
-                               "dim numbers)") from None
-    if vectors.size > MAX_VECTOR_VALUES:
-        raise InvalidParameter("vectors", f"at most {MAX_VECTOR_VALUES} values (rows × K × dim) per request")
-    return doc["table_id"], doc["ledger_id"], key, vectors
-
-
 def vectors_digest(table_id: str, ledger_id: str, vectors: np.ndarray) -> str:
     """SHA-256 (hex) of a vectors request: table, ledger, the shape and every value (float64, bit for bit)."""
     arr = np.ascontiguousarray(vectors, dtype="<f8")
@@ -130,7 +89,7 @@ async def aggregate_vectors(request: Request, s: Services, body: bytes | bytearr
     """The noisy means of a vectors request (module docstring), paid before they leave from a ledger of the
     key's tenant (another tenant's ledger is an unknown one)."""
     try:
-        table_id, ledger_id, key, vectors = await run_in_threadpool(_parse, body)
+        table_id, ledger_id, key, vectors = await run_in_threadpool(vectors_io.parse, body, MAX_VECTOR_VALUES)
     except InvalidParameter as exc:
         return _invalid(exc)
     if vectors.ndim >= 1 and vectors.shape[0] > s.settings.max_rows:

@@ -289,3 +289,51 @@ def test_a_debit_answered_503_names_a_key_that_returns_its_answers_and_pays_once
             b.stop()
     finally:
         a.stop()
+
+
+# item 2 ------------------------------------------------------------------------------------------------------
+
+def _rss_while(server: Server, send) -> tuple[float, float, float]:  # noqa: ANN001
+    """(before, peak, after) resident MB of the server process around ``send()`` (sampled every 5 ms)."""
+    import threading
+
+    import psutil
+
+    proc = psutil.Process(server.proc.pid)  # one process: uvicorn runs the application in it
+    before = proc.memory_info().rss / 1e6
+    peak = [before]
+    done = threading.Event()
+
+    def sample() -> None:
+        while not done.is_set():
+            peak[0] = max(peak[0], proc.memory_info().rss / 1e6)
+            time.sleep(0.005)
+
+    t = threading.Thread(target=sample)
+    t.start()
+    try:
+        send()
+    finally:
+        done.set()
+        t.join()
+    time.sleep(0.5)
+    return before, peak[0], proc.memory_info().rss / 1e6
+
+
+def test_a_16_mib_vectors_body_adds_under_64_mb_and_returns_it(server, c):
+    table_id = c.post("/v1/gaussian-tables", json=GAUSSIAN).json()["table"]["id"]
+    ledger = make_ledger(c, 8.0, 1e-3, name="memory")
+    head = b'{"table_id":"' + table_id.encode() + b'","ledger_id":"' + ledger["id"].encode() + b'","vectors":['
+    rows = (16 * 1024 * 1024 - 200) // 11
+    body = head + b",".join([b"[[0.1875]]"] * rows) + b"]}"
+    assert 15 * 1024 * 1024 < len(body) <= 16 * 1024 * 1024
+
+    def send() -> None:
+        r = c.post("/v1/aggregate", content=body, headers={"Content-Type": "application/json"})
+        assert r.status_code == 422, r.text  # read whole: rows over DARRM_MAX_ROWS (or K = 1 of a K = 3 table)
+        assert r.json()["detail"][0]["loc"] == ["body", "vectors"]
+
+    send()  # warm: the first vectors request imports and allocates what every later one reuses
+    before, peak, after = _rss_while(server, send)
+    assert peak - before < 64, (before, peak, after)
+    assert after - before < 16, (before, peak, after)
