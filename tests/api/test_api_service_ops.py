@@ -5,7 +5,11 @@
 - item 6: the text ``vectors`` inside a value of a votes body (an idempotency key) does not reroute it;
 - item 8: ``X-Request-ID`` echoed (or issued), one JSON log line per request, ``/metrics`` scraped,
   idempotency keys on vector means;
-- item 4: no child process outlives its server (SIGTERM, and SIGKILL of a worker).
+- item 4: no child process outlives its server (SIGTERM, and SIGKILL of a worker);
+- item 1: a debit answered 503 names a key that returns its answers (composition leases:
+  test_shared_compositions.py);
+- item 2: a 16 MiB vectors body adds < 64 MB and gives it back;
+- item 7: deadlines for headers (the connection is closed) and bodies (408).
 """
 
 from __future__ import annotations
@@ -337,3 +341,97 @@ def test_a_16_mib_vectors_body_adds_under_64_mb_and_returns_it(server, c):
     before, peak, after = _rss_while(server, send)
     assert peak - before < 64, (before, peak, after)
     assert after - before < 16, (before, peak, after)
+
+
+# item 7 ------------------------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def timed(tmp_path_factory) -> Iterator[Server]:
+    """A server with the header deadline of ``darrm-opt serve`` (1 s here) and a 2 s body deadline."""
+    d = tmp_path_factory.mktemp("timed")
+    s = Server(d, f"sqlite:///{d / 'darrm.db'}", name="timed",
+               env={"DARRM_HEADER_TIMEOUT_S": "1", "DARRM_BODY_TIMEOUT_S": "2"})
+    port = s.port
+    s.argv = [sys.executable, "-m", "uvicorn", "darrm_opt.api.main:create_app", "--factory", "--host", "127.0.0.1",
+              "--port", str(port), "--http", "darrm_opt.api.protocol:HeaderTimeoutProtocol", "--log-level", "warning"]
+    s.start()
+    yield s
+    s.stop()
+
+
+def _connect(server: Server):  # noqa: ANN202
+    import socket
+
+    return socket.create_connection(("127.0.0.1", server.port), timeout=15)
+
+
+def _read_until_closed(sock, within: float) -> tuple[bytes, float]:  # noqa: ANN001
+    """Everything the server sends until it closes the connection, and the seconds that took."""
+    t = time.monotonic()
+    sock.settimeout(within)
+    data = b""
+    while True:
+        chunk = sock.recv(65536)
+        if not chunk:
+            return data, time.monotonic() - t
+        data += chunk
+
+
+def test_a_connection_without_complete_headers_is_closed_at_the_header_deadline(timed):
+    socks = [_connect(timed) for _ in range(200)]
+    try:
+        for i, sock in enumerate(socks):
+            sock.sendall(b"POST /v1/ledgers HTTP/1.1\r\nHost: x\r\n" if i % 2 else b"GET /heal")
+        assert httpx.get(timed.url + "/healthz", timeout=10).status_code == 200  # served meanwhile
+        started = time.monotonic()
+        for sock in socks:
+            data, _ = _read_until_closed(sock, 15)
+            assert data == b""  # closed, nothing answered
+        assert time.monotonic() - started < 8
+    finally:
+        for sock in socks:
+            sock.close()
+
+
+def test_a_body_declared_and_not_sent_is_a_408_at_the_body_deadline(timed):
+    from svc_helpers import KEY
+
+    for declared in (1 << 30, 100):  # over the limit (drained before a 413) and within it
+        sock = _connect(timed)
+        try:
+            sock.sendall(b"POST /v1/ledgers HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + KEY.encode()
+                         + b"\r\nContent-Type: application/json\r\nContent-Length: " + str(declared).encode()
+                         + b"\r\n\r\n{\"na")
+            data, took = _read_until_closed(sock, 15)
+        finally:
+            sock.close()
+        assert data.startswith(b"HTTP/1.1 408 "), data[:200]
+        assert b"DARRM_BODY_TIMEOUT_S" in data and 1.5 < took < 8
+
+
+def test_a_body_sent_a_byte_at_a_time_is_a_408_at_the_body_deadline(timed):
+    from svc_helpers import KEY
+
+    body = json.dumps({"name": "slow", "epsilon_budget": 1.0, "delta_budget": 1e-6}).encode()
+    sock = _connect(timed)
+    try:
+        sock.sendall(b"POST /v1/ledgers HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + KEY.encode()
+                     + b"\r\nContent-Type: application/json\r\nContent-Length: " + str(len(body)).encode()
+                     + b"\r\n\r\n")
+        t = time.monotonic()
+        sock.settimeout(0.3)
+        data = b""
+        for byte in body:
+            try:
+                sock.sendall(bytes([byte]))
+                data += sock.recv(65536)
+                break
+            except TimeoutError:
+                continue
+            except OSError:
+                break
+        data += _read_until_closed(sock, 15)[0]
+    finally:
+        sock.close()
+    assert data.startswith(b"HTTP/1.1 408 "), data[:200]
+    assert time.monotonic() - t < 8
