@@ -214,16 +214,36 @@ class DataDependentState:
     rdp: float = 0.0
     reach: tuple[float, ...] = ()
     published: float | None = None
+    #: the answers of the last :data:`KEPT_KEYS` requests sent with an idempotency key: (key, digest of the
+    #: request, answers), oldest first (private like the votes they answer)
+    keyed: tuple[tuple[str, str, tuple[int, ...]], ...] = ()
 
     def to_json(self) -> str:
-        return json.dumps({"queries": self.queries, "answered": self.answered, "rdp": self.rdp,
-                           "reach": list(self.reach), "published": self.published}, separators=(",", ":"))
+        d: dict[str, Any] = {"queries": self.queries, "answered": self.answered, "rdp": self.rdp,
+                             "reach": list(self.reach), "published": self.published}
+        if self.keyed:
+            d["keyed"] = [[k, digest, list(answers)] for k, digest, answers in self.keyed]
+        return json.dumps(d, separators=(",", ":"))
 
     @classmethod
     def from_json(cls, text: str) -> DataDependentState:
         d = json.loads(text)
         return cls(int(d["queries"]), int(d["answered"]), float(d["rdp"]), tuple(float(x) for x in d["reach"]),
-                   None if d["published"] is None else float(d["published"]))
+                   None if d["published"] is None else float(d["published"]),
+                   tuple((str(k), str(digest), tuple(int(a) for a in answers))
+                         for k, digest, answers in d.get("keyed", ())))
+
+    def answers_of(self, key: str) -> tuple[str, tuple[int, ...]] | None:
+        """(digest, answers) of the request first sent with ``key``, if it is among the kept ones."""
+        return next(((digest, answers) for k, digest, answers in self.keyed if k == key), None)
+
+    def keep(self, key: str, digest: str, answers: tuple[int, ...]) -> DataDependentState:
+        """This state with the answers of ``key`` kept (the oldest key dropped beyond :data:`KEPT_KEYS`)."""
+        return replace(self, keyed=(*self.keyed, (key, digest, answers))[-KEPT_KEYS:])
+
+
+#: the idempotency keys a data-dependent ledger remembers (its last keyed requests)
+KEPT_KEYS = 64
 
 
 def new_state(policy: DataDependentPolicy) -> DataDependentState:

@@ -435,3 +435,23 @@ def test_a_body_sent_a_byte_at_a_time_is_a_408_at_the_body_deadline(timed):
         sock.close()
     assert data.startswith(b"HTTP/1.1 408 "), data[:200]
     assert time.monotonic() - t < 8
+
+
+def test_data_dependent_answers_take_an_idempotency_key(c):
+    policy = {**POLICY, "aggregator": "gnmax", "quota": 4}
+    del policy["threshold"], policy["sigma1"]
+    r = c.post("/v1/data-dependent-ledgers", json={"name": "dd-keys", "policy": policy})
+    assert r.status_code == 201, r.text
+    lid = r.json()["id"]
+    body = {"votes": [[60, 30, 10], [10, 10, 80]], "idempotency_key": "dd-1"}
+    first = c.post(f"/v1/data-dependent-ledgers/{lid}/answer", json=body)
+    assert first.status_code == 200, first.text
+    assert first.json()["replayed"] is False and first.json()["queries"] == 2
+    again = c.post(f"/v1/data-dependent-ledgers/{lid}/answer", json=body)
+    assert again.status_code == 200, again.text
+    assert again.json()["replayed"] is True and again.json()["answers"] == first.json()["answers"]
+    assert again.json()["queries"] == 2  # recorded once
+    other = c.post(f"/v1/data-dependent-ledgers/{lid}/answer", json={**body, "votes": [[60, 30, 10]]})
+    assert other.status_code == 422 and other.json()["detail"][0]["loc"] == ["body", "idempotency_key"]
+    unkeyed = c.post(f"/v1/data-dependent-ledgers/{lid}/answer", json={"votes": [[60, 30, 10]]})
+    assert unkeyed.status_code == 200 and unkeyed.json()["queries"] == 3 and unkeyed.json()["replayed"] is False
