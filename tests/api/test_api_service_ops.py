@@ -259,11 +259,13 @@ def test_vector_means_take_an_idempotency_key_and_replay_the_same_means(c):
 
 # item 1: a debit answered 503 is never paid and lost ----------------------------------------------------------
 
-def test_a_debit_answered_503_names_a_key_that_returns_its_answers_and_pays_once(tmp_path):
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_a_debit_answered_503_names_a_key_that_returns_its_answers_and_pays_once(tmp_path, request, backend):
     """Server A gives up on every debit after 1 ms (503) while its writer decides it; the 503 names a key the
     server issued; the same request with that key, sent to server B on the same database, returns the answers
     (replayed when A paid them) and the ledger has paid for them once."""
-    url = f"sqlite:///{tmp_path / 'darrm.db'}"
+    url = (f"sqlite:///{tmp_path / 'darrm.db'}" if backend == "sqlite"
+           else request.getfixturevalue("empty_pg_database"))
     a = Server(tmp_path, url, name="impatient", env={"DARRM_DEBIT_TIMEOUT_S": "0.001"}).start()
     try:
         b = Server(tmp_path, url, name="patient").start()
