@@ -80,15 +80,19 @@ def no_profiles(table_id: str) -> Profile | None:
 
 
 def encode_answers(answers: np.ndarray) -> str:
-    """One digit per answer (binary answers, class labels up to 9); a JSON list when a label exceeds 9."""
-    if answers.size and int(answers.max()) > 9:
-        return json.dumps([int(a) for a in answers.tolist()], separators=(",", ":"))
+    """One digit per answer (binary answers, class labels up to 9); a JSON list of integers otherwise (class
+    labels above 9; the lattice sums of a Gaussian mean release, any int64, flattened)."""
+    if answers.size and (int(answers.max()) > 9 or int(answers.min()) < 0):
+        return json.dumps([int(a) for a in answers.ravel().tolist()], separators=(",", ":"))
     return (answers.astype(np.uint8) + ord("0")).tobytes().decode("ascii")
 
 
 def decode_answers(text: str) -> np.ndarray:
+    """The answers of :func:`encode_answers`: uint8 digits, uint16 class labels, or int64 beyond those."""
     if text.startswith("["):
-        return np.asarray(json.loads(text), dtype=np.uint16)
+        values = np.asarray(json.loads(text), dtype=np.int64)
+        return values.astype(np.uint16) if not values.size or (values.min() >= 0 and values.max() <= 0xFFFF) \
+            else values
     return np.frombuffer(text.encode("ascii"), dtype=np.uint8) - ord("0")
 
 

@@ -9,6 +9,8 @@ this module.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -33,6 +35,15 @@ from .schema import DEFAULT_TENANT, DataDependentLedgerRecord, aware, utcnow
 
 #: draws a batch's answers: (policy, histograms, student probabilities or None) → (labels, answered or None)
 Draw = Callable[[DataDependentPolicy, Any, Any], tuple[Any, Any]]
+
+
+def answer_digest(votes: object, student: object | None) -> str:
+    """SHA-256 (hex) of an answer request's votes and student probabilities (its canonical JSON)."""
+    def plain(x: object) -> object:
+        return x.tolist() if hasattr(x, "tolist") else x  # numpy arrays as lists
+
+    text = json.dumps({"votes": plain(votes), "student": plain(student)}, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(b"darrm-dd-answer-v1\0" + text.encode()).hexdigest()
 
 
 def _view(row: Any) -> dict[str, Any]:
@@ -134,23 +145,39 @@ class DataDependentStore:
         return self._change(ledger_id, lambda p, s: record(p, s, votes, answered, student), tenant)
 
     def answer(self, ledger_id: str, votes: object, draw: Draw, student: object | None = None,
-               tenant: str = DEFAULT_TENANT) -> dict[str, Any] | None:
+               tenant: str = DEFAULT_TENANT, idempotency_key: str | None = None) -> dict[str, Any] | None:
         """Draw the answers to ``votes`` and account them in one transaction on a ledger of ``tenant``:
         admission first (quota, seal: BudgetExceeded before any draw), then ``draw(policy, votes, student)``
         → (labels, answered or None), then :func:`record` of that outcome (discrete noise). The public
-        view with ``answers`` (−1: ⊥), or None for an unknown ledger. Nothing is written or answered on an
-        error."""
-        out: dict[str, Any] = {}
+        view with ``answers`` (−1: ⊥) and ``replayed``, or None for an unknown ledger. Nothing is written or
+        answered on an error.
+
+        With ``idempotency_key``: a key among the ledger's last KEPT_KEYS keyed requests, sent again with the
+        same votes and student, returns that request's answers and records nothing (``replayed``); with
+        another request it is InvalidParameter naming ``idempotency_key``."""
+        out: dict[str, Any] = {"replayed": False}
+        digest = None if idempotency_key is None else answer_digest(votes, student)
 
         def change(p: DataDependentPolicy, s: DataDependentState) -> DataDependentState:
+            if idempotency_key is not None:
+                kept = s.answers_of(idempotency_key)
+                if kept is not None:
+                    if kept[0] != digest:
+                        raise InvalidParameter("idempotency_key", "was already used on this ledger for a different "
+                                               "request; nothing was recorded or answered")
+                    out.update(answers=list(kept[1]), replayed=True)
+                    return s
             v = histograms(p, votes)
             admit(p, s, v.shape[0])
             labels, answered = draw(p, v, student)
             out["answers"] = [int(x) for x in labels]
-            return record(p, s, v, None if answered is None else [bool(a) for a in answered], student)
+            s = record(p, s, v, None if answered is None else [bool(a) for a in answered], student)
+            if idempotency_key is not None and digest is not None:
+                s = s.keep(idempotency_key, digest, tuple(out["answers"]))
+            return s
 
         view = self._change(ledger_id, change, tenant)
-        return None if view is None else {**view, "answers": out["answers"]}
+        return None if view is None else {**view, "answers": out["answers"], "replayed": out["replayed"]}
 
     def publish(self, ledger_id: str, random_bytes: RandomBytes, tenant: str = DEFAULT_TENANT) -> dict[str, Any] | None:
         """Publish the sanitised ε (once) and seal a ledger of ``tenant``; its public view."""

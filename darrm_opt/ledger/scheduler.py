@@ -32,7 +32,6 @@ import collections
 import contextlib
 import logging
 import math
-import multiprocessing
 import os
 import threading
 import time
@@ -44,6 +43,7 @@ from typing import Any
 from darrm_opt.privacy.pld import cached_exact_epsilon, canonical_parts, exact_epsilon, remember_exact_epsilon
 
 from .buckets import TenantBuckets
+from .children import child_pool, end_pool
 from .compositions import SharedCompositions
 from .core import Debit, NeedsExact
 
@@ -127,15 +127,13 @@ class CompositionScheduler:
         self._exact = ThreadPoolExecutor(exact_workers, thread_name_prefix="darrm-exact")
         self._exact_fine = ThreadPoolExecutor(exact_workers, thread_name_prefix="darrm-exact-fine",
                                               initializer=_lower_priority)
-        self._fine_processes = (ProcessPoolExecutor(exact_workers, mp_context=multiprocessing.get_context("spawn"),
-                                                    initializer=_lower_process_priority)
+        self._fine_processes = (child_pool(exact_workers, initializer=_lower_process_priority)
                                 if fine_processes else None)
         #: compositions of the next buckets, computed before a debit needs them (one thread: it never waits); with
         #: ``fine_processes`` the thread hands each to a child process of normal priority, so that it does not
         #: hold this process's interpreter lock while requests wait
         self._ahead = ThreadPoolExecutor(1, thread_name_prefix="darrm-exact-ahead")
-        self._ahead_process = (ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"))
-                               if fine_processes else None)
+        self._ahead_process = child_pool(1) if fine_processes else None
         self._ahead_running: dict[tuple[Any, float], Future] = {}
         self._ahead_wanted: collections.OrderedDict[str, tuple[Any, float]] = collections.OrderedDict()
         #: ledger id -> its pace (answers per second) and the compositions computed in advance for it
@@ -153,14 +151,14 @@ class CompositionScheduler:
         self._exact.shutdown(wait=False, cancel_futures=True)
         self._exact_fine.shutdown(wait=False, cancel_futures=True)
         if self._fine_processes is not None:
-            self._fine_processes.shutdown(wait=False, cancel_futures=True)
+            end_pool(self._fine_processes)
         with self._warm_lock:
             timers, self._timers = self._timers, set()
         for t in timers:
             t.cancel()
         self._ahead.shutdown(wait=False, cancel_futures=True)
         if self._ahead_process is not None:
-            self._ahead_process.shutdown(wait=False, cancel_futures=True)
+            end_pool(self._ahead_process)
         with self._warm_lock:
             waiting = [d for asked, late in self._warming.values() for d in asked + late]
             self._warming.clear()

@@ -110,6 +110,68 @@ def test_a_fresh_claim_is_waited_for_and_a_stale_one_taken_over(db):
     assert heir.peek(pld.composition_key(parts2, DELTA)) == (value, False)  # stored for the others
 
 
+HOLDER = """
+import sys, time
+from darrm_opt.ledger.compositions import SharedCompositions
+from darrm_opt.ledger.db import Database
+from darrm_opt.privacy.gaussian_profile import GaussianProfile
+def compute():
+    print("computing", flush=True)
+    time.sleep(float(sys.argv[2]))
+    return 4.5
+shared = SharedCompositions(Database(sys.argv[1]))
+print(shared.obtain([(GaussianProfile(float.fromhex(sys.argv[3]), (1.0, 1.0)), 17)], 1e-05, False, compute), flush=True)
+"""
+
+
+def _holder(db, sigma: float, seconds: float) -> subprocess.Popen:  # noqa: ANN001
+    """A process that claims the composition of σ (17 answers) and computes it for ``seconds``."""
+    p = subprocess.Popen([sys.executable, "-c", HOLDER, db.url.render_as_string(hide_password=False), str(seconds),
+                          sigma.hex()], stdout=subprocess.PIPE, text=True)
+    assert p.stdout is not None and p.stdout.readline().strip() == "computing"
+    return p
+
+
+def test_a_claim_lives_while_its_holder_computes_and_dies_with_it(db):
+    """Issue 38, item 1: a holder computing longer than STALE_S keeps its claim (renewed); once it is
+    SIGKILLed another process takes the claim over within STALE_S + a poll, not minutes."""
+    from darrm_opt.ledger.compositions import STALE_S
+
+    sigma = _new_sigma(8.0)
+    parts = [(_profile(sigma), 17)]
+    holder = _holder(db, sigma, 600)
+    try:
+        time.sleep(STALE_S + 1.0)  # older than the stale time: alive only because it is renewed
+        assert SharedCompositions(db).obtain(parts, DELTA, False, lambda: 9.0, wait_s=0) is None
+        holder.kill()
+        holder.wait(10)
+        t = time.monotonic()
+        heir = SharedCompositions(db, poll_s=0.02)
+        assert heir.obtain(parts, DELTA, False, lambda: 2.0) == 2.0 and heir.computed == 1
+        assert time.monotonic() - t < 5.0
+    finally:
+        holder.kill()
+        holder.wait(10)
+
+
+def test_a_live_holder_slower_than_the_stale_time_is_waited_for(db):
+    from darrm_opt.ledger.compositions import STALE_S
+
+    sigma = _new_sigma(9.0)
+    holder = _holder(db, sigma, STALE_S + 2.0)
+    try:
+        waiter = SharedCompositions(db, poll_s=0.02)
+
+        def computes():
+            raise AssertionError("the live holder computes it")
+
+        assert waiter.obtain([(_profile(sigma), 17)], DELTA, False, computes) == 4.5 and waiter.computed == 0
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "4.5"
+    finally:
+        holder.kill()
+        holder.wait(10)
+
+
 def test_a_failing_database_means_computing_locally():
     dead = Database("postgresql://nobody@127.0.0.1:1/none")
     parts = [(_profile(7.5), 9)]
