@@ -121,7 +121,7 @@ def test_label_cli_multiclass_every_mechanism_and_one_line_errors(tmp_path):
          "error: invalid epsilon-budget: ledger 'label' already exists with budget 2; a budget cannot change "
          "(got 3.0)"),
     ):
-        r = cli("label", *args, "--ledger-db", "l.db", cwd=tmp_path)
+        r = cli("label", *args, "--ledger-db", "l.db", "-q", cwd=tmp_path)
         assert r.returncode == 2 and r.stderr.decode().strip().splitlines() == [line]
 
 

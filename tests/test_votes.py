@@ -61,6 +61,7 @@ def test_a_table_s_K_and_C_decide_the_form():
 
 @pytest.mark.parametrize(("votes", "kwargs", "message"), [
     ([[1, 1, 3], [2, 3, 1]], {"form": "counts"}, "votes[1]: a count row sums to 6; every count row must sum to K = 5"),
+    ([[1, 1, 4], [2, 3, 0], [0, 0, 5]], {}, "votes[0]: a count row sums to 6; every count row must sum to K = 5"),
     ([[1, 1, 3]], {"K": 4, "classes": 3}, "votes[0]: a count row sums to 5; every count row must sum to K = 4"),
     ([[0, 3, 1, 1]], {"classes": 3}, r"votes[0]: every vote must be a class label, an integer in [0, 2]"),
     ([[0, 0.5, 1]], {}, "votes[0]: every vote must be an integer (got 0.5)"),
@@ -113,3 +114,19 @@ def test_aggregate_reads_npy_labels_counts_and_standard_input(tmp_path):
     assert r.stderr.decode().strip().splitlines() == [
         "error: invalid votes: votes[0]: a count row sums to 4; every count row must sum to K = 5 (the number "
         "of teachers)"]
+
+
+def test_data_dependent_ledgers_take_the_votes_as_held(tmp_path):
+    from test_data_dependent_ledger import gnmax_policy
+
+    from darrm_opt import DataDependentLedger
+
+    np.save(tmp_path / "c.npy", np.array([[12, 0, 0], [6, 6, 0]]))
+    with DataDependentLedger(str(tmp_path / "dd.db"), "job", gnmax_policy(quota=10)) as led:
+        assert led.record(tmp_path / "c.npy")["queries"] == 2                          # (N, C) counts, .npy
+        assert led.record(np.array([[0] * 12, [1] * 6 + [2] * 6]))["queries"] == 4      # (N, K) labels
+        assert led.histograms([[0] * 12, [1] * 6 + [2] * 6]).tolist() == [[12, 0, 0], [0, 6, 6]]
+        with pytest.raises(InvalidParameter, match=r"votes\[0\]: a count row sums to 11; every count row must sum "
+                                                   "to K = 12"):
+            led.record([[11, 0, 0]])
+        assert led.view()["queries"] == 4

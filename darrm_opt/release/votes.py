@@ -12,9 +12,10 @@ Sources: ``.npy``, ``.npz`` (its array ``votes``, or its only array), CSV/TSV te
 input (``-``: the bytes decide, numpy's magic string for ``.npy``, a zip archive for ``.npz``, else text).
 
 The form is inferred (``form="auto"``) unless given: with the table's K known (``aggregate``) an array of K
-columns is labels and one of C columns whose rows all sum to K is counts; with only C known, C columns whose
-rows all sum to one total are counts; with neither, rows that all sum to one total T greater than their
-number of columns are counts (K = T: more teachers than classes, as in PATE), anything else labels. Every
+columns is labels and one of C columns whose rows sum to K is counts; with only C known, C columns whose rows
+sum to one total are counts; with neither, rows that sum to one total T greater than their number of
+columns are counts (K = T: more teachers than classes, as in PATE), anything else labels. "The rows sum to
+one total" means at least half of them do: the others are then named by the check of counts. Every
 rule broken is :class:`~darrm_opt.errors.InvalidParameter` naming ``votes`` and the rule, in one line.
 """
 
@@ -162,8 +163,13 @@ def _integers(arr: np.ndarray, name: str, lines: list[int] | None) -> np.ndarray
 
 
 def _one_total(arr: np.ndarray) -> int | None:
+    """The row total shared by at least half the rows (counts of K teachers all sum to K; a mistyped count
+    row is then named by the check, not read as labels), or None."""
     sums = arr.sum(axis=1)
-    return int(sums[0]) if np.all(sums == sums[0]) else None
+    totals, seen = np.unique(sums, return_counts=True)
+    most = [int(t) for t, n in zip(totals, seen, strict=True) if n == seen.max()]
+    best = int(sums[0]) if int(sums[0]) in most else most[0]  # a tie: the first row's total
+    return best if 2 * int(seen.max()) >= arr.shape[0] else None
 
 
 def _infer(arr: np.ndarray, K: int | None, classes: int | None) -> str:
@@ -206,7 +212,8 @@ def votes_from_array(arr: Any, *, K: int | None = None, classes: int | None = No
         if C < 2:
             raise _fail(f"counts have {C} column; C >= 2 classes are needed")
         sums = values.sum(axis=1)
-        want = K if K is not None else int(sums[0])
+        common = _one_total(values)
+        want = K if K is not None else (common if common is not None else int(sums[0]))
         bad = np.flatnonzero(sums != want)
         if bad.size:
             raise _fail(f"{_row(int(bad[0]), lines)}: a count row sums to {int(sums[bad[0]])}; every count row "
