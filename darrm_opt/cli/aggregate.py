@@ -69,7 +69,8 @@ def aggregate(
 
     \b
     Example:
-      darrm-opt aggregate --table t11.json --votes votes.csv --ledger job-1 --budget 10,1e-3
+      darrm-opt aggregate --table t11.json --votes votes.csv --ledger job-1 \\
+          --budget 10,1e-3
     """
     import os
 
