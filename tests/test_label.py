@@ -147,7 +147,8 @@ def test_label_in_python_reports_progress_and_resumes(tmp_path):
         darrm_opt.label(votes, budget=(2,), ledger_db=db)
 
 
-@pytest.mark.slow  # the PATE job: K = 250, C = 10, Q = 1000 (a plan of every mechanism)
+@pytest.mark.slow  # the PATE job (K = 250, C = 10, Q = 1000): two plans of every mechanism
+@pytest.mark.timeout(1800)  # each about 1 min of CPU, 5 min on 2 cores shared with other runs
 def test_the_pate_job_from_counts_npy_and_labels_csv(tmp_path):
     votes = teachers_votes(1000, 250, 10, seed=7, right=0.6)
     np.save(tmp_path / "counts.npy", counts_of(votes, 10))

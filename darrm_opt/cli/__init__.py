@@ -87,10 +87,10 @@ for _name in COMMANDS:
     app.command(_name)(getattr(importlib.import_module(f"{__name__}.{_name}"), _name))
 
 #: command groups: the Typer app of the module of the same name
-GROUPS = ("keys",)
+GROUPS = ("keys", "data_dependent")
 
 for _name in GROUPS:
-    app.add_typer(importlib.import_module(f"{__name__}.{_name}").app, name=_name)
+    app.add_typer(importlib.import_module(f"{__name__}.{_name}").app, name=_name.replace("_", "-"))
 
 
 def main() -> None:
