@@ -65,7 +65,8 @@ def answer(ledger: str = _LEDGER, votes: str = _VOTES, ledger_db: Optional[str] 
 
     \b
     Example:
-      darrm-opt data-dependent answer --ledger job --policy plan.json --votes counts.npy
+      darrm-opt data-dependent answer --ledger job --policy plan.json \\
+          --votes counts.npy
     """
     with handle_errors(), _open(ledger, ledger_db, policy) as led:
         labels = led.answer(votes)
