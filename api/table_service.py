@@ -42,9 +42,9 @@ from darrm_opt.ledger.db import Database
 from darrm_opt.ledger.schema import aware
 from darrm_opt.ledger.tables import TableNotServable, table_columns
 from darrm_opt.mechanisms import Mechanism, cost, mechanism, mechanism_for, params_key, table_from_row
-from darrm_opt.mechanisms.samplers import RandomBytes, system_random
 from darrm_opt.privacy.profile import Profile
 from darrm_opt.privacy.table import CertifiedTable
+from darrm_opt.sampling import RandomBytes, system_random
 
 from .repositories import JobCoordinator, TableRepository
 from .settings import DEFAULT_MAX_MULTISETS, Settings
@@ -183,6 +183,11 @@ class TableService:
         self._by_tenant: dict[str, set[str]] = {}  # tenant -> keys of the background solves it started here
         self.rows = TableRepository(db)
         self.jobs = JobCoordinator(db, settings.job_stale_s)
+
+    def in_flight(self) -> int:
+        """Solves running or queued in this process."""
+        with self._lock:
+            return len(self._flights)
 
     def close(self) -> None:
         self._executor.shutdown(wait=False, cancel_futures=True)

@@ -13,7 +13,7 @@ import time
 
 import numpy as np
 
-from darrm_opt.mechanisms.samplers import BinarySampler
+from darrm_opt.mechanisms.vote_samplers import BinarySampler
 
 
 def best_of(fn, repeats: int) -> tuple[float, float]:

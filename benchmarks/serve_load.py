@@ -205,7 +205,7 @@ def postgres_reachable(url: str) -> bool:
 
 def in_process_rows_per_s() -> float:
     sys.path.insert(0, str(ROOT))
-    from darrm_opt.mechanisms.samplers import BinarySampler
+    from darrm_opt.mechanisms.vote_samplers import BinarySampler
 
     agg = BinarySampler([1.0, 0.97, 1.0, 1.0, 0.54, 0.94, 0.94, 0.54, 1.0, 1.0, 0.97, 1.0])
     votes = np.random.default_rng(0).integers(0, 2, (1_000_000, 11), dtype=np.uint8)

@@ -64,10 +64,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from darrm_opt.mechanisms import certify_table, mechanism, table_document  # noqa: E402
-from darrm_opt.mechanisms.samplers import system_random  # noqa: E402
 from darrm_opt.model.gnmax import GnmaxParams  # noqa: E402
 from darrm_opt.model.params import Params  # noqa: E402
 from darrm_opt.release.release import Aggregator  # noqa: E402
+from darrm_opt.sampling import system_random  # noqa: E402
 
 K = 11
 GAMMA = [1.0, 1.0, 0.5, 1 / 3, 3e-5, 0.0, 0.0, 3e-5, 1 / 3, 0.5, 1.0, 1.0]

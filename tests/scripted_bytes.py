@@ -1,6 +1,8 @@
-"""A scripted source of random bytes for the aggregators' exactness tests."""
+"""Sources of random bytes for the exactness tests: scripted chunks, and a seeded stream that counts its reads."""
 
 from __future__ import annotations
+
+import random
 
 
 class Script:
@@ -14,3 +16,16 @@ class Script:
         chunk = self.chunks.pop(0)
         assert len(chunk) == n, (len(chunk), n)
         return chunk
+
+
+class Counting:
+    """A seeded byte stream that records the size of every read; ``fill`` fixes every byte instead."""
+
+    def __init__(self, seed: int = 0, fill: int | None = None) -> None:
+        self.rng = random.Random(seed)
+        self.fill = fill
+        self.reads: list[int] = []
+
+    def __call__(self, n: int) -> bytes:
+        self.reads.append(n)
+        return bytes([self.fill]) * n if self.fill is not None else self.rng.randbytes(n)

@@ -1,4 +1,4 @@
-"""DaRRM Algorithm 1 (mechanisms/samplers.py) with an asymmetric γ and scripted random bytes.
+"""DaRRM Algorithm 1 (mechanisms/vote_samplers.py) with an asymmetric γ and scripted random bytes.
 
 Pr[answer = 1 | L] must be exactly γ(L)·1{L ≥ (K+1)/2} + (1 − γ(L))/2. The aggregator keeps the majority iff
 a uniform W-bit U (big-endian, W/8 bytes per row: the same W for every row of a table, W·γ(L) an integer
@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import itertools
 import math
-import os
 import random
 from fractions import Fraction
 
@@ -22,7 +21,8 @@ import pytest
 from scripted_bytes import Script
 
 from darrm_opt.errors import InvalidParameter
-from darrm_opt.mechanisms.samplers import SMALL, BinarySampler, FixedWidthCoins, SystemRandom, _exact_bernoulli
+from darrm_opt.mechanisms.vote_samplers import SMALL, BinarySampler
+from darrm_opt.sampling import FixedWidthCoins
 
 TWO64 = 1 << 64
 K = 5
@@ -118,17 +118,6 @@ def test_thresholds_are_exact():
     assert tiny.bits == 1088 and Fraction(tiny.thresholds[0], 1 << 1088) == Fraction(5e-324)
 
 
-def test_exact_bernoulli_reads_64_bits_per_round():
-    p = Fraction(1, 3 * TWO64)  # T = 0 in round one, then ⌊2^64/3⌋
-    t2 = TWO64 // 3
-    assert _exact_bernoulli(p, Script([(0).to_bytes(8, "little"), (t2 - 1).to_bytes(8, "little")]))
-    assert not _exact_bernoulli(p, Script([(0).to_bytes(8, "little"), (t2 + 1).to_bytes(8, "little")]))
-    assert not _exact_bernoulli(p, Script([(1).to_bytes(8, "little")]))
-    assert _exact_bernoulli(Fraction(1, 2), Script([(TWO64 // 2 - 1).to_bytes(8, "little")]))
-    assert not _exact_bernoulli(Fraction(1, 2), Script([(TWO64 // 2).to_bytes(8, "little")]))
-    assert not _exact_bernoulli(Fraction(0), Script([]))
-
-
 def test_probability_of_one_is_gamma_majority_plus_half_the_rest():
     agg = BinarySampler(GAMMA)
     for l, g in enumerate(GAMMA):
@@ -190,25 +179,6 @@ def test_inputs_are_validated_on_both_paths():
     assert out.dtype == np.uint8 and out.tolist() == [1] * (SMALL + 5)  # γ(3) = 1: always the majority
     out = agg(np.zeros((SMALL + 5, 3), dtype=np.int64))
     assert out.tolist() == [0] * (SMALL + 5)  # γ(0) = 1
-
-
-def test_system_random_serves_each_block_byte_once():
-    sr = SystemRandom(block=64)
-    a, b = sr(8), sr(8)
-    assert len(a) == len(b) == 8 and sr._buf[:16] == a + b and sr._pos == 16
-    big = sr(16)  # 16·4 ≥ 64: straight from os.urandom, the block is untouched
-    assert len(big) == 16 and sr._pos == 16
-    block = sr._buf
-    for _ in range(6):
-        sr(8)
-    assert sr._pos == 64 and sr._buf is block
-    c = sr(8)  # the block is spent: a fresh one
-    assert sr._pos == 8 and sr._buf is not block and sr._buf[:8] == c and len(sr._buf) == 64
-    sr._reset()
-    assert sr._buf == b"" and sr._pos == 0
-    assert sr(15) and sr._pos == 15  # 15 < a quarter of 64: from the block
-    assert SystemRandom().block == 1 << 16  # 64 KiB blocks, as documented
-    assert len(SystemRandom()(8)) == 8 and len(os.urandom(1)) == 1
 
 
 def test_very_large_k_sums_votes_without_overflow():

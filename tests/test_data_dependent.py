@@ -11,26 +11,20 @@ import pytest
 from darrm_opt.errors import InvalidParameter
 from darrm_opt.experiments.pate_votes import mnist_like_votes
 from darrm_opt.model.multiclass import output_distribution
-from darrm_opt.privacy.data_dependent import (
-    account_confident_gnmax,
-    account_gnmax,
-    account_table,
-    dp_tail,
-    gnmax_sensitivity_at_distance,
-    gnmax_shape,
-    gnss_rdp,
-    sample_gnss_noise,
-    sanitised_epsilon,
-    smooth_sensitivity,
-    table_shape,
-    threshold_shape,
-)
 from darrm_opt.privacy.gnmax import (
     log_q_tilde,
     prob_answered,
     rdp_data_dependent_from_log_q,
     rdp_gnmax,
 )
+from darrm_opt.privacy.query_accounts import account_confident_gnmax, account_gnmax, account_table
+from darrm_opt.privacy.query_costs import (
+    gnmax_sensitivity_at_distance,
+    gnmax_shape,
+    table_shape,
+    threshold_shape,
+)
+from darrm_opt.privacy.smooth_sensitivity import dp_tail, gnss_rdp, sanitised_epsilon, smooth_sensitivity
 
 
 def histograms(K: int, C: int):
@@ -113,7 +107,7 @@ def test_gnmax_smooth_sensitivity_by_brute_force(K, C, sigma, order, discrete):
     """Over every histogram: A(0) bounds the true local sensitivity of β(q(·)); A(d) bounds the largest true
     local sensitivity within d moves (Alg. 4's claim), and A_n(d) ≤ A_n′(d + 1) for neighbours, so that
     SS_β is β-smooth. ``discrete``: q̃ and B_U / B_L at σ̂ (answers drawn with N_ℤ noise)."""
-    from darrm_opt.privacy.data_dependent import discrete_gnmax_shape
+    from darrm_opt.privacy.query_costs import discrete_gnmax_shape
 
     s = discrete_gnmax_shape(sigma, order, C, discrete)
     assert s.conditions and (s.q_sigma > sigma) == discrete
@@ -250,24 +244,8 @@ def test_confident_gnmax_pays_gnmax_only_when_answered():
     assert (some.answered, some.queries) == (2, 3)
 
 
-def test_gnss_sampler_is_exact_inverse_cdf():
-    def const(b):
-        return lambda n: bytes([b]) * n
-
-    half = lambda n: b"\x80" + b"\x00" * (n - 1)  # noqa: E731
-    assert sample_gnss_noise(1.23456, 0.1, 1e-4, half) == pytest.approx(1.2346, abs=1e-12)  # median cell
-    assert sample_gnss_noise(1.0, 0.1, 1e-3, const(0x00)) < 1.0 - 3.0  # the far low tail
-    # the upper quartile of N(1, 0.2²): 1 + 0.2·0.6745
-    q3 = lambda n: (b"\xc0" + b"\x00" * (n - 1))  # noqa: E731
-    assert sample_gnss_noise(1.0, 0.2, 1e-4, q3) == pytest.approx(1.0 + 0.2 * 0.67449, abs=1.5e-4)
-    import os
-
-    draws = np.array([sample_gnss_noise(0.0, 1.0, 1e-3, os.urandom) for _ in range(400)])
-    assert abs(draws.mean()) < 0.25 and 0.8 < draws.std() < 1.2
-
-
 def test_interactive_statistic_has_sensitivity_one():
-    from darrm_opt.privacy.data_dependent import interactive_statistic
+    from darrm_opt.privacy.interactive_gnmax import interactive_statistic
 
     rng = np.random.default_rng(3)
     student = rng.dirichlet(np.ones(3), size=1)
@@ -278,7 +256,8 @@ def test_interactive_statistic_has_sensitivity_one():
 
 
 def test_interactive_gnmax_outcomes_and_account():
-    from darrm_opt.privacy.data_dependent import account_interactive_gnmax, interactive_gnmax
+    from darrm_opt.privacy.interactive_gnmax import interactive_gnmax
+    from darrm_opt.privacy.query_accounts import account_interactive_gnmax
 
     votes = np.array([[250, 0, 0], [0, 250, 0], [90, 80, 80]])
     student = np.array([[0.98, 0.01, 0.01], [0.98, 0.01, 0.01], [0.4, 0.3, 0.3]])

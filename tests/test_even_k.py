@@ -11,7 +11,7 @@ from scipy.optimize import linprog
 from darrm_opt.certify.pairs import certify_pairs
 from darrm_opt.errors import InvalidParameter
 from darrm_opt.mechanisms import mechanism
-from darrm_opt.mechanisms.samplers import BinarySampler
+from darrm_opt.mechanisms.vote_samplers import BinarySampler
 from darrm_opt.model.neighbours import PateParams, pate_delta, signs, tie_index
 from darrm_opt.model.objective import expected_error, expected_pmf
 from darrm_opt.optimize.pate_setting import solve_pate

@@ -20,13 +20,6 @@ from scipy.special import logsumexp
 from darrm_opt.errors import InvalidParameter
 from darrm_opt.mechanisms import document_header, mechanism, mechanism_for, read_document, table_from_document
 from darrm_opt.mechanisms.gaussian_mean import clip_and_round, gaussian_mean_table
-from darrm_opt.mechanisms.lattice_noise import (
-    _bernoulli_exp_py,
-    bernoulli,
-    bernoulli_exp,
-    discrete_gaussian,
-    uniform_below,
-)
 from darrm_opt.model.gaussian_params import GaussianMeanParams, gaussian_lattice
 from darrm_opt.privacy.gaussian_mean import (
     calibrate,
@@ -40,74 +33,12 @@ from darrm_opt.privacy.gaussian_mean import (
 from darrm_opt.privacy.gaussian_profile import GaussianProfile
 from darrm_opt.privacy.pld import exact_epsilon
 from darrm_opt.release.means import release_means
-from tests.scripted_bytes import Script
 
 ROOT = Path(__file__).resolve().parents[1]
 PAPER = GaussianMeanParams(8, 16, 1.0, 2.0**-9, 4397, 1.25e-5)  # the paper's K = 8, N = 80 at (8, 1e-3)
 
 
-def _u64(*values: int) -> bytes:
-    return np.array(values, dtype=np.uint64).tobytes()
-
-
 # --- exact sampling -----------------------------------------------------------------------------------------
-
-def test_uniform_below_rejects_the_top_words_and_divides_the_rest():
-    # b = 3: L = 3·⌊2^64/3⌋ = 2^64 − 1, so the word 2^64 − 1 is drawn again; U = ⌊u / ⌊2^64/3⌋⌋
-    step = 2**64 // 3
-    out = uniform_below(3, 1, Script([_u64(2**64 - 1), _u64(2 * step + 5)]))
-    assert out.tolist() == [2]
-    assert uniform_below(4, 1, Script([_u64(2**64 - 1)])).tolist() == [3]  # a power of two: nothing rejected
-    assert uniform_below(1, 3, Script([])).tolist() == [0, 0, 0]  # b = 1: no word drawn
-
-
-def test_bernoulli_is_exactly_u_below_a_times_the_step():
-    step = 2**64 // 3
-    a = np.array([1, 2, 0, 3])
-    got = bernoulli(a, 3, Script([_u64(step - 1, step, 5, 2**64 - 2)]))  # U = 0, 1, 0, 2
-    assert got.tolist() == [True, True, False, True]  # a = b: always
-    got = bernoulli(np.array([1]), 3, Script([_u64(2**64 - 1), _u64(step)]))  # the top word is drawn again
-    assert got.tolist() == [False]
-
-
-@pytest.mark.parametrize(("a", "b"), [(1, 3), (5, 2), (7, 7), (0, 1)])
-def test_bernoulli_exp_has_probability_e_to_minus_gamma(a, b):
-    rng = np.random.default_rng(a * 31 + b)
-    m = 200_000
-    hits = int(bernoulli_exp(np.full(m, a, dtype=np.int64), b, rng.bytes).sum())
-    p = math.exp(-a / b)
-    assert abs(hits - m * p) <= 5 * math.sqrt(m * p * (1 - p)) + 1e-9
-    py = sum(_bernoulli_exp_py(a, b, rng.bytes) for _ in range(20_000))  # the Python-integer path
-    assert abs(py - 20_000 * p) <= 5 * math.sqrt(20_000 * p * (1 - p)) + 1e-9
-
-
-@pytest.mark.parametrize("n", [1, 3, 256])
-def test_discrete_gaussian_matches_its_pmf(n):
-    """χ² of 200 000 draws against Pr[x] ∝ exp(−x²/2n²) (cells with expectation ≥ 20, tails pooled)."""
-    x = discrete_gaussian(n, 200_000, np.random.default_rng(n).bytes)
-    width = max(1, n // 8)
-    support = np.arange(-12 * n, 12 * n + 1)
-    logp = -support.astype(float) ** 2 / (2 * n * n)
-    p = np.exp(logp - logsumexp(logp))
-    cells = np.floor_divide(support, width)
-    cell_ids, inv = np.unique(cells, return_inverse=True)
-    expected = np.bincount(inv, weights=p) * x.size
-    observed = np.bincount(np.searchsorted(cell_ids, np.floor_divide(np.clip(x, -12 * n, 12 * n), width)),
-                           minlength=cell_ids.size)
-    keep = expected >= 20
-    exp_cells = np.append(expected[keep], expected[~keep].sum())
-    obs_cells = np.append(observed[keep], observed[~keep].sum())
-    _, pvalue = stats.chisquare(obs_cells, exp_cells * obs_cells.sum() / exp_cells.sum())
-    assert pvalue > 1e-4
-    assert x.dtype == np.int64 and abs(x.std() / n - 1) < 0.01
-
-
-def test_discrete_gaussian_refuses_noise_outside_its_range():
-    with pytest.raises(InvalidParameter, match="noise"):
-        discrete_gaussian(0, 5)
-    with pytest.raises(InvalidParameter, match="noise"):
-        discrete_gaussian(1 << 14, 5)
-
 
 # --- the dominating pair ------------------------------------------------------------------------------------
 

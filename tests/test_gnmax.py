@@ -14,15 +14,13 @@ from scipy import stats
 
 from darrm_opt.errors import InvalidParameter
 from darrm_opt.mechanisms import mechanism, plan_job, table_document, table_from_document
-from darrm_opt.mechanisms.discrete_gaussian import DiscreteGaussian
-from darrm_opt.mechanisms.samplers_gaussian import GnmaxSampler
+from darrm_opt.mechanisms.vote_samplers import GnmaxSampler
 from darrm_opt.model.gnmax import (
     ConfidentGnmaxParams,
     GnmaxParams,
     abstain_probability,
     binary_gamma,
     confident_error,
-    discrete_gaussian_pmf,
     gnmax_error,
 )
 from darrm_opt.model.multiclass import MulticlassPrior
@@ -54,31 +52,6 @@ def chi2_pvalue(counts: np.ndarray, probs: np.ndarray, min_expected: float = 5.0
 
 
 # --- the discrete Gaussian sampler ----------------------------------------------------------------------
-
-@pytest.mark.parametrize("sigma, seed", [(0.4, 1), (1.0, 2), (3.7, 3), (25.0, 4)])
-def test_discrete_gaussian_matches_its_pmf(sigma, seed):
-    x = DiscreteGaussian(sigma)(60_000, seeded(seed))
-    L = int(12 * sigma) + 3
-    p, _ = discrete_gaussian_pmf(sigma, L)
-    assert np.abs(x).max() <= L
-    counts = np.bincount(x + L, minlength=2 * L + 1)
-    assert chi2_pvalue(counts, p) > 1e-3
-    assert abs(x.mean()) < 5 * math.sqrt(float(p @ (np.arange(-L, L + 1) ** 2)) / x.size)
-
-
-def test_discrete_gaussian_detects_a_wrong_sigma():
-    """The chi-square test has power: 2 % off in σ is rejected at this sample size."""
-    x = DiscreteGaussian(10.0)(200_000, seeded(5))
-    L = 130
-    p, _ = discrete_gaussian_pmf(10.2, L)
-    assert chi2_pvalue(np.bincount(x + L, minlength=2 * L + 1), p) < 1e-6
-
-
-def test_discrete_gaussian_is_a_function_of_its_bytes():
-    a = DiscreteGaussian(7.3)(1000, seeded(9))
-    b = DiscreteGaussian(7.3)(1000, seeded(9))
-    assert np.array_equal(a, b) and not np.array_equal(a, DiscreteGaussian(7.3)(1000, seeded(10)))
-
 
 # --- GNMax answers ---------------------------------------------------------------------------------------
 
@@ -306,24 +279,6 @@ def test_gaussian_plans_refuse_a_pure_budget():
     for kind in ("gnmax", "confident-gnmax"):
         with pytest.raises(InvalidParameter, match="budget_delta"):
             mechanism(kind).plan(job)
-
-
-def test_bernoulli_exp_resolves_a_64_bit_tie_exactly():
-    """U = ⌊p·2^64⌋ (probability 2^-64) is decided by fresh bytes against the exact remainder."""
-    from fractions import Fraction
-
-    from scripted_bytes import Script
-
-    from darrm_opt.mechanisms.discrete_gaussian import _ExpNeg
-
-    t = (1 << 64) // 3  # ⌊(1/3)·2^64⌋: Bernoulli(γ/k) with γ = 1/3, k = 1
-    top = (1 << 64) - 1
-    b = lambda u: u.to_bytes(8, "little")  # noqa: E731
-    keys = np.zeros(1, dtype=np.int64)
-    # tie, then the remainder's coin says 1 (u = 0): k = 2; then U = 2^64 − 1 ≥ ⌊2^64/6⌋: stop, k even → 0
-    assert not _ExpNeg(lambda key: Fraction(1, 3))(keys, Script([b(t), b(0), b(top)]))[0]
-    # tie, then the remainder's coin says 0: stop at k = 1 → 1
-    assert _ExpNeg(lambda key: Fraction(1, 3))(keys, Script([b(t), b(top)]))[0]
 
 
 @settings(max_examples=25, deadline=None)

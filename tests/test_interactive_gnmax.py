@@ -1,6 +1,6 @@
 """Interactive-GNMax (PATE Alg. 2) on a data-dependent ledger: answers drawn with exact discrete Gaussian noise
 against their analytic law, the check priced for the discrete law (brute force), the ledger's account against
-darrm_opt.privacy.data_dependent, and the student's probabilities validated (library and service)."""
+darrm_opt.privacy.query_accounts, and the student's probabilities validated (library and service)."""
 
 from __future__ import annotations
 
@@ -15,21 +15,20 @@ from test_data_dependent import histograms, neighbours
 from test_data_dependent_ledger import renyi_gauss
 
 from darrm_opt.errors import BudgetExceeded, InvalidParameter
-from darrm_opt.ledger.data_dependent import DataDependentPolicy, new_state, record, release_law
+from darrm_opt.ledger.dd_account import DataDependentPolicy, new_state, record, release_law
 from darrm_opt.ledger.dd_store import DataDependentStore
-from darrm_opt.ledger.schema import DataDependentLedger as Row
+from darrm_opt.ledger.schema import DataDependentLedgerRecord as Row
 from darrm_opt.mechanisms.dd_answers import draw_answers, drawer
-from darrm_opt.mechanisms.samplers_gaussian import GnmaxSampler
+from darrm_opt.mechanisms.vote_samplers import GnmaxSampler
 from darrm_opt.model.gnmax import discrete_gaussian_pmf, tail_cut
-from darrm_opt.privacy.data_dependent import (
-    account_gnmax,
-    account_interactive_gnmax,
+from darrm_opt.privacy.interactive_gnmax import interactive_check_statistic
+from darrm_opt.privacy.query_accounts import account_gnmax, account_interactive_gnmax
+from darrm_opt.privacy.query_costs import (
     discrete_gaussian_log_tail,
     discrete_q_sigma,
     discrete_threshold_shape,
-    gnss_rdp,
-    interactive_check_statistic,
 )
+from darrm_opt.privacy.smooth_sensitivity import gnss_rdp
 from darrm_opt.release.dd_ledger import DataDependentLedger
 
 K, C = 12, 3

@@ -27,7 +27,7 @@ from typer.testing import CliRunner
 
 from darrm_opt.cli import app
 from darrm_opt.errors import InvalidParameter, TableFileError
-from darrm_opt.mechanisms.samplers import BinarySampler, MulticlassSampler
+from darrm_opt.mechanisms.vote_samplers import BinarySampler, MulticlassSampler
 from darrm_opt.model.multiclass import MulticlassParams, output_distribution, top_structure
 from darrm_opt.release.table_file import load_any_table, load_multiclass_table, load_table
 
@@ -323,7 +323,7 @@ def test_many_classes_answer_in_bounded_memory_with_the_same_answers(monkeypatch
     random bytes are read in the documented order)."""
     import tracemalloc
 
-    from darrm_opt.mechanisms import samplers as mod
+    from darrm_opt.mechanisms import vote_samplers as mod
 
     rng = np.random.default_rng(3)
     votes = rng.integers(0, 1000, size=(20_000, 1)).astype(np.uint16)

@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 
 from darrm_opt.errors import InvalidParameter
-from darrm_opt.mechanisms.samplers import BinarySampler
+from darrm_opt.mechanisms.vote_samplers import BinarySampler
 from darrm_opt.model.neighbours import SETTING_NOTES
 from darrm_opt.privacy.gnmax import gnmax_aggregate
 

@@ -83,7 +83,7 @@ class Darrm(Mechanism):
         return certificate_line(certificate)
 
     def failure(self, params: Params, gamma: np.ndarray, certificate) -> str:  # noqa: ANN001
-        from darrm_opt.certify.ties import tight_note
+        from darrm_opt.certify.words import tight_note
 
         note = tight_note(params, gamma, certificate)
         return (f"[bold red]not certified:[/] {note}" if note else
@@ -149,6 +149,6 @@ class Darrm(Mechanism):
         return {"m": table.params.m, "delta": float(table.params.delta)}
 
     def sampler(self, table, random_bytes):  # noqa: ANN001, ANN201
-        from .samplers import BinarySampler
+        from .vote_samplers import BinarySampler
 
         return BinarySampler(table.gamma, random_bytes)

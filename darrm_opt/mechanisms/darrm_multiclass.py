@@ -93,7 +93,7 @@ class DarrmMulticlass(Mechanism):
         return plan_multiclass(self, job)
 
     def sampler(self, table, random_bytes):  # noqa: ANN001, ANN201
-        from .samplers import MulticlassSampler
+        from .vote_samplers import MulticlassSampler
 
         return MulticlassSampler(table.gamma, table.params.C, random_bytes)
 

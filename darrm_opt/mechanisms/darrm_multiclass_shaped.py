@@ -118,7 +118,7 @@ class DarrmMulticlassShaped(Mechanism):
         return ShapedMulticlassCertificate(**{k: data[k] for k in fields if k in data})
 
     def sampler(self, table, random_bytes):  # noqa: ANN001, ANN201
-        from .samplers import MulticlassSampler
+        from .vote_samplers import MulticlassSampler
 
         return MulticlassSampler(table.gamma, table.params.C, random_bytes)
 

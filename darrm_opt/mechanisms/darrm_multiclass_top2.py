@@ -125,7 +125,7 @@ class DarrmMulticlassTop2(Mechanism):
                                lambda params: solve_top2(params, solver=job.solver), top2_profile)
 
     def sampler(self, table, random_bytes):  # noqa: ANN001, ANN201
-        from .samplers import Top2Sampler
+        from .vote_samplers import Top2Sampler
 
         p = table.params
         return Top2Sampler(table.gamma, p.K, p.C, p.cap, random_bytes)

@@ -108,6 +108,6 @@ class DarrmPate(Mechanism):
                      r.seconds)
 
     def sampler(self, table, random_bytes):  # noqa: ANN001, ANN201
-        from .samplers import BinarySampler
+        from .vote_samplers import BinarySampler
 
         return BinarySampler(table.gamma, random_bytes)

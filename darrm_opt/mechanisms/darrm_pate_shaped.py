@@ -115,7 +115,7 @@ class DarrmPateShaped(Mechanism):
         return ShapedCertificate(**{k: data[k] for k in ShapedCertificate.__dataclass_fields__ if k in data})
 
     def sampler(self, table, random_bytes):  # noqa: ANN001, ANN201
-        from .samplers import BinarySampler
+        from .vote_samplers import BinarySampler
 
         return BinarySampler(table.gamma, random_bytes)
 

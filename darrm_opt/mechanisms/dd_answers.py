@@ -1,10 +1,10 @@
 """Answers a data-dependent ledger draws itself: GNMax, Confident-GNMax and Interactive-GNMax (PATE Alg. 2)
 with exact discrete Gaussian noise, every coin from ``random_bytes`` (a CSPRNG) through the samplers of
-:mod:`darrm_opt.mechanisms.discrete_gaussian` and :mod:`darrm_opt.mechanisms.samplers_gaussian`.
+:mod:`darrm_opt.sampling` and :mod:`darrm_opt.mechanisms.vote_samplers`.
 
 Interactive-GNMax, per query with histogram n and the student's class probabilities p (public):
 
-1. the check: i = :func:`~darrm_opt.privacy.data_dependent.interactive_check_statistic` (the integer form of
+1. the check: i = :func:`~darrm_opt.privacy.interactive_gnmax.interactive_check_statistic` (the integer form of
    s = max_j (n_j − K p_j) against T), Z ~ N_ℤ(0, σ₁²): the student disagrees with the teachers iff
    i + Z ≥ ⌈T⌉ (⟺ s + Z ≥ T);
 2. if so, the teachers answer by GNMax at σ₂ (N_ℤ(0, σ₂²) per class, ties broken uniformly);
@@ -13,11 +13,11 @@ Interactive-GNMax, per query with histogram n and the student's class probabilit
 
 The order of draws: the check noise of every query, then GNMax's class noise over the queries that passed
 (row-major), then its tie-breaking indices. The noise comes from pools drawn ahead
-(:func:`~darrm_opt.mechanisms.discrete_gaussian.noise_pool`; issue 33). Confident-GNMax and GNMax are
-:class:`~darrm_opt.mechanisms.samplers_gaussian.GnmaxSampler` on the histograms. Only the check's outcome
+(:func:`~darrm_opt.sampling.pool.noise_pool`; issue 33). Confident-GNMax and GNMax are
+:class:`~darrm_opt.mechanisms.vote_samplers.GnmaxSampler` on the histograms. Only the check's outcome
 (``answered``) and the labels leave this module; the ledger charges them
-(:func:`darrm_opt.ledger.data_dependent.record` for discrete noise: GNMax's q̃ at
-:func:`~darrm_opt.privacy.data_dependent.discrete_q_sigma`, the checks for the discrete law)."""
+(:func:`darrm_opt.ledger.dd_account.record` for discrete noise: GNMax's q̃ at
+:func:`~darrm_opt.privacy.query_costs.discrete_q_sigma`, the checks for the discrete law)."""
 
 from __future__ import annotations
 
@@ -27,16 +27,12 @@ from typing import Any
 import numpy as np
 
 from darrm_opt.errors import InvalidParameter
-from darrm_opt.ledger.data_dependent import DataDependentPolicy, histograms
-from darrm_opt.privacy.data_dependent import (
-    discrete_gnmax_shape,
-    interactive_check_statistic,
-    student_probabilities,
-)
+from darrm_opt.ledger.dd_account import DataDependentPolicy, histograms
+from darrm_opt.privacy.interactive_gnmax import interactive_check_statistic, student_probabilities
+from darrm_opt.privacy.query_costs import discrete_gnmax_shape
+from darrm_opt.sampling import RandomBytes, noise_pool
 
-from .discrete_gaussian import noise_pool
-from .samplers import RandomBytes
-from .samplers_gaussian import ABSTAIN, GnmaxSampler
+from .vote_samplers import ABSTAIN, GnmaxSampler
 
 
 def draw_answers(policy: DataDependentPolicy, votes: object, random_bytes: RandomBytes,

@@ -3,9 +3,9 @@
 Per query, K teachers on disjoint shards each give a vector of ``dim`` numbers (PCA coefficients A_l y of an
 output y ∈ [0, 1]^d, an autoencoder's latent, or the output itself). Each vector is clipped to the L2 ball of
 radius R, rounded toward zero onto the lattice gℤ^dim, the lattice vectors summed, and exact discrete Gaussian
-noise N_ℤ(0, n²) added per coordinate (:mod:`darrm_opt.mechanisms.lattice_noise`); the release is the noisy
-mean (sum + noise)·g/K, whose noise has standard deviation σ = n g/K. Its dominating pair, the calibration of σ
-and the choice of l are in :mod:`darrm_opt.privacy.gaussian_mean`.
+noise N_ℤ(0, n²) added per coordinate (:func:`darrm_opt.sampling.discrete_gaussian.discrete_gaussian`); the
+release is the noisy mean (sum + noise)·g/K, whose noise has standard deviation σ = n g/K. Its dominating
+pair, the calibration of σ and the choice of l are in :mod:`darrm_opt.privacy.gaussian_mean`.
 
 The release is defined by its parameters alone: its table has no γ (``table_size`` 0), its certificate is the
 pair's computed per-answer statement (ε₀ at δ₀), and its ``expected_error`` is the expected squared L2 error of
@@ -29,16 +29,16 @@ from darrm_opt.errors import CertificationFailed, InvalidParameter
 from darrm_opt.model.gaussian_params import GaussianMeanParams
 from darrm_opt.privacy.gaussian_profile import GaussianProfile
 from darrm_opt.privacy.table import CertifiedTable
+from darrm_opt.sampling import RandomBytes, system_random
 
 from .base import Mechanism, Solved
-from .samplers import RandomBytes, system_random
 
 #: the clipped vector is scaled by this much less than R/‖z‖ (float rounding), then checked exactly
 _CLIP_SLACK = 1 - 1e-10
 
 
 @dataclass(frozen=True)
-class GaussianCertificate(VerdictFields):
+class GaussianMeanCertificate(VerdictFields):
     """The computed statement of one answer: the pair (N(0, τ²), N(Δ′, τ²)) (lattice units) gives δ(ε₀) =
     ``delta_at_epsilon0`` ≤ δ₀ = ``delta0``; ``eta``: the smoothing bound of the discrete noise."""
 
@@ -68,7 +68,7 @@ class GaussianCertificate(VerdictFields):
 
 
 @lru_cache(maxsize=256)
-def _statement(params: GaussianMeanParams) -> GaussianCertificate:
+def _statement(params: GaussianMeanParams) -> GaussianMeanCertificate:
     from darrm_opt.privacy.gaussian_mean import epsilon_of, mean_profile, smoothing_eta
 
     prof = mean_profile(params)
@@ -77,7 +77,7 @@ def _statement(params: GaussianMeanParams) -> GaussianCertificate:
     eta = smoothing_eta()
     ok = d <= params.delta and eta < 1e-200 and math.isfinite(eps0)
     reason = "" if ok else f"δ(ε₀) = {d!r} exceeds δ₀ = {params.delta!r} or the smoothing bound η = {eta!r} fails"
-    return GaussianCertificate(ok, reason, params.delta, d, eps0, params.noise, prof.sigma, prof.sensitivity,
+    return GaussianMeanCertificate(ok, reason, params.delta, d, eps0, params.noise, prof.sigma, prof.sensitivity,
                                prof.mu, eta)
 
 
@@ -172,11 +172,20 @@ class GaussianMeanSampler:
 
     def draw(self, prepared: np.ndarray) -> np.ndarray:
         """(S + Z)·g/K with Z ~ N_ℤ(0, n²) per coordinate, exactly."""
-        from .lattice_noise import discrete_gaussian
+        return self.means(self.noisy_sums(prepared))
+
+    def noisy_sums(self, prepared: np.ndarray) -> np.ndarray:
+        """S + Z (int64, the shape of ``prepared``) with Z ~ N_ℤ(0, n²) per coordinate: the release before its
+        scaling (what a ledger stores to replay it)."""
+        from darrm_opt.sampling import discrete_gaussian
 
         p = self.params
-        z = discrete_gaussian(p.noise, prepared.size, self.random_bytes).reshape(prepared.shape)
-        return (prepared + z).astype(np.float64) * (p.lattice / p.K)
+        return prepared + discrete_gaussian(p.noise, prepared.size, self.random_bytes).reshape(prepared.shape)
+
+    def means(self, sums: np.ndarray) -> np.ndarray:
+        """The noisy means (rows, dim) float64 of :meth:`noisy_sums`' lattice sums: (S + Z)·g/K."""
+        p = self.params
+        return np.asarray(sums, dtype=np.int64).reshape(-1, p.dim).astype(np.float64) * (p.lattice / p.K)
 
 
 class GaussianMean(Mechanism):
@@ -202,9 +211,9 @@ class GaussianMean(Mechanism):
     def limit(self, params: GaussianMeanParams) -> float:
         return params.delta
 
-    def certify(self, params: GaussianMeanParams, gamma: np.ndarray, **options: Any) -> GaussianCertificate:
+    def certify(self, params: GaussianMeanParams, gamma: np.ndarray, **options: Any) -> GaussianMeanCertificate:
         if np.asarray(gamma).size:
-            return GaussianCertificate(False, "a Gaussian mean release has no γ", params.delta, math.inf, math.inf,
+            return GaussianMeanCertificate(False, "a Gaussian mean release has no γ", params.delta, math.inf, math.inf,
                                        params.noise, 0.0, 0.0, 0.0, 0.0)
         return _statement(params)
 
@@ -226,9 +235,9 @@ class GaussianMean(Mechanism):
     def expected_error(self, params: GaussianMeanParams, gamma: np.ndarray) -> float:
         return params.dim * params.sigma**2
 
-    def certificate_from(self, data: Mapping[str, Any]) -> GaussianCertificate:
+    def certificate_from(self, data: Mapping[str, Any]) -> GaussianMeanCertificate:
         try:
-            return GaussianCertificate(**{f.name: data[f.name] for f in fields(GaussianCertificate)})
+            return GaussianMeanCertificate(**{f.name: data[f.name] for f in fields(GaussianMeanCertificate)})
         except (KeyError, TypeError):
             raise InvalidParameter("certificate", "is not a Gaussian mean certificate") from None
 

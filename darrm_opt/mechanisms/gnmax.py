@@ -9,7 +9,7 @@ ledger composes exactly. Confident-GNMax (PATE Alg. 1) releases 1{max_c h_c + Z 
 two is dominated by the product pair, shifts (1, 1, 1) with σ = (σ₁, σ₂, σ₂). Otherwise it abstains: the
 answer ⊥ is written −1 (in the sampler's int16 output, JSON, CSV and the service alike).
 
-The release is defined by its parameters alone: ``gamma`` is empty. The certificate (:class:`GaussianCertificate`)
+The release is defined by its parameters alone: ``gamma`` is empty. The certificate (:class:`GaussianPldCertificate`)
 states the per-answer (ε₀, δ₀) at δ₀ = DELTA0, read off the exact profile's pessimistic PLD and checked
 (δ(ε₀) ≤ δ₀ recomputed). Its expected error: :mod:`darrm_opt.model.gnmax`.
 """
@@ -42,7 +42,7 @@ ABSTAIN = -1
 
 
 @dataclass(frozen=True)
-class GaussianCertificate(VerdictFields):
+class GaussianPldCertificate(VerdictFields):
     """The per-answer (ε₀, δ₀) of a Gaussian release: ε₀ read off its dominating pair's pessimistic PLD at
     δ₀, and δ(ε₀) recomputed from that PLD (``delta_at_epsilon0`` ≤ δ₀ certifies)."""
 
@@ -71,7 +71,7 @@ class GaussianCertificate(VerdictFields):
 
 
 @lru_cache(maxsize=256)
-def _certificate(profile: GaussianProfile) -> GaussianCertificate:
+def _certificate(profile: GaussianProfile) -> GaussianPldCertificate:
     """ε₀ at DELTA0 off the pessimistic PLD, bumped until δ(ε₀) ≤ δ₀ holds on that PLD."""
     from darrm_opt.privacy.pld import delta_at, epsilon_at
 
@@ -85,7 +85,7 @@ def _certificate(profile: GaussianProfile) -> GaussianCertificate:
         d = delta_at(pld, eps)
     ok = d <= DELTA0 and math.isfinite(eps)
     pair = ", ".join(f"N_Z({s:g}, {x:g}^2)" for s, x in zip(profile.shifts, profile.coordinate_sigmas))
-    return GaussianCertificate(ok, eps, DELTA0, d, f"N_Z(0, σ²) per coordinate against {pair}", CERT_INTERVAL,
+    return GaussianPldCertificate(ok, eps, DELTA0, d, f"N_Z(0, σ²) per coordinate against {pair}", CERT_INTERVAL,
                                "" if ok else f"δ(ε₀) = {d:g} > δ₀ = {DELTA0:g}")
 
 
@@ -108,7 +108,7 @@ class _GaussianKind(Mechanism):
     def limit(self, params: Any) -> float:
         return DELTA0
 
-    def certify(self, params: Any, gamma: np.ndarray, **options: Any) -> GaussianCertificate:
+    def certify(self, params: Any, gamma: np.ndarray, **options: Any) -> GaussianPldCertificate:
         return _certificate(self.profile(params, gamma))
 
     def table(self, params: Any, gamma: Any, certificate: Any, teachers: str | None = None,
@@ -129,9 +129,9 @@ class _GaussianKind(Mechanism):
             raise InvalidParameter("privacy_profile", f"is not the Gaussian pair of this {self.kind} table")
         return super().table(params, gamma, cert, teachers, profile)
 
-    def certificate_from(self, data: Mapping[str, Any]) -> GaussianCertificate:
+    def certificate_from(self, data: Mapping[str, Any]) -> GaussianPldCertificate:
         try:
-            return GaussianCertificate(**{k: data[k] for k in GaussianCertificate.__dataclass_fields__
+            return GaussianPldCertificate(**{k: data[k] for k in GaussianPldCertificate.__dataclass_fields__
                                           if k in data})
         except TypeError:
             raise InvalidParameter("certificate", "is not a Gaussian release's certificate") from None
@@ -189,7 +189,7 @@ class Gnmax(_GaussianKind):
                 f"σ = {params.sigma:.6g}")
 
     def sampler(self, table: Any, random_bytes: Any) -> Any:
-        from .samplers_gaussian import GnmaxSampler
+        from .vote_samplers import GnmaxSampler
 
         return GnmaxSampler(table.params.K, table.params.C, table.params.sigma, random_bytes)
 
@@ -208,7 +208,7 @@ class Gnmax(_GaussianKind):
         the certified GNMax table at that σ (its expected error under the prior), and the data-dependent
         ledger's policy that runs it (validated here). None outside the PATE setting or without a class-label
         prior (0/1 votes)."""
-        from darrm_opt.ledger.data_dependent import DataDependentPolicy
+        from darrm_opt.ledger.dd_account import DataDependentPolicy
         from darrm_opt.model.multiclass import MulticlassPrior
         from darrm_opt.planning.data_dependent import OFFER_CONVERSION, plan_from_prior
         from darrm_opt.planning.gaussian_plan import SETTING, classes_and_prior
@@ -262,7 +262,7 @@ class ConfidentGnmax(_GaussianKind):
                 f"σ₂ = {params.sigma2:.6g}")
 
     def sampler(self, table: Any, random_bytes: Any) -> Any:
-        from .samplers_gaussian import GnmaxSampler
+        from .vote_samplers import GnmaxSampler
 
         p = table.params
         return GnmaxSampler(p.K, p.C, p.sigma2, random_bytes, threshold=p.threshold, sigma1=p.sigma1)

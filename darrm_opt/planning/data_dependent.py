@@ -23,14 +23,9 @@ import numpy as np
 
 from darrm_opt.errors import InvalidParameter
 from darrm_opt.privacy.calibrate import arithmetic, bisect
-from darrm_opt.privacy.data_dependent import (
-    CONVERSIONS,
-    discrete_gnmax_shape,
-    dp_tail,
-    gnmax_sensitivity_at_distance,
-    gnss_rdp,
-)
 from darrm_opt.privacy.gnmax import log_q_tilde
+from darrm_opt.privacy.query_costs import discrete_gnmax_shape, gnmax_sensitivity_at_distance
+from darrm_opt.privacy.smooth_sensitivity import CONVERSIONS, dp_tail, gnss_rdp
 
 from .plan import BudgetInfeasible, check_budget
 
@@ -101,7 +96,7 @@ def plan_data_dependent(pool: object, K: int, queries: int, budget_epsilon: floa
                         discrete: bool = False) -> DataDependentPlan:
     """The data-dependent GNMax plan of a Q-query job (module docstring); ``pool``: public histograms of K
     votes (shape (n, classes)); ``discrete``: the answers will be drawn with N_ℤ noise (the ledger's answer
-    path: q̃ at :func:`~darrm_opt.privacy.data_dependent.discrete_q_sigma`). BudgetInfeasible when no order
+    path: q̃ at :func:`~darrm_opt.privacy.query_costs.discrete_q_sigma`). BudgetInfeasible when no order
     of the grid fits the budget."""
     Q, eps, delta = check_budget(queries, budget_epsilon, budget_delta)
     if not 0.0 < delta:

@@ -2,7 +2,7 @@
 
 **The release** (:mod:`darrm_opt.model.gaussian_params`): K teachers' vectors clipped to L2 radius R and rounded
 toward zero onto gℤ^l (rounding toward zero never increases a norm), summed to S ∈ ℤ^l in lattice units, and
-S + Z released with Z ~ N_ℤ(0, n²)^l (exact discrete Gaussian, :mod:`darrm_opt.mechanisms.lattice_noise`).
+S + Z released with Z ~ N_ℤ(0, n²)^l (exact discrete Gaussian, :mod:`darrm_opt.sampling.discrete_gaussian`).
 Changing one teacher's data changes one of the K lattice vectors, so S moves by an integer vector s with
 ‖s‖₂ ≤ Δ = 2R/g (Fay et al., Prop. 2 with the clip radius R: 2R/K on the mean, 2R/g on the lattice sum).
 

@@ -49,6 +49,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from scipy import integrate, special
@@ -594,15 +595,50 @@ def calibrate_gnmax_rdp_improved(target_epsilon: float, target_delta: float,
     return GnmaxCalibration(sigma=sigma, order=order, epsilon=e, method="rdp-improved")
 
 
+def gaussian_delta(epsilon: float, sigma: float, sensitivity: float = math.sqrt(2.0)) -> float:
+    """Balle & Wang (2018) Thm. 8: the exact δ(ε) of the Gaussian mechanism with this L2 sensitivity."""
+    a, b = sensitivity / (2 * sigma), epsilon * sigma / sensitivity
+    return float(special.ndtr(a - b) - math.exp(epsilon) * special.ndtr(-a - b))
+
+
+def gaussian_delta_mp(epsilon: float, sigma: float, sensitivity: float = math.sqrt(2.0)) -> Any:
+    """:func:`gaussian_delta` in 50-digit arithmetic (an ``mpmath.mpf``)."""
+    import mpmath
+
+    with mpmath.workdps(50):
+        s, e, d = mpmath.mpf(sigma), mpmath.mpf(epsilon), mpmath.sqrt(2) if sensitivity == math.sqrt(2.0) \
+            else mpmath.mpf(sensitivity)
+        a, b = d / (2 * s), e * s / d
+        return mpmath.ncdf(a - b) - mpmath.exp(e) * mpmath.ncdf(-a - b)
+
+
+def calibrate_gaussian_sigma(epsilon: float, delta: float) -> float | None:
+    """The smallest σ (to float resolution) for which GNMax's Gaussian release is (ε, δ)-DP exactly; None
+    for δ = 0 (no Gaussian mechanism is pure DP). GNMax's one σ calibration at a per-answer (ε, δ): a
+    bracket [10⁻⁶, σ_hi] (σ_hi doubled from 1 until δ(ε) ≤ δ), 200 bisection steps on the float δ(ε) of
+    Balle & Wang (2018) Thm. 8, then σ raised until its 50-digit δ(ε) is within δ."""
+    if delta <= 0:
+        return None
+    from darrm_opt.privacy.calibrate import arithmetic, bisect, reach
+
+    def ok(s: float) -> bool:
+        return gaussian_delta(epsilon, s) <= delta
+
+    import mpmath
+
+    sigma, _ = bisect(ok, reach(ok, 1.0, lambda s, _: s * 2.0), 1e-6, arithmetic, done=200)
+    while gaussian_delta_mp(epsilon, sigma) > mpmath.mpf(delta):
+        sigma = math.nextafter(sigma, math.inf) * (1 + 1e-12)
+    return sigma
+
+
 def calibrate_gnmax_analytic(target_epsilon: float, target_delta: float) -> GnmaxCalibration:
     """Smallest σ with one GNMax answer (ε, δ)-DP as a Gaussian mechanism of L2 sensitivity √2 (changing
     one vote moves two counts by one), by the analytic Gaussian mechanism (Balle & Wang 2018, Thm. 8):
     δ(ε) = Φ(Δ/(2σ) − εσ/Δ) − e^ε Φ(−Δ/(2σ) − εσ/Δ), Δ = √2: GNMax's one σ calibration
-    (:func:`darrm_opt.privacy.gnmax_continuous.calibrate_gaussian_sigma`, exact in 50 digits), nudged up
+    (:func:`calibrate_gaussian_sigma`, exact in 50 digits), nudged up
     until dp_accounting's ε at σ (``get_epsilon_gaussian``) is within the target too."""
     from dp_accounting import get_epsilon_gaussian
-
-    from darrm_opt.privacy.gnmax_continuous import calibrate_gaussian_sigma
 
     eps = _positive("target_epsilon", target_epsilon)
     delta = _delta(target_delta)

@@ -17,8 +17,8 @@ import numpy as np
 
 from darrm_opt.errors import InvalidParameter
 from darrm_opt.mechanisms import mechanism
-from darrm_opt.mechanisms.samplers import RandomBytes, system_random
 from darrm_opt.privacy.table import CertifiedTable
+from darrm_opt.sampling import RandomBytes, system_random
 
 if TYPE_CHECKING:  # pragma: no cover - the ledger needs the service extra
     from darrm_opt.ledger.local import Ledger

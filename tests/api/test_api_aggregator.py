@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 from svc_helpers import make_ledger, make_table
 
 from darrm_opt.api import votes as votes_io
-from darrm_opt.mechanisms.samplers import BinarySampler, _exact_bernoulli
+from darrm_opt.mechanisms.vote_samplers import BinarySampler
+from darrm_opt.sampling import exact_bernoulli
 
 N_ANSWERS = 20_000
 
@@ -108,8 +109,8 @@ def test_coin_is_exact_past_64_bits():
     assert 0 < rem < 1
     r = rem * 2**64
     t2 = r.numerator // r.denominator
-    assert _exact_bernoulli(rem, _stream([(t2 - 1).to_bytes(8, "little")])) is True  # still serves top-2 / CKS
-    assert _exact_bernoulli(rem, _stream([(t2 + 1).to_bytes(8, "little")])) is False
+    assert exact_bernoulli(rem, _stream([(t2 - 1).to_bytes(8, "little")])) is True  # still serves top-2 / CKS
+    assert exact_bernoulli(rem, _stream([(t2 + 1).to_bytes(8, "little")])) is False
     T = Fraction(gamma) * 2**128
     assert T.denominator == 1 and T == t * 2**64 + t2  # two limbs hold γ exactly
     T = int(T)
@@ -140,17 +141,6 @@ def test_bad_votes_are_refused_in_process():
             agg(np.array([[0, 1]] * rows))
         with pytest.raises(InvalidParameter):
             agg([[0, 1, -1]] * rows)
-
-
-def test_system_random_hands_out_each_byte_once():
-    from darrm_opt.mechanisms.samplers import SystemRandom
-
-    r = SystemRandom(block=64)
-    chunks = [r(8) for _ in range(40)]  # several blocks
-    assert all(len(c) == 8 for c in chunks) and len(set(chunks)) == 40
-    assert len(r(1000)) == 1000  # large requests go straight to os.urandom
-    r._reset()  # what a forked child does
-    assert r._buf == b"" and len(r(8)) == 8
 
 
 # --- the fast body reader agrees with pydantic -----------------------------------------------------------------

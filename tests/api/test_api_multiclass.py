@@ -15,7 +15,7 @@ import pytest
 from svc_helpers import in_process_client, make_ledger
 
 from darrm_opt.certify.multiclass import certify_multiclass
-from darrm_opt.mechanisms.samplers import MulticlassSampler
+from darrm_opt.mechanisms.vote_samplers import MulticlassSampler
 from darrm_opt.model.multiclass import MulticlassParams
 from darrm_opt.optimize.multiclass import solve_multiclass
 from darrm_opt.privacy import accounting

@@ -5,12 +5,12 @@ Interactive-GNMax (PATE Alg. 2, the student's predictions deciding which queries
 multi-class γ table with finite RDP (its exact per-state data-dependent RDP, :func:`table_shape`) at
 fixed parameters (:class:`DataDependentPolicy`). It keeps the *private* data-dependent state — the sum of
 each query's data-dependent RDP at order λ and Thm. 24's summed sensitivity-at-distance vector, computed
-from the actual vote histograms (:mod:`darrm_opt.privacy.data_dependent`) — and publishes exactly one
+from the actual vote histograms (:mod:`darrm_opt.privacy.query_accounts`) — and publishes exactly one
 number about it, once: the GNSS release (PATE Thm. 23)
 
     ε̂ = Σ β(qᵢ) + Z·σ_SS·SS_β + ε_GNSS(λ) + log(1/δ)/(λ − 1),   Z ~ N(0, 1),
 
-rounded to ``grid`` (post-processing), drawn by :func:`~darrm_opt.privacy.data_dependent.sample_gnss_noise`
+rounded to ``grid`` (post-processing), drawn by :func:`~darrm_opt.sampling.rounded_gaussian.sample_gnss_noise`
 from a CSPRNG. After publication the ledger is sealed (no more queries): a second release would cost a
 second ε_GNSS. Everything else it shows is a function of public values only: the policy, the number of
 queries and answered queries (⊥ is released to the student), and the data-independent bound of the quota.
@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from functools import lru_cache
 from typing import Any
@@ -35,20 +35,15 @@ from typing import Any
 import numpy as np
 
 from darrm_opt.errors import BudgetExceeded, InvalidParameter
-from darrm_opt.privacy.data_dependent import (
-    CONVERSIONS,
-    TableShape,
+from darrm_opt.privacy.query_accounts import (
     account_confident_gnmax,
     account_gnmax,
     account_interactive_gnmax,
     account_table,
-    dp_tail,
-    gnmax_shape,
-    gnss_rdp,
-    sample_gnss_noise,
-    smooth_sensitivity,
-    table_shape,
 )
+from darrm_opt.privacy.query_costs import TableShape, gnmax_shape, table_shape
+from darrm_opt.privacy.smooth_sensitivity import CONVERSIONS, dp_tail, gnss_rdp, smooth_sensitivity
+from darrm_opt.sampling import RandomBytes, sample_gnss_noise
 
 
 @lru_cache(maxsize=16)
@@ -58,7 +53,6 @@ def _table_shape(K: int, classes: int, gamma: tuple[float, ...], order: float) -
 
 AGGREGATORS = ("gnmax", "confident-gnmax", "interactive-gnmax", "table")
 MODE = "data-dependent"
-RandomBytes = Callable[[int], bytes]
 
 
 def _num(name: str, value: object, *, low: float = 0.0, strict: bool = True) -> float:
@@ -67,6 +61,19 @@ def _num(name: str, value: object, *, low: float = 0.0, strict: bool = True) -> 
     x = float(value)
     if not math.isfinite(x) or (x <= low if strict else x < low):
         raise InvalidParameter(name, f"must be a finite number {'>' if strict else '>='} {low:g}", value)
+    return x
+
+
+#: the range of a noise scale (σ, σ₁, σ_SS): its square and the reciprocal of its square are finite, nonzero
+#: floats, so every cost computed from it is a number
+SCALE_RANGE = (1e-100, 1e100)
+
+
+def _scale(name: str, value: object) -> float:
+    x = _num(name, value)
+    low, high = SCALE_RANGE
+    if not low <= x <= high:
+        raise InvalidParameter(name, f"must be a noise scale in [{low:g}, {high:g}]", value)
     return x
 
 
@@ -105,8 +112,9 @@ class DataDependentPolicy:
             raise InvalidParameter("aggregator", f"must be one of {', '.join(AGGREGATORS)}", self.aggregator)
         object.__setattr__(self, "K", _int("K", self.K))
         object.__setattr__(self, "classes", _int("classes", self.classes, 2))
-        for name in ("beta", "sigma_ss", "grid"):
+        for name in ("beta", "grid"):
             object.__setattr__(self, name, _num(name, getattr(self, name)))
+        object.__setattr__(self, "sigma_ss", _scale("sigma_ss", self.sigma_ss))
         object.__setattr__(self, "order", _num("order", self.order, low=1.0))
         delta = _num("delta", self.delta)
         if not delta < 1.0:
@@ -134,12 +142,12 @@ class DataDependentPolicy:
             if not c < 1.0:
                 raise InvalidParameter("confidence", "must satisfy 0 <= confidence < 1", self.confidence)
             object.__setattr__(self, "confidence", c)
-        object.__setattr__(self, "sigma", _num("sigma", self.sigma))
+        object.__setattr__(self, "sigma", _scale("sigma", self.sigma))
         if self.aggregator != "gnmax":
             if self.threshold is None or self.sigma1 is None:
                 raise InvalidParameter("threshold", f"{self.aggregator} needs threshold and sigma1", self.threshold)
             object.__setattr__(self, "threshold", _num("threshold", self.threshold, strict=False))
-            object.__setattr__(self, "sigma1", _num("sigma1", self.sigma1))
+            object.__setattr__(self, "sigma1", _scale("sigma1", self.sigma1))
         elif self.threshold is not None or self.sigma1 is not None:
             raise InvalidParameter("threshold", "plain GNMax takes no threshold or sigma1", self.threshold)
         if not gnmax_shape(self.sigma, self.order, self.classes).conditions:
@@ -200,16 +208,36 @@ class DataDependentState:
     rdp: float = 0.0
     reach: tuple[float, ...] = ()
     published: float | None = None
+    #: the answers of the last :data:`KEPT_KEYS` requests sent with an idempotency key: (key, digest of the
+    #: request, answers), oldest first (private like the votes they answer)
+    keyed: tuple[tuple[str, str, tuple[int, ...]], ...] = ()
 
     def to_json(self) -> str:
-        return json.dumps({"queries": self.queries, "answered": self.answered, "rdp": self.rdp,
-                           "reach": list(self.reach), "published": self.published}, separators=(",", ":"))
+        d: dict[str, Any] = {"queries": self.queries, "answered": self.answered, "rdp": self.rdp,
+                             "reach": list(self.reach), "published": self.published}
+        if self.keyed:
+            d["keyed"] = [[k, digest, list(answers)] for k, digest, answers in self.keyed]
+        return json.dumps(d, separators=(",", ":"))
 
     @classmethod
     def from_json(cls, text: str) -> DataDependentState:
         d = json.loads(text)
         return cls(int(d["queries"]), int(d["answered"]), float(d["rdp"]), tuple(float(x) for x in d["reach"]),
-                   None if d["published"] is None else float(d["published"]))
+                   None if d["published"] is None else float(d["published"]),
+                   tuple((str(k), str(digest), tuple(int(a) for a in answers))
+                         for k, digest, answers in d.get("keyed", ())))
+
+    def answers_of(self, key: str) -> tuple[str, tuple[int, ...]] | None:
+        """(digest, answers) of the request first sent with ``key``, if it is among the kept ones."""
+        return next(((digest, answers) for k, digest, answers in self.keyed if k == key), None)
+
+    def keep(self, key: str, digest: str, answers: tuple[int, ...]) -> DataDependentState:
+        """This state with the answers of ``key`` kept (the oldest key dropped beyond :data:`KEPT_KEYS`)."""
+        return replace(self, keyed=(*self.keyed, (key, digest, answers))[-KEPT_KEYS:])
+
+
+#: the idempotency keys a data-dependent ledger remembers (its last keyed requests)
+KEPT_KEYS = 64
 
 
 def new_state(policy: DataDependentPolicy) -> DataDependentState:
@@ -253,7 +281,7 @@ def record(policy: DataDependentPolicy, state: DataDependentState, votes: object
     statistic when ``student`` (the student's class probabilities per query, PATE Alg. 2) is given, else
     its data-independent λ/(2σ₁²). ``discrete``: the answers were drawn with discrete Gaussian noise, as
     every sampler of this product draws them (the ledger's own answers, GNMax tables' answers), so GNMax's
-    q̃ is taken at :func:`~darrm_opt.privacy.data_dependent.discrete_q_sigma` and Confident-GNMax's check is
+    q̃ is taken at :func:`~darrm_opt.privacy.query_costs.discrete_q_sigma` and Confident-GNMax's check is
     priced for the discrete law; False only for answers drawn elsewhere with continuous Gaussian noise (the
     PATE paper's setting). Refused (BudgetExceeded) beyond the
     quota or after publication; the refusal depends on counts only."""

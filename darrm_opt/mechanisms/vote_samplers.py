@@ -1,137 +1,54 @@
-"""DaRRM Algorithm 1 over a batch of vote rows, vectorised, with exact coins from the OS CSPRNG.
+"""The answer samplers of the vote mechanisms: one released answer per row of votes, with exact coins.
 
-For each row of K votes (0/1): L = Σ votes, majority = 1{L ≥ (K+1)/2}; with probability γ(L) output the
-majority, otherwise a fair coin. Two coins per row, both from ``random_bytes`` (``os.urandom`` in the
-serving path; tests may inject a seeded source).
+Each sampler checks a batch of votes (``prepare``: no coin drawn) and releases one answer per row (``draw``)
+from ``random_bytes`` (:data:`~darrm_opt.sampling.source.system_random` in the serving path; tests may
+inject a seeded source), through the exact primitives of :mod:`darrm_opt.sampling`. Votes are never logged
+or stored by this module.
 
-The γ(L) coin is exact and drawn from a fixed number of random bits (:class:`FixedWidthCoins`): a float64
-γ is a dyadic rational, γ = T/2^W with T an integer once W is at least the position of its last binary
-digit (W ≤ 1074 + 53 for any float in [0, 1]). The table's W is the largest of its values' (a multiple of
-64, at least 64), so every row draws the same W bits U, uniform on {0..2^W − 1}, and keeps the majority
-iff U < T(L): Pr[keep] = T(L)/2^W = γ(L) exactly, and neither the number of bits nor the work that
-compares them depends on γ(L) or on the outcome (the comparison is one ``memcmp`` of W/8 bytes per row,
-the answer chosen without a branch). No rounding of γ ever reaches the output, so the released mechanism is
-exactly the certified one. (Issue 33: the coin used to draw 64 bits and recurse on a tie, short-cut γ = 1
-and branch on the outcome, which ``benchmarks/timing.py`` measured.)
+**DaRRM Algorithm 1** (:class:`BinarySampler`): for each row of K votes (0/1), L = Σ votes,
+majority = 1{L ≥ (K+1)/2}; with probability γ(L) output the majority, otherwise a fair coin. The γ(L) coin
+is :class:`~darrm_opt.sampling.bernoulli.FixedWidthCoins`: every row draws the same W bits whatever γ(L) or
+the outcome (issue 33), Pr[keep] = γ(L) exactly, and the answer is chosen without a branch on the coin. No
+rounding of γ ever reaches the output, so the released mechanism is exactly the certified one.
 
-The serving path draws from :data:`system_random`: ``os.urandom`` read in 64 KiB blocks and handed out
-once each (two syscalls per request cost more than the rest of a one-row answer).
+**Multi-class DaRRM** (:class:`MulticlassSampler`), **the top-two rule** (:class:`Top2Sampler`) and
+**GNMax / Confident-GNMax** (:class:`GnmaxSampler`) answer rows of class labels; each class docstring gives
+its law and the order in which it reads random bytes.
 
-Votes are never logged or stored by this module.
+Against timing (issue 33), GNMax: the noise comes from pools drawn ahead
+(:func:`~darrm_opt.sampling.pool.noise_pool`: a request takes samples drawn before it, so the rejection
+samplers' work on its values is not in its time), and a tie-breaking index is drawn for every answered
+row, a tie or not (a top set of one takes index 0 of it), so whether the noisy counts tied does not change
+the work either.
 """
 
 from __future__ import annotations
 
-import os
-import threading
+import math
 from collections.abc import Callable, Sequence
 from fractions import Fraction
 
 import numpy as np
 
 from darrm_opt.errors import InvalidParameter
+from darrm_opt.sampling import (
+    TWO64,
+    FixedWidthCoins,
+    RandomBytes,
+    exact_bernoulli,
+    noise_pool,
+    system_random,
+    uint64_words,
+    uniform_index,
+    uniform_indices,
+    uniform_limits,
+    uniform_rejection,
+)
 
-RandomBytes = Callable[[int], bytes]
 #: batches up to this many rows are answered without numpy
 SMALL = 32
-_TWO64 = 1 << 64
 #: what a 0/1 vote may be (one hash lookup a vote, the same for 0 and 1)
 _BITS = frozenset((0, 1))
-
-
-class SystemRandom:
-    """``os.urandom`` in blocks: requests below a quarter block are served from the current block, every
-    byte once; larger ones go straight to ``os.urandom``. A forked child drops the parent's block."""
-
-    def __init__(self, block: int = 1 << 16) -> None:
-        self.block = block
-        self._lock = threading.Lock()
-        self._reset()
-        os.register_at_fork(after_in_child=self._reset)
-
-    def _reset(self) -> None:
-        self._buf = b""
-        self._pos = 0
-
-    def __call__(self, n: int) -> bytes:
-        if n * 4 >= self.block:
-            return os.urandom(n)
-        with self._lock:
-            if self._pos + n > len(self._buf):
-                self._buf = os.urandom(self.block)
-                self._pos = 0
-            out = self._buf[self._pos : self._pos + n]
-            self._pos += n
-            return out
-
-
-#: the serving path's coin source: the operating system's CSPRNG
-system_random = SystemRandom()
-
-
-class FixedWidthCoins:
-    """Bernoulli(γ_j), exactly, for a fixed table of floats γ_j ∈ [0, 1], each coin from the same number of
-    random bytes (``nbytes`` = W/8) whatever j or the outcome.
-
-    γ_j = T_j / 2^W with T_j an integer (W: the largest position of a last binary digit in the table,
-    rounded up to a multiple of 64; at least 64). A coin reads W random bits as a big-endian integer U
-    (uniform on {0..2^W − 1}) and is 1 iff U < T_j, so Pr[1] = T_j/2^W = γ_j exactly.
-
-    One row (:meth:`one`): the W/8 bytes of U compared with a precomputed ``bytearray`` (Python's bytearray
-    comparison is one ``memcmp`` of the shorter length, then the lengths): T_j − 1 followed by one byte for
-    T_j ≥ 1 (U ≤ T_j − 1 ⟺ U < T_j; equal prefixes leave U the shorter, hence smaller), W/8 zero bytes for
-    T_j = 0 (U < 0 never). Every coin is that one ``memcmp`` of W/8 bytes. Many rows (:meth:`many`): U as
-    W/64 big-endian 64-bit limbs, compared limb by limb with T_j − 1 by the same numpy operations for every
-    row, and ANDed with T_j ≥ 1."""
-
-    def __init__(self, gamma: Sequence[float] | np.ndarray) -> None:
-        fracs = [Fraction(float(x)) for x in gamma]
-        if any(not 0 <= f <= 1 for f in fracs):
-            raise InvalidParameter("gamma", "must be values in [0, 1]")
-        last = max(f.denominator.bit_length() - 1 for f in fracs)  # γ·2^last is an integer for every γ
-        self.limbs = max(1, -(-last // 64))
-        self.nbytes = 8 * self.limbs
-        self.bits = 64 * self.limbs
-        self.thresholds = [f.numerator << (self.bits - (f.denominator.bit_length() - 1)) for f in fracs]  # T_j
-        assert all(Fraction(t, 1 << self.bits) == f for t, f in zip(self.thresholds, fracs))
-        self._below = [bytearray(self.nbytes) if t == 0 else bytearray((t - 1).to_bytes(self.nbytes, "big") + b"\0")
-                       for t in self.thresholds]
-        mask = (1 << 64) - 1
-        #: limb k (0: the most significant) of T_j − 1 (0 for T_j = 0), one array per limb, indexed by j
-        self._cols = [np.array([(max(t - 1, 0) >> (64 * (self.limbs - 1 - k))) & mask for t in self.thresholds],
-                               dtype=np.uint64) for k in range(self.limbs)]
-        self._some = np.array([t > 0 for t in self.thresholds])
-
-    def one(self, u: bytes, j: int) -> bool:
-        """The coin of γ_j from the ``nbytes`` bytes ``u``."""
-        return u < self._below[j]  # bytes < bytearray: bytearray's comparison, one memcmp
-
-    def many(self, u: bytes, j: np.ndarray) -> np.ndarray:
-        """The coins of γ_{j_i}, i = 0..n − 1, from ``nbytes``·n bytes ``u`` (row i's U at i·nbytes)."""
-        n = j.shape[0]
-        limbs = np.frombuffer(u, dtype=">u8", count=n * self.limbs).astype(np.uint64)
-        if self.limbs == 1:
-            le = limbs <= self._cols[0][j]
-        else:  # U ≤ T − 1, from the lowest limb up
-            limbs = limbs.reshape(n, self.limbs)
-            le = limbs[:, -1] <= self._cols[-1][j]
-            for k in range(self.limbs - 2, -1, -1):
-                u_k, t_k = limbs[:, k], self._cols[k][j]
-                le = (u_k < t_k) | ((u_k == t_k) & le)
-        le &= self._some[j]
-        return le
-
-
-def _exact_bernoulli(p: Fraction, random_bytes: RandomBytes) -> bool:
-    """True with probability exactly ``p`` (a dyadic rational in [0, 1)), 64 fresh bits at a time."""
-    while p > 0:
-        scaled = p * _TWO64
-        t = scaled.numerator // scaled.denominator
-        u = int.from_bytes(random_bytes(8), "little")
-        if u != t:
-            return u < t
-        p = scaled - t
-    return False
 
 
 class BinarySampler:
@@ -237,36 +154,6 @@ class BinarySampler:
 # ------------------------------------------------------------------------------------------------------
 # Multi-class DaRRM (PATE setting, darrm_opt.model.multiclass): class-label votes
 
-def _uniform_limits(C: int) -> list[int]:
-    """For n = 0..C: the number of 64-bit values kept by rejection sampling of Uniform{0..n−1},
-    2^64 − (2^64 mod n) (0 for n = 0, unused)."""
-    return [0] + [_TWO64 - _TWO64 % n for n in range(1, C + 1)]
-
-
-def uniform_rejection(C: int) -> tuple[np.ndarray, np.ndarray]:
-    """For n = 0..C, whether every 64-bit value is kept (n a power of two) and the kept count mod 2^64, the
-    tables of a vectorised rejection draw of Uniform{0..n−1} (:func:`_uniform_limits`)."""
-    limits = _uniform_limits(C)
-    return (np.array([lim == _TWO64 for lim in limits]),
-            np.array([lim % _TWO64 for lim in limits], dtype=np.uint64))
-
-
-def uniform_indices(size: np.ndarray, all_kept: np.ndarray, limit: np.ndarray,
-                    random_bytes: RandomBytes, *, every_row: bool = False) -> np.ndarray:
-    """Uniform{0..size_i − 1} per row (0 without a draw where size_i = 1, unless ``every_row``: then every row
-    draws, whatever its size), by rejection sampling of 64-bit integers against the tables of
-    :func:`uniform_rejection` (8 bytes per pending row per round, in row order)."""
-    out = np.zeros(size.shape[0], dtype=np.int64)
-    todo = np.arange(size.shape[0]) if every_row else np.flatnonzero(size > 1)
-    while todo.size:
-        u = np.frombuffer(random_bytes(8 * todo.size), dtype=np.uint64, count=todo.size)
-        s = size[todo]
-        ok = all_kept[s] | (u < limit[s])
-        out[todo[ok]] = (u[ok] % s[ok].astype(np.uint64)).astype(np.int64)
-        todo = todo[~ok]
-    return out
-
-
 def class_labels(votes: np.ndarray | Sequence[Sequence[int]], K: int, C: int) -> np.ndarray:
     """The (rows, K) class labels in [0, C), checked; InvalidParameter naming ``votes`` and the first bad
     row."""
@@ -293,7 +180,7 @@ def label_histograms(v: np.ndarray, C: int) -> np.ndarray:
     return np.bincount(idx, minlength=n * C).reshape(n, C)
 
 
-#: histogram cells (rows × C) formed at once by the multi-class aggregator (bounds its temporaries)
+#: histogram cells (rows × C) formed at once by the label samplers (bounds their temporaries)
 CHUNK_CELLS = 1 << 18
 
 
@@ -321,8 +208,8 @@ class MulticlassSampler(LabelSampler):
 
         P(c) = (1 − γ(g))/C + γ(g)·1{c ∈ T}/|T|                                        (MC-1)
 
-    realised as: keep with probability exactly γ(g) (the binary aggregator's exact coin: a uniform 64-bit
-    U against ⌊γ·2^64⌋, recursing on the remainder when equal); if kept, a uniformly random class of T
+    realised as: keep with probability exactly γ(g) (:func:`~darrm_opt.sampling.bernoulli.exact_bernoulli`: a
+    uniform 64-bit U against ⌊γ·2^64⌋, recursing on the remainder when equal); if kept, a uniformly random class of T
     (no draw when |T| = 1), else a uniformly random class of all C. A uniform index in {0..n−1} is
     U mod n for a 64-bit U below 2^64 − (2^64 mod n) (rejection sampling, exactly uniform).
 
@@ -341,8 +228,8 @@ class MulticlassSampler(LabelSampler):
         self.random_bytes = random_bytes
         fracs = [Fraction(float(x)) for x in g]
         self._always = np.array([f == 1 for f in fracs])
-        self._threshold = np.array([0 if f == 1 else int(f * _TWO64) for f in fracs], dtype=np.uint64)
-        self._remainder = [Fraction(0) if f == 1 else f * _TWO64 - int(f * _TWO64) for f in fracs]
+        self._threshold = np.array([0 if f == 1 else int(f * TWO64) for f in fracs], dtype=np.uint64)
+        self._remainder = [Fraction(0) if f == 1 else f * TWO64 - int(f * TWO64) for f in fracs]
         self._all_kept, self._limit = uniform_rejection(self.C)
         self.dtype = np.uint8 if self.C <= 256 else np.uint16
 
@@ -406,12 +293,12 @@ class MulticlassSampler(LabelSampler):
     def _coins(self, gap: np.ndarray) -> np.ndarray:
         """Bernoulli(γ(g)) per row, exactly (8 bytes per row, then 8 per tie in row order)."""
         n = gap.shape[0]
-        u = np.frombuffer(self.random_bytes(8 * n), dtype=np.uint64, count=n)
+        u = uint64_words(self.random_bytes, n)
         t = self._threshold[gap]
         always = self._always[gap]
         keep = (u < t) | always
         for i in np.flatnonzero((u == t) & ~always):  # probability 2^-64 per row
-            keep[i] = _exact_bernoulli(self._remainder[int(gap[i])], self.random_bytes)
+            keep[i] = exact_bernoulli(self._remainder[int(gap[i])], self.random_bytes)
         return keep
 
     def distribution(self, h: Sequence[int]) -> list[Fraction]:
@@ -433,7 +320,7 @@ class Top2Sampler(LabelSampler):
 
     realised row by row as: with probability exactly p(s) a uniform class of T; else with probability
     exactly q(s)/(1 − p(s)) a uniform class of R; else a uniform class of all C (exact dyadic coins,
-    :func:`_exact_bernoulli`; uniform indices by 64-bit rejection sampling, no draw for a set of one).
+    :func:`exact_bernoulli`; uniform indices by 64-bit rejection sampling, no draw for a set of one).
     Random bytes are read row by row in that order."""
 
     def __init__(self, table: Sequence[float], K: int, classes: int, cap: int,
@@ -443,7 +330,7 @@ class Top2Sampler(LabelSampler):
         self.K, self.C, self.cap = int(K), int(classes), int(cap)
         self.p, self.q = split(table, self.K, self.cap)
         self.random_bytes = random_bytes
-        self._limits = _uniform_limits(self.C)
+        self._limits = uniform_limits(self.C)
         self.dtype = np.uint8 if self.C <= 256 else np.uint16
 
     def prepare(self, votes: np.ndarray | Sequence[Sequence[int]]) -> np.ndarray:
@@ -455,12 +342,7 @@ class Top2Sampler(LabelSampler):
         return self.answers_from_histograms(label_histograms(prepared, self.C))
 
     def _index(self, n: int) -> int:
-        if n == 1:
-            return 0
-        while True:
-            u = int.from_bytes(self.random_bytes(8), "little")
-            if u < self._limits[n]:
-                return u % n
+        return uniform_index(n, self._limits, self.random_bytes)
 
     def answers_from_histograms(self, h: np.ndarray) -> np.ndarray:
         """One released class per histogram row (counts over the C classes summing to K), by (TT-1)."""
@@ -475,9 +357,9 @@ class Top2Sampler(LabelSampler):
             g1, g2, T, R = structure(row)
             s = (g1, min(g2, self.cap))
             p, q = Fraction(float(self.p[s])), Fraction(float(self.q[s]))
-            if p == 1 or _exact_bernoulli(p, self.random_bytes):
+            if p == 1 or exact_bernoulli(p, self.random_bytes):
                 out[i] = T[self._index(len(T))]
-            elif R and q > 0 and (q == 1 - p or _exact_bernoulli(q / (1 - p), self.random_bytes)):
+            elif R and q > 0 and (q == 1 - p or exact_bernoulli(q / (1 - p), self.random_bytes)):
                 out[i] = R[self._index(len(R))]
             else:
                 out[i] = self._index(self.C)
@@ -492,3 +374,102 @@ class Top2Sampler(LabelSampler):
         p, q = Fraction(float(self.p[s])), Fraction(float(self.q[s]))
         return [(1 - p - q) / self.C + (p / len(T) if c in T else 0) + (q / len(R) if c in R else 0)
                 for c in range(self.C)]
+
+
+#: the answer written for ⊥
+ABSTAIN = -1
+
+
+class GnmaxSampler(LabelSampler):
+    """GNMax (or, with ``threshold`` and ``sigma1``, Confident-GNMax) for one certified table.
+
+    For each row of K class labels (0..C−1): the histogram h; Confident-GNMax first draws Z ~ N_ℤ(0, σ₁²) per
+    row and answers ⊥ (−1) unless max h + Z ≥ T; then (for every row, or the rows that passed) noise
+    N_ℤ(0, σ²) per class, the noisy maxima, and a uniform choice among them (rejection-sampled 64-bit
+    integers, :func:`~darrm_opt.sampling.uniform.uniform_indices`). The noise is exact
+    (:class:`~darrm_opt.sampling.discrete_gaussian.DiscreteGaussian`, through its pool). The order of
+    draws: the threshold noise of all rows, then the class noise row-major over the answered rows, then the
+    tie-breaking indices."""
+
+    def __init__(self, K: int, C: int, sigma: float, random_bytes: RandomBytes = system_random, *,
+                 threshold: float | None = None, sigma1: float | None = None) -> None:
+        self.K, self.C = int(K), int(C)
+        self.noise = noise_pool(sigma, random_bytes)
+        self.check = None if threshold is None else (float(threshold), noise_pool(float(sigma1), random_bytes))  # type: ignore[arg-type]
+        self.random_bytes = random_bytes
+        self.dtype = np.int16
+        self._all_kept, self._limit = uniform_rejection(self.C)
+
+    def prepare(self, votes: np.ndarray | Sequence[Sequence[int]]) -> np.ndarray:
+        """The (rows, C) histograms of (rows, K) class labels, checked (InvalidParameter naming ``votes``)."""
+        return label_histograms(class_labels(votes, self.K, self.C), self.C)
+
+    def draw(self, prepared: np.ndarray) -> np.ndarray:
+        """The answers for the histograms of :meth:`prepare` (−1: ⊥), with fresh exact coins."""
+        return self.answers_from_histograms(prepared)
+
+    def answers_from_histograms(self, h: np.ndarray) -> np.ndarray:
+        h = np.asarray(h, dtype=np.int64)
+        n = h.shape[0]
+        if h.ndim != 2 or h.shape[1] != self.C or (n and (h.min() < 0 or np.any(h.sum(axis=1) != self.K))):
+            raise InvalidParameter("votes", f"histograms must be rows of C = {self.C} counts >= 0 summing to "
+                                   f"K = {self.K}")
+        out = np.full(n, ABSTAIN, dtype=self.dtype)
+        rows = np.arange(n)
+        if self.check is not None and n:
+            T, dg = self.check
+            z = dg.sample(n, self.random_bytes)
+            rows = rows[h.max(axis=1) + z >= T]
+        sizes = np.empty(rows.size, dtype=np.int64)
+        tops = []
+        step = max(1, CHUNK_CELLS // self.C)
+        for lo in range(0, rows.size, step):
+            r = rows[lo : lo + step]
+            v = h[r] + self.noise.sample(r.size * self.C, self.random_bytes).reshape(r.size, self.C)
+            top = v == v.max(axis=1, keepdims=True)
+            tops.append(top)
+            sizes[lo : lo + r.size] = top.sum(axis=1)
+        index = uniform_indices(sizes, self._all_kept, self._limit, self.random_bytes, every_row=True)
+        for i, lo in enumerate(range(0, rows.size, step)):
+            top = tops[i]
+            rank = np.cumsum(top, axis=1) - 1
+            k = index[lo : lo + top.shape[0]]
+            out[rows[lo : lo + top.shape[0]]] = np.argmax(top & (rank == k[:, None]), axis=1)
+        return out
+
+    def distribution(self, h: Sequence[int]) -> list[float]:
+        """Pr[answer = c] for one histogram by direct summation over the noise (float; for tests of small
+        K, C: ties split evenly)."""
+        from darrm_opt.model.gnmax import discrete_gaussian_pmf, tail_cut
+
+        sigma = self.noise.sigma
+        L = tail_cut(sigma)
+        p, _ = discrete_gaussian_pmf(sigma, L)
+        F = np.concatenate([[0.0], np.cumsum(p)])  # F[i] = Pr[Z ≤ i − L − 1]
+        h = [int(x) for x in h]
+        out = []
+        nodes, weights = np.polynomial.legendre.leggauss(max(1, (self.C + 1) // 2))
+        u = 0.5 * (nodes + 1.0)
+        w = 0.5 * weights
+        for c in range(self.C):
+            tot = 0.0
+            for z in range(-L, L + 1):
+                val = h[c] + z
+                prod = np.ones_like(u)
+                for d in range(self.C):
+                    if d == c:
+                        continue
+                    k = val - h[d]
+                    pk = p[k + L] if abs(k) <= L else 0.0
+                    Fk = F[min(max(k + L, 0), 2 * L + 1)]
+                    prod = prod * (Fk + u * pk)
+                tot += p[z + L] * float(w @ prod)
+            out.append(tot)
+        if self.check is not None:
+            T, dg = self.check
+            L1 = tail_cut(dg.sigma)
+            p1, _ = discrete_gaussian_pmf(dg.sigma, L1)
+            need = math.ceil(T - max(h))
+            passed = float(p1[max(need + L1, 0):].sum()) if need <= L1 else 0.0
+            out = [passed * x for x in out]
+        return out
