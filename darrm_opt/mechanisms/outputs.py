@@ -93,6 +93,7 @@ class ShapedTableOut(TableOutBase):
     and scale α (``target_scale``) at ``slopes`` slopes up to ε′ = ``slope_max`` (docs/shaped-tables.md)."""
 
     teachers: Literal["disjoint-nonprivate"]
+    classes: int | None = Field(None, description="C: class-label votes (null for 0/1 votes)")
     target_family: Literal["gennorm"] = Field(..., description="the target curve's family (generalized normal)")
     beta: float = Field(..., description="β: the target's shape")
     target_scale: float = Field(..., description="α: the target's scale")
