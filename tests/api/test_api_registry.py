@@ -217,6 +217,7 @@ def test_the_service_and_the_commands_answer_and_pay_alike_for_every_kind(client
     assert report["certificate"]["certified"] is True and report["privacy_profile_valid"] is True
 
 
+@pytest.mark.slow  # a plan (the kind's calibration) and a verify in subprocesses per kind
 @pytest.mark.parametrize("case", PLANNED, ids=_id)
 def test_plan_out_of_every_kind_is_a_file_verify_accepts(case, tmp_path):
     job = _job(case)
