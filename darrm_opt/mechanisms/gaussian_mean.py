@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
 from fractions import Fraction
 from functools import lru_cache
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 
@@ -31,7 +31,8 @@ from darrm_opt.privacy.gaussian_profile import GaussianProfile
 from darrm_opt.privacy.table import CertifiedTable
 from darrm_opt.sampling import RandomBytes, system_random
 
-from .base import Mechanism, Solved
+from .base import Example, Mechanism, Solved
+from .outputs import MeanTableOut
 
 #: the clipped vector is scaled by this much less than R/‖z‖ (float rounding), then checked exactly
 _CLIP_SLACK = 1 - 1e-10
@@ -172,15 +173,31 @@ class GaussianMeanSampler:
 
     def draw(self, prepared: np.ndarray) -> np.ndarray:
         """(S + Z)·g/K with Z ~ N_ℤ(0, n²) per coordinate, exactly."""
+        return self.means(self.noisy_sums(prepared))
+
+    def noisy_sums(self, prepared: np.ndarray) -> np.ndarray:
+        """S + Z (int64, the shape of ``prepared``) with Z ~ N_ℤ(0, n²) per coordinate: the release before its
+        scaling (what a ledger stores to replay it)."""
         from darrm_opt.sampling import discrete_gaussian
 
         p = self.params
-        z = discrete_gaussian(p.noise, prepared.size, self.random_bytes).reshape(prepared.shape)
-        return (prepared + z).astype(np.float64) * (p.lattice / p.K)
+        return prepared + discrete_gaussian(p.noise, prepared.size, self.random_bytes).reshape(prepared.shape)
+
+    def means(self, sums: np.ndarray) -> np.ndarray:
+        """The noisy means (rows, dim) float64 of :meth:`noisy_sums`' lattice sums: (S + Z)·g/K."""
+        p = self.params
+        return np.asarray(sums, dtype=np.int64).reshape(-1, p.dim).astype(np.float64) * (p.lattice / p.K)
+
+
+class GaussianMeanTableOut(MeanTableOut):
+    """A served gaussian-mean table."""
+
+    kind: Literal["gaussian-mean"]
 
 
 class GaussianMean(Mechanism):
     kind = "gaussian-mean"
+    output_model = GaussianMeanTableOut
     params_type = GaussianMeanParams
     settings = ("disjoint-nonprivate",)
     summary = "the noisy mean of K teachers' vectors (PCA-PATE / autoencoded PATE), exact discrete Gaussian noise"
@@ -191,6 +208,9 @@ class GaussianMean(Mechanism):
 
     def table_size(self, params: Any) -> int:
         return 0
+
+    def examples(self) -> tuple[Example, ...]:
+        return (Example(GaussianMeanParams(5, 2, 1.0, 2.0**-12, 8192, 1e-6)),)
 
     def params_from(self, data: Mapping[str, Any]) -> GaussianMeanParams:
         return GaussianMeanParams(data.get("K"), data.get("dim"), data.get("radius"),  # type: ignore[arg-type]
