@@ -1,5 +1,6 @@
 """The privacy profile of a γ table: brute force over every multiset, the LP's tight point, the file format."""
 
+import dataclasses
 import json
 import math
 from pathlib import Path
@@ -180,7 +181,7 @@ def test_profile_unchanged_against_pinned_values(pin):
       margin) and the other, whose statement sits a bit above ε′, from its envelope (raised by MARGIN);
     - domination both ways (:meth:`PrivacyProfile.dominates`), within the same tolerance.
 
-    K ≥ 31 runs the structured sweep: the certificate's sweep plus one front pass."""
+    K ≥ 31 runs the structured sweep: the certificate's sweep alone, which keeps the slope front too."""
     p = Params(pin["K"], pin["m"], pin["epsilon"], pin["teacher_delta"])
     prof = privacy_profile(p, np.array(pin["gamma"]), workers=2)
     ref = PrivacyProfile(tuple(map(tuple, pin["support"])), tuple(map(tuple, pin["vertices"])))
@@ -199,7 +200,7 @@ def test_profile_unchanged_against_pinned_values(pin):
     assert prof.infinite_mass == pytest.approx(ref.infinite_mass, rel=0, abs=ENVELOPE_TOL)
     assert prof.dominates(ref, tol=MARGIN + ENVELOPE_TOL) and ref.dominates(prof, tol=MARGIN + ENVELOPE_TOL)
     if pin["K"] >= 31:
-        assert prof.sweeps == 2
+        assert prof.sweeps == 1
 
 
 def test_profile_by_the_numpy_twin_equals_the_compiled_one():
@@ -231,3 +232,70 @@ def test_delta_beyond_exp_range_and_malformed_statements(k11, tmp_path):
         d["support"].append([e, 0.0])
         res = runner.invoke(app, ["verify", str(_table_file(tmp_path, params, gamma, d)), "-q"])
         assert res.exit_code == 1 and "optimistic" in res.output, (e, res.output)
+
+
+@pytest.mark.parametrize("pin", [p for p in PINS if p["K"] >= 31], ids=lambda p: f"K{p['K']}-{p['kind']}")
+def test_profile_from_the_certifying_sweep_equals_a_separate_pass(pin):
+    """The slope front kept by the certifying sweep (``certify_and_separate(front=True)``, the tables it computes
+    anyway) answers the hull search exactly as the separate pass of ``slope_front`` does: the same values and
+    argmax multisets at every slope, hence the same profile, bit for bit, with one structured pass fewer."""
+    from darrm_opt.certify.certificate import certify_and_separate
+    from darrm_opt.certify.problems import make_problem
+    from darrm_opt.certify.slopes import slope_front
+    from darrm_opt.certify.sweep import signed_h
+
+    p = Params(pin["K"], pin["m"], pin["epsilon"], pin["teacher_delta"])
+    g = np.array(pin["gamma"])
+    two_sided = not np.array_equal(g, g[::-1])
+    cert, res = certify_and_separate(p, g, workers=2, front=True)
+    plain_cert, plain = certify_and_separate(p, g, workers=2)
+    assert res.front is not None and plain.front is None
+    assert cert == dataclasses.replace(plain_cert, seconds=cert.seconds)  # the certificate is unchanged
+    assert (res.max_cost, res.worst, res.min_cost, res.best) == (plain.max_cost, plain.worst, plain.min_cost,
+                                                                 plain.best)
+    separate = slope_front(make_problem(corners(p), signed_h(g), 1.0), workers=2, two_sided=two_sided)
+    xs = sorted({1.0, *np.exp(np.linspace(0.0, 12.0, 301)).tolist(), math.exp(p.m * p.epsilon)})
+    a, b = res.front.evaluate(xs), separate.evaluate(xs)
+    assert a.best.tolist() == b.best.tolist() and a.arg == b.arg
+    assert a.best_neg.tolist() == b.best_neg.tolist() and a.arg_neg == b.arg_neg
+    fused = privacy_profile(p, g, workers=2, certified=(cert, res))
+    alone = privacy_profile(p, g, workers=2, certified=(plain_cert, plain))
+    assert fused == alone
+    assert [list(v) for v in fused.vertices] == [list(v) for v in alone.vertices]
+    assert fused.sweeps == alone.sweeps - 1  # the front's pass is not made again
+
+
+def test_solve_keeps_the_front_of_the_gamma_it_returns():
+    """solve(front=True): the last certifying sweep's front is that of the returned γ; the profile read off it
+    equals a profile computed from scratch."""
+    p = Params(41, 3, 0.1, 1e-5)
+    sol = solve(p, front=True)
+    assert sol.sweep is not None and sol.sweep.front is not None
+    from darrm_opt.certify.sweep import signed_h
+
+    assert sol.sweep.front.matches(signed_h(np.array(sol.gamma)), False)
+    known = privacy_profile(p, sol.gamma, workers=2, certified=(sol.certificate, sol.sweep))
+    fresh = privacy_profile(p, sol.gamma, workers=2)
+    assert known == fresh and known.sweeps == fresh.sweeps - 1
+
+
+def test_one_front_request_serves_repeated_single_thread_sweeps():
+    """A front request reused by two sweeps on one thread (certify_and_separate may sweep twice): each sweep's
+    front is its own, equal at every slope to the separate pass's."""
+    from darrm_opt.certify.problems import make_problem
+    from darrm_opt.certify.slopes import FrontRequest, slope_front
+    from darrm_opt.certify.sweep import signed_h, sweep
+
+    pin = next(p for p in PINS if p["K"] == 31 and p["kind"] == "opt")
+    p = Params(pin["K"], pin["m"], pin["epsilon"], pin["teacher_delta"])
+    h = signed_h(np.array(pin["gamma"]))
+    problem = make_problem(corners(p), h, math.exp(p.m * p.epsilon))
+    req = FrontRequest(False)
+    fronts = [sweep(problem, workers=1, front=req).front for _ in range(2)]
+    ref = slope_front(make_problem(corners(p), h, 1.0), workers=1, two_sided=False)
+    xs = np.exp(np.linspace(0.0, 10.0, 201)).tolist()
+    want = ref.evaluate(xs)
+    for fr in fronts:
+        got = fr.evaluate(xs)
+        assert got.best.tolist() == want.best.tolist() and got.arg == want.arg
+    assert len(fronts[0]) == len(fronts[1])

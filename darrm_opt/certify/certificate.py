@@ -23,6 +23,8 @@ import numpy as np
 from darrm_opt.certify.exact import recheck
 from darrm_opt.certify.monotone import lift, monotone_applies, reduced_problem, upper_corner_ids
 from darrm_opt.certify.problems import make_problem
+from darrm_opt.certify.slopes import FrontRequest
+from darrm_opt.certify.structured import StructuredSweepProblem
 from darrm_opt.certify.sweep import SweepResult, error_bound, signed_h, sweep, sweep_many
 from darrm_opt.certify.verdict import VerdictFields
 from darrm_opt.errors import InvalidParameter
@@ -118,13 +120,16 @@ def certify_and_separate(
     method: str = "auto",
     reduce: bool = False,
     wide: float | None = None,
+    front: bool = False,
 ) -> tuple[Certificate, SweepResult]:
     """One exhaustive sweep that both certifies ``gamma`` and, for cutting planes, collects up to ``top``
     multisets whose cost exceeds ``threshold`` (``SweepResult.violators``). ``reduce``: as in
     :func:`certify` (never while separating: the cuts of a non-monotone LP iterate need every corner).
     ``wide`` (symmetric γ): also keep every multiset whose swept cost exceeds bound − ``wide``, with that cost
     (``SweepResult.wide``), from which :mod:`darrm_opt.certify.rounded` certifies a rounded copy of γ; the
-    certificate is the same as without it."""
+    certificate is the same as without it. ``front`` (structured sweeps, no executor): also keep the slope
+    front of γ from the sweep's own tables (``SweepResult.front``, a
+    :class:`darrm_opt.certify.slopes.SlopeFront`: what the privacy profile's hull search reads), else None."""
     t0 = time.perf_counter()
     g = validate_gamma(gamma, params.K)
     two_sided = not is_symmetric(g)
@@ -138,6 +143,8 @@ def certify_and_separate(
     problem = make_problem(C, h, E, method) if swept is None else reduced_problem(C, h, E)
     kw = dict(two_sided=two_sided, progress=progress, executor=executor, workers=workers, threshold=threshold,
               top=top)
+    if front and swept is None and executor is None and isinstance(problem, StructuredSweepProblem):
+        kw["front"] = FrontRequest(two_sided)
     res = _wide_sweep(problem, near, B - wide, B + eta, kw) if wide is not None and not two_sided else None
     if res is None:
         res = sweep(problem, near=near, near_cap=NEAR_CAP, **kw)

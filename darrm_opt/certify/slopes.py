@@ -20,8 +20,10 @@ bit, as the per-slope scan (tests/test_slopes.py).
 
 from __future__ import annotations
 
+import itertools
 import math
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TypeGuard
@@ -247,6 +249,13 @@ class SlopeFront:
 
     pos: _Side
     neg: _Side | None
+    #: the signed table h of the problem swept (the points depend on it alone, not on the sweep's E)
+    h: np.ndarray | None = field(default=None, compare=False, repr=False)
+
+    def matches(self, h: np.ndarray, two_sided: bool) -> bool:
+        """True when this front is that of ``h`` with the sides a sweep of that sidedness keeps."""
+        return (self.h is not None and (self.neg is not None) == two_sided
+                and np.array_equal(self.h, np.asarray(h, dtype=np.float64)))
 
     def __len__(self) -> int:
         return self.pos.t.size + (self.neg.t.size if self.neg is not None else 0)
@@ -269,45 +278,121 @@ class SlopeFront:
 def slope_front(problem: StructuredSweepProblem, workers: int | None = None, two_sided: bool = True) -> SlopeFront:
     """One structured pass keeping every point that can be a maximum at a slope x ≥ 1 (both signs when
     ``two_sided``), on a thread pool: each group of items keeps its own front, merged at the end."""
-    M = 2.0 * float(np.abs(problem.h).max()) if problem.h.size else 0.0  # |σT1|, |σT2| ≤ max|h|·Σ|α|
-    S = drop_margin(M)
+    S = _front_margin(problem)
     items = problem.plan()
     workers = workers or default_workers()
     groups = balance_items(problem, items, max(1, min(len(items), workers * 4)))
     signs = (1.0, -1.0) if two_sided else (1.0,)
     with single_threaded_blas(), ThreadPoolExecutor(workers) as pool:
         parts = list(pool.map(lambda g: _front_group(problem, g, S, signs), groups))
-    sides = []
-    for j in range(len(signs)):
-        allp = _Side.concat([part[j] for part in parts])
-        sides.append(allp.take(margin_front(allp.p, allp.t, allp.key, S)))
-    return SlopeFront(sides[0], sides[1] if two_sided else None)
+    return _merged_front(problem, parts, two_sided)
 
 
 #: a group compacts its newly kept points into its front once this many are pending (or as many as it holds)
 PENDING = 20_000
 
 
+class FrontCollector:
+    """The kept points of one group of work items, per sign, fed one prefix sum's tables at a time (by
+    :func:`slope_front`, or by a certifying sweep that computes the same tables: see :class:`FrontRequest`).
+    Each call of the kernel sees the front of the group's earlier blocks (all earlier in the sweep's order)
+    as its staircase."""
+
+    def __init__(self, problem: StructuredSweepProblem, S: float, signs) -> None:
+        self.p, self.S, self.signs = problem, S, tuple(signs)
+        self.kept = [_Side.empty() for _ in self.signs]
+        self.pending: list[list[_Side]] = [[] for _ in self.signs]
+        self.stairs = [staircase(self.kept[0].p, self.kept[0].t) for _ in self.signs]
+        self.owner, self.groups = 0, 0  #: set by FrontRequest.collector
+
+    def add(self, tabs: _Tables, it: WorkItem) -> None:
+        """The blocks (s, u3), it.start ≤ u3 < it.stop, of the tables ``tabs`` (prefix sum s = it.s)."""
+        p, S = self.p, self.S
+        for j, sign in enumerate(self.signs):
+            rows, vals = block_front(tabs.T1, tabs.T2, tabs.offsets, it.start, it.stop, it.s, p.K - it.s, sign, S,
+                                     self.stairs[j])
+            if rows.shape[0]:
+                self.pending[j].append(_kept_rows(p, it.s, rows, vals))
+            if sum(x.t.size for x in self.pending[j]) > max(PENDING, self.kept[j].t.size):
+                self.kept[j] = _compact(self.kept[j], self.pending[j], S)
+                self.pending[j] = []
+                self.stairs[j] = staircase(self.kept[j].p, self.kept[j].t)
+
+    def sides(self) -> list[_Side]:
+        """The kept points so far, one :class:`_Side` per sign (compacted, and the staircase with them)."""
+        for j in range(len(self.signs)):
+            if self.pending[j]:
+                self.kept[j] = _compact(self.kept[j], self.pending[j], self.S)
+                self.pending[j] = []
+                self.stairs[j] = staircase(self.kept[j].p, self.kept[j].t)
+        return list(self.kept)
+
+
+@dataclass(frozen=True)
+class FrontRequest:
+    """Asks a structured sweep (``StructuredSweepProblem.run(front=...)``) to keep, from the tables it computes
+    anyway, the slope front of its problem's h (the points do not depend on the sweep's E), and
+    :meth:`finish` merges what the groups kept into the :class:`SlopeFront` that :func:`slope_front` would
+    answer with (the same values and argmax multisets at every slope x ≥ 1: both keep only points that the
+    module's drop rules allow to drop).
+
+    Each thread keeps one :class:`FrontCollector` for all the groups it runs: a thread takes the groups in the
+    sweep's order, so its staircase is still the front of blocks earlier in that order (the weak drop rule
+    needs this), and a new group starts from the points of the thread's earlier ones instead of none.
+    ``SweepResult.front`` maps each collector to its latest (group count, sides)."""
+
+    two_sided: bool
+    _local: threading.local = field(default_factory=threading.local, compare=False, repr=False)
+    _ids: Iterator[int] = field(default_factory=itertools.count, compare=False, repr=False)
+
+    def fresh(self) -> FrontRequest:
+        """The same request with no collectors yet: one per sweep, so that no staircase holds another sweep's
+        points (a later block's point may weakly drop an earlier one only within the order of one sweep)."""
+        return FrontRequest(self.two_sided)
+
+    def collector(self, problem: StructuredSweepProblem) -> FrontCollector:
+        """This thread's collector for ``problem`` (a new one on its first group)."""
+        col = getattr(self._local, "collector", None)
+        if col is None or col.p is not problem:
+            col = FrontCollector(problem, _front_margin(problem), (1.0, -1.0) if self.two_sided else (1.0,))
+            col.owner, col.groups = next(self._ids), 0
+            self._local.collector = col
+        return col
+
+    @staticmethod
+    def part(col: FrontCollector) -> dict[int, tuple[int, list[_Side]]]:
+        """What a group's result carries: its collector's points so far, numbered by the groups it has run."""
+        col.groups += 1
+        return {col.owner: (col.groups, col.sides())}
+
+    def finish(self, problem: StructuredSweepProblem, parts: dict | None) -> SlopeFront:
+        return _merged_front(problem, [sides for _, sides in (parts or {}).values()], self.two_sided)
+
+
+def _front_margin(problem: StructuredSweepProblem) -> float:
+    M = 2.0 * float(np.abs(problem.h).max()) if problem.h.size else 0.0  # |σT1|, |σT2| ≤ max|h|·Σ|α|
+    return drop_margin(M)
+
+
+def _merged_front(problem: StructuredSweepProblem, parts: list[list[_Side]], two_sided: bool) -> SlopeFront:
+    """The groups' kept points merged into one front per side."""
+    S = _front_margin(problem)
+    sides = []
+    for j in range(2 if two_sided else 1):
+        allp = _Side.concat([part[j] for part in parts]) if parts else _Side.empty()
+        sides.append(allp.take(margin_front(allp.p, allp.t, allp.key, S)))
+    return SlopeFront(sides[0], sides[1] if two_sided else None, np.array(problem.h, dtype=np.float64))
+
+
 def _front_group(p: StructuredSweepProblem, items: list[WorkItem], S: float, signs) -> list[_Side]:
-    """The kept points of one group of items, per sign; each call of the kernel sees the front of the
-    group's earlier blocks (all earlier in the sweep's order) as its staircase."""
-    kept = [_Side.empty() for _ in signs]
-    pending: list[list[_Side]] = [[] for _ in signs]
-    stairs = [staircase(kept[0].p, kept[0].t) for _ in signs]
+    """The kept points of one group of items, per sign (see :class:`FrontCollector`)."""
+    col = FrontCollector(p, S, signs)
     tabs: _Tables | None = None
     for it in items:
         if tabs is None or it.s != tabs.s:
             tabs = p._tables(it.s)
-        for j, sign in enumerate(signs):
-            rows, vals = block_front(tabs.T1, tabs.T2, tabs.offsets, it.start, it.stop, it.s, p.K - it.s, sign, S,
-                                     stairs[j])
-            if rows.shape[0]:
-                pending[j].append(_kept_rows(p, it.s, rows, vals))
-            if sum(x.t.size for x in pending[j]) > max(PENDING, kept[j].t.size):
-                kept[j] = _compact(kept[j], pending[j], S)
-                pending[j] = []
-                stairs[j] = staircase(kept[j].p, kept[j].t)
-    return [_compact(kept[j], pending[j], S) for j in range(len(signs))]
+        col.add(tabs, it)
+    return col.sides()
 
 
 def _compact(kept: _Side, pending: list[_Side], S: float) -> _Side:

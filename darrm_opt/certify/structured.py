@@ -162,9 +162,13 @@ class StructuredSweepProblem(SweepProblem):
             return np.eye(1, length).repeat(counts.shape[0], axis=0)
         return sfft.irfft(out, n=n, axis=1)[:, :length]
 
-    def run(self, items, *, threshold=None, top=0, near=None, two_sided=False, near_cap=200_000) -> SweepResult:
+    def run(self, items, *, threshold=None, top=0, near=None, two_sided=False, near_cap=200_000,
+            front=None) -> SweepResult:
+        """The sweep of ``items``. ``front``: a :class:`darrm_opt.certify.slopes.FrontRequest`; the slope
+        front's points are then also kept from the same tables (``SweepResult.front``: this group's part)."""
         t0 = time.perf_counter()
         res = SweepResult(violators=np.zeros((0, 8), dtype=np.int16), near=np.zeros((0, 8), dtype=np.int16))
+        collector = front.collector(self) if front is not None else None
         tabs = None
         for it in items:
             if tabs is None or tabs.s != it.s:
@@ -173,7 +177,11 @@ class StructuredSweepProblem(SweepProblem):
                 self._block(_Block(tabs, u3, 1.0), res, threshold, top, near, near_cap)
                 if two_sided:
                     self._block(_Block(tabs, u3, -1.0), res, None, 0, near, near_cap)
+            if collector is not None:
+                collector.add(tabs, it)
             res.multisets += self.item_multisets(it)
+        if collector is not None:
+            res.front = front.part(collector)
         res.seconds = time.perf_counter() - t0
         return res
 

@@ -94,6 +94,9 @@ class SweepResult:
     wide: np.ndarray | None = None
     wide_costs: np.ndarray | None = None
     wide_level: float | None = None
+    #: with a front request (structured sweeps, :class:`darrm_opt.certify.slopes.FrontRequest`): the collectors'
+    #: slope-front points while sweeping, then the merged :class:`darrm_opt.certify.slopes.SlopeFront`
+    front: Any = None
     seconds: float = 0.0
 
     def merge(self, other: SweepResult, top: int, near_cap: int) -> None:
@@ -114,6 +117,9 @@ class SweepResult:
             self.near = np.concatenate([self.near, other.near]) if self.near.size else other.near
             self.near_costs = np.concatenate([self.near_costs, other.near_costs])
         self.near_overflow = self.near_overflow or other.near_overflow
+        if other.front is not None:  # per collector its latest part (darrm_opt.certify.slopes.FrontRequest)
+            self.front = {**(self.front or {}), **{k: v for k, v in other.front.items()
+                                                   if k not in (self.front or {}) or v[0] > self.front[k][0]}}
         if self.near.shape[0] > near_cap:
             self.near, self.near_costs = self.near[:near_cap], self.near_costs[:near_cap]
             self.near_overflow = True
@@ -359,14 +365,19 @@ def sweep(
     progress=None,
     executor=None,
     near_cap: int = 200_000,
+    front: Any = None,
 ) -> SweepResult:
     """Sweep every multiset of ``problem`` locally with a thread pool (numpy releases the GIL in the
     matrix products and reductions), or on ``executor`` (a callable mapping a list of item groups to
     partial results, e.g. the Dask adapter). ``progress(done_multisets, total, worst_so_far)`` is
-    called as groups finish."""
+    called as groups finish. ``front`` (structured problems, no executor): a
+    :class:`darrm_opt.certify.slopes.FrontRequest`; ``SweepResult.front`` is then the slope front of the
+    problem's h, kept from the tables this sweep computes anyway (no second pass for the privacy profile)."""
     t0 = time.perf_counter()
     out = _empty(problem.C)
     kwargs: dict[str, Any] = dict(threshold=threshold, top=top, near=near, two_sided=two_sided, near_cap=near_cap)
+    if front is not None and executor is None:
+        front = kwargs["front"] = front.fresh()  # this sweep's front request (see StructuredSweepProblem.run)
     workers = workers or default_workers()
     groups = _groups(problem, workers)
     if executor is not None:
@@ -377,6 +388,8 @@ def sweep(
         out.merge(part, top, near_cap)
         if progress:
             progress(out.multisets, problem.n_multisets, out.max_cost)
+    if "front" in kwargs:
+        out.front = front.finish(problem, out.front or [])
     out.seconds = time.perf_counter() - t0
     return out
 

@@ -85,7 +85,8 @@ def darrm_view(kind, *, K, m, epsilon, teacher_delta, delta, prior, solver, mode
     try:
         wide = wide_margin(params, DECIMALS) if fmt is OutputFormat.table else None
         reporter.phase("finding γ_opt", sweeps="sweeping")  # the sweep lines of logs as before: "sweeping: ..."
-        sol = solve_gamma(params, solver=solver, mode=mode.value, progress=reporter, executor=executor, wide=wide)
+        sol = solve_gamma(params, solver=solver, mode=mode.value, progress=reporter, executor=executor, wide=wide,
+                          front=fmt is OutputFormat.json)  # the profile is read off the certifying sweep
         base: dict = {}
         if baselines:
             reporter.phase("certifying the baselines")

@@ -75,7 +75,7 @@ class Darrm(Mechanism):
         from darrm_opt.optimize.optimizer import solve
         from darrm_opt.privacy.profile import privacy_profile
 
-        sol = solve(params, solver=solver, mode="lazy", progress=progress)
+        sol = solve(params, solver=solver, mode="lazy", progress=progress, front=True)
         known = (sol.certificate, sol.sweep) if sol.sweep is not None else None
         prof = privacy_profile(params, sol.gamma, progress=progress, certified=known)  # no second sweep
         return self.solved(params, sol, teachers, prof)

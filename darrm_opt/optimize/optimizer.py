@@ -210,6 +210,8 @@ class _Run:
     workers: int | None
     sweep_method: str
     wide: float | None = None
+    #: the certifying sweeps also keep the slope front of γ (SweepResult.front, for the privacy profile)
+    front: bool = False
     builder: RowBuilder = field(init=False)
     w: np.ndarray = field(init=False)
     lp_seconds: float = 0.0
@@ -268,7 +270,7 @@ class _Run:
     def certify(self, gamma: np.ndarray, stage: str = "certify") -> Certificate:
         cert, self.last_sweep = certify_and_separate(
             self.params, gamma, executor=self.executor, workers=self.workers, method=self.sweep_method,
-            progress=self._sweep_progress(f"{stage}-progress"), wide=self.wide)
+            progress=self._sweep_progress(f"{stage}-progress"), wide=self.wide, front=self.front)
         self.sweep_seconds += cert.seconds
         self.sweeps += 1
         return cert
@@ -280,7 +282,7 @@ class _Run:
         cert, sw = certify_and_separate(
             self.params, mirror(g, self.params.K), threshold=self.b_sep, top=top, executor=self.executor,
             workers=self.workers, method=self.sweep_method, progress=self._sweep_progress("sweep-progress"),
-            wide=self.wide)
+            wide=self.wide, front=self.front)
         self.sweep_seconds += sw.seconds
         self.last_sweep = sw
         return cert, sw
@@ -523,6 +525,7 @@ def solve(
     workers: int | None = None,
     sweep_method: str = "auto",
     wide: float | None = None,
+    front: bool = False,
     **lazy: Any,
 ) -> Solution:
     """Compute the certified optimal γ for ``params``.
@@ -534,11 +537,13 @@ def solve(
     ``max_active`` caps the LP's rows (default: the backend's licence limit, if any) by dropping
     non-binding rows, which leaves the LP optimum as is. ``wide``: the certifying sweeps also keep the
     multisets within ``wide`` of the bound (see :func:`darrm_opt.certify.certificate.certify_and_separate`).
+    ``front``: the exhaustive sweeps also keep the slope front of the swept γ (``Solution.sweep.front``), from
+    which :func:`darrm_opt.privacy.profile.privacy_profile` answers without a pass of its own.
     """
     if mode not in MODES:
         raise InvalidParameter("mode", f"must be one of {', '.join(MODES)}", mode)
     t0 = time.perf_counter()
-    run = _Run(params, lp_backend(solver), mode, progress, executor, workers, sweep_method, wide)
+    run = _Run(params, lp_backend(solver), mode, progress, executor, workers, sweep_method, wide, front)
     cert: Certificate | None = None
     if mode == "full":
         g, active = _solve_full(run)

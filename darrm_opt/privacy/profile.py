@@ -340,7 +340,10 @@ def profile_and_certificate(params: Params, gamma, *, workers: int | None = None
                             ) -> tuple[PrivacyProfile, Certificate]:
     """The profile and the certificate of ``gamma``, from one certification sweep plus the hull search.
     ``certified``: that sweep's result if already at hand — a certificate of ``gamma`` for ``params`` and the
-    sweep behind it (``Solution.certificate``, ``Solution.sweep``), which then is not repeated.
+    sweep behind it (``Solution.certificate``, ``Solution.sweep``), which then is not repeated. When that sweep
+    kept the slope front of ``gamma`` (``certify_and_separate(front=True)``, ``solve(front=True)``) the hull
+    search is answered from it: the structured pass of :func:`darrm_opt.certify.slopes.slope_front` is not
+    made again (the same values and argmax multisets at every slope, so the same profile).
 
     Sweeps: the certificate's own sweep at x = e^{mε} (its interval re-check makes (mε, δ) exact), x = 1,
     the steepest slope, then ``rounds`` rounds confirming hull edges (FULL_ROUNDS: until every edge is
@@ -355,10 +358,12 @@ def profile_and_certificate(params: Params, gamma, *, workers: int | None = None
     support: list[tuple[float, float]] = []
 
     if certified is None:
-        cert, res = certify_and_separate(params, g, workers=workers, executor=executor,
+        cert, res = certify_and_separate(params, g, workers=workers, executor=executor, front=True,
                                          progress=_sweep_progress(progress, "certify-progress"))
     else:
         cert, res = certified
+    if isinstance(res.front, SlopeFront) and res.front.matches(oracle.h, oracle.two_sided):
+        oracle._front = res.front  # the certifying sweep kept the front: the hull search needs no pass of its own
     eps_c = _certified_slope(params)
     x_c = math.exp(params.m * params.epsilon)
     D_c, p_c = oracle._bound(x_c, res.max_cost, res.worst, res.min_cost, res.best)
