@@ -60,6 +60,8 @@ from darrm_opt.errors import InvalidParameter
 DELTA_MARGIN = 1e-9
 #: ρ's law is summed over |z| ≤ TAIL·t_ρ; the mass beyond, exp(−TAIL)·2/(1 + q) at most, is added as error
 TAIL = 120.0
+#: the error sums ρ's law over |z| ≤ reach·t_ρ for the first reach of these whose tail is below 1e-3 of the error
+ERROR_TAILS = (40.0, 80.0, 160.0, 700.0)
 #: the largest lattice scale, noise scale and threshold accepted (keeps every score an int64)
 MAX_INT = 1 << 40
 
@@ -171,14 +173,14 @@ def svt_epsilon(p: SvtParams) -> float:
     return round_up(p.epsilon_threshold + p.epsilon_queries)
 
 
-def _rho_support(t_rho: int) -> np.ndarray:
-    z = int(math.ceil(TAIL * t_rho))
+def _rho_support(t_rho: int, reach: float = TAIL) -> np.ndarray:
+    z = int(math.ceil(reach * t_rho))
     return np.arange(-z, z + 1, dtype=np.int64)
 
 
-def _rho_tail(t_rho: int) -> float:
-    """Pr[|ρ| > Z] = 2q^{Z+1}/(1 + q) for Z = ⌈TAIL·t_ρ⌉, rounded up."""
-    z = int(math.ceil(TAIL * t_rho))
+def _rho_tail(t_rho: int, reach: float = TAIL) -> float:
+    """Pr[|ρ| > Z] = 2q^{Z+1}/(1 + q) for Z = ⌈reach·t_ρ⌉, rounded up."""
+    z = int(math.ceil(reach * t_rho))
     q = math.exp(-1.0 / t_rho)
     return 2.0 * math.exp(-(z + 1) / t_rho) / (1.0 + q) * (1 + DELTA_MARGIN)
 
@@ -266,32 +268,38 @@ def per_threshold(p: SvtParams, law: DistanceLaw, z: np.ndarray) -> tuple[np.nda
 
 def _stop_sums(u: np.ndarray, queries: int, cutoff: int) -> tuple[np.ndarray, np.ndarray]:
     """(R, S) per u: R = Σ_{i=1..Q} Pr[Bin(i − 1, u) ≤ c − 1] (queries the job reaches), S = Q − R (queries after
-    the c-th unstable one), each summed without cancellation by Σ_{i=0}^{Q−1} Pr[Bin(i, u) = j] =
-    Pr[Bin(Q, u) > j]/u: R = Σ_{j<c} Pr[N > j]/u and S = Σ_{c≤j<Q} Pr[N > j]/u, N ~ Bin(Q, u). The terms of S
-    decrease in j; once the rest, at most (Q − j)·Pr[N > j − 1], is below 1e-17 of the sum, that bound is
-    added in its place. u below 1e-280 is read as 0 (R = Q, S = 0: below float64's reach)."""
+    the c-th unstable one), by Σ_{i=0}^{Q−1} Pr[Bin(i, u) = j] = Pr[Bin(Q, u) > j]/u: R = Σ_{j<c} Pr[N > j]/u and
+    S = Σ_{c≤j<Q} Pr[N > j]/u, N ~ Bin(Q, u), sums of non-negative terms. Where Pr[Bin(Q − 1, u) ≥ c] ≥ 1e-2
+    (then S ≥ 1e-2 and Q − R loses at most ~Q·1e-16 to cancellation) S is Q − R; elsewhere the terms of S
+    decrease fast in j and the sum stops once the rest, at most (Q − j)·Pr[N > j − 1], is below 1e-17 of it,
+    adding that bound. u below 1e-280 is read as 0 (R = Q, S = 0: below float64's reach)."""
     from scipy import stats
 
     Q, c = queries, cutoff
     R, S = np.full(u.shape, float(Q)), np.zeros(u.shape)
-    pos = u > 1e-280
-    if not pos.any():
+    if c >= Q:
+        return R, S
+    pos = np.flatnonzero(u > 1e-280)
+    if not pos.size:
         return R, S
     uu = u[pos]
-    if c < Q:
-        R[pos] = stats.binom.sf(np.arange(c)[None, :], Q, uu[:, None]).sum(axis=1) / uu
-        acc = np.zeros(uu.size)
-        j = c
-        while j < Q:
-            hi = min(Q, j + 64)
-            sf = stats.binom.sf(np.arange(j, hi)[None, :], Q, uu[:, None])
-            acc += sf.sum(axis=1)
-            last = sf[:, -1]
-            j = hi
-            if j >= Q or np.all(last * (Q - j) <= 1e-17 * acc) or np.all(last == 0):
-                acc += last * (Q - j)  # the rest, each term at most the last one
-                break
-        S[pos] = acc / uu
+    R[pos] = stats.binom.sf(np.arange(c)[None, :], Q, uu[:, None]).sum(axis=1) / uu
+    big = stats.binom.sf(c - 1, Q - 1, uu) >= 1e-2
+    S[pos[big]] = Q - R[pos[big]]
+    rows, ur = pos[~big], uu[~big]
+    acc = np.zeros(ur.size)
+    open_ = np.arange(ur.size)
+    j = c
+    while open_.size and j < Q:
+        hi = min(Q, j + 16)
+        sf = stats.binom.sf(np.arange(j, hi)[None, :], Q, ur[open_, None])
+        acc[open_] += sf.sum(axis=1)
+        last = sf[:, -1]
+        j = hi
+        done = (j >= Q) | (last * (Q - j) <= 1e-17 * acc[open_]) | (last == 0)
+        acc[open_[done]] += last[done] * (Q - j)  # the rest, each term at most the last one
+        open_ = open_[~done]
+    S[rows] = acc / ur
     return R, S
 
 
@@ -300,14 +308,17 @@ def job_error(p: SvtParams, law: DistanceLaw, queries: int, chunk: int = 1 << 16
     the share of ⊥; the mass of ρ beyond its summed support counted as errors. Per ρ = z the sums over the
     queries are :func:`_stop_sums`: Σ_i error_i = S + R·(u + w), answered R·(1 − u), ⊥ S + R·u."""
     Q = _positive_int("queries", queries, 1 << 40)
-    z = _rho_support(p.t_rho)
-    pz = dlap_pmf(p.t_rho, z)
-    keep = pz > 0
-    z, pz = z[keep], pz[keep]
-    u, w = per_threshold(p, law, z)
-    R, S = _stop_sums(u, Q, p.cutoff)
-    err = float(pz @ (S + R * (u + w)))
+    for reach in ERROR_TAILS:
+        z = _rho_support(p.t_rho, reach)
+        pz = dlap_pmf(p.t_rho, z)
+        keep = pz > 0
+        z, pz = z[keep], pz[keep]
+        u, w = per_threshold(p, law, z)
+        R, S = _stop_sums(u, Q, p.cutoff)
+        err = float(pz @ (S + R * (u + w))) / Q
+        tail = _rho_tail(p.t_rho, reach)
+        if tail <= 1e-3 * err:
+            break
     ans = float(pz @ (R * (1 - u)))
-    bot = float(pz @ (S + R * u))
-    tail = _rho_tail(p.t_rho)
-    return JobError(min(1.0, err / Q + tail), ans, min(1.0, bot / Q + tail))
+    bot = float(pz @ (S + R * u)) / Q
+    return JobError(min(1.0, err + tail), ans, min(1.0, bot + tail))
