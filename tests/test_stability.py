@@ -286,3 +286,18 @@ def test_discrete_laplace_refuses_a_bad_scale() -> None:
 
     with pytest.raises(InvalidParameter, match="noise"):
         discrete_laplace(0, 3)
+
+
+def test_job_profile_is_the_epsilon_delta_pair() -> None:
+    from darrm_opt.privacy.stability import dp_pair_profile, job_profile
+
+    eps, delta = 1.3, 1e-6
+    prof = dp_pair_profile(eps, delta)
+    for e in (0.0, 0.4, 1.0, 1.3, 2.0):
+        true = delta + (1 - delta) * max(0.0, math.exp(eps) - math.exp(e)) / (1 + math.exp(eps))
+        assert prof.delta(e) >= true
+        assert prof.delta(e) == pytest.approx(true, rel=1e-12, abs=1e-18)
+    p = SvtParams(4, 5, 9, 30, 2)
+    jp = job_profile(p, 100)
+    assert jp.delta(svt_epsilon(p)) == pytest.approx(ptr_delta(p, 100), rel=1e-12)
+    assert jp.delta(svt_epsilon(p)) >= ptr_delta(p, 100)

@@ -322,3 +322,32 @@ def job_error(p: SvtParams, law: DistanceLaw, queries: int, chunk: int = 1 << 16
     ans = float(pz @ (R * (1 - u)))
     bot = float(pz @ (S + R * u)) / Q
     return JobError(min(1.0, err + tail), ans, min(1.0, bot + tail))
+
+
+# ------------------------------------------------------------------------------------------------------
+# The job's statement as a dominating pair
+# ------------------------------------------------------------------------------------------------------
+def dp_pair_profile(epsilon: float, delta: float) -> Any:
+    """The privacy profile of an (ε, δ)-DP statement as a dominating pair (Kairouz, Oh, Viswanath 2015, Thm
+    2.4; Zhu, Dong, Wang 2022, Prop. 8): P = (δ, (1 − δ)e^ε/(1 + e^ε), (1 − δ)/(1 + e^ε), 0) against Q its
+    mirror image, whose envelope has the vertices (0, δ), (b₁, a₁) = ((1 − δ)/(1 + e^ε), δ + (1 − δ)e^ε/(1 + e^ε)),
+    (1, 1), i.e. δ(ε′) = δ + (1 − δ)·max(0, e^ε − e^{ε′})/(1 + e^ε). b₁ is rounded down and a₁ up, so the stored
+    envelope is never below the true one; its swept statement is (ε, δ) itself."""
+    from darrm_opt.privacy.profile import PrivacyProfile, check_vertices
+
+    x = Fraction(math.exp(epsilon))
+    if x < 1 or not math.isfinite(epsilon):  # exp rounded below 1 cannot happen for ε ≥ 0
+        raise InvalidParameter("epsilon", "must be finite and >= 0", epsilon)
+    x_hi = Fraction(math.nextafter(float(x), math.inf))  # e^ε lies in [x, x_hi] (exp within one ulp)
+    d = Fraction(delta)
+    b1 = (1 - d) / (1 + x_hi)  # a lower bound of (1 − δ)/(1 + e^ε)
+    a1 = d + (1 - d) * x_hi / (1 + x_hi)  # an upper bound of δ + (1 − δ)e^ε/(1 + e^ε)
+    b1_f = float(b1) if Fraction(float(b1)) <= b1 else math.nextafter(float(b1), 0.0)
+    vertices = ((0.0, round_up(d)), (b1_f, min(1.0, round_up(a1))), (1.0, 1.0))
+    check_vertices(vertices)
+    return PrivacyProfile(((epsilon, round_up(d)),), vertices)
+
+
+def job_profile(p: SvtParams, queries: int) -> Any:
+    """The whole job's dominating pair: :func:`dp_pair_profile` of (:func:`svt_epsilon`, :func:`ptr_delta`)."""
+    return dp_pair_profile(svt_epsilon(p), ptr_delta(p, queries))
