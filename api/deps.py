@@ -9,7 +9,8 @@ from fastapi import Depends, Request, Security
 
 from darrm_opt.ledger.db import Database
 from darrm_opt.ledger.keys import Principal
-from darrm_opt.ledger.store import DebitWriter, LedgerStore
+from darrm_opt.ledger.views import LedgerStore
+from darrm_opt.ledger.writer import DebitWriter
 
 from .auth import PRINCIPAL, bearer_scheme
 from .middleware import BodyBudget

@@ -16,7 +16,8 @@ from fastapi.concurrency import run_in_threadpool
 
 from darrm_opt.ledger.db import Database, migrate
 from darrm_opt.ledger.keys import env_principals
-from darrm_opt.ledger.store import DebitWriter, LedgerStore
+from darrm_opt.ledger.views import LedgerStore
+from darrm_opt.ledger.writer import DebitWriter
 from darrm_opt.sampling import RandomBytes, system_random
 
 from . import docs
@@ -24,7 +25,14 @@ from .admission import TenantRates
 from .auth import BearerKeyMiddleware, KeyRing
 from .deps import Services
 from .errors import install as install_errors
-from .middleware import AllowMiddleware, BodyBudget, BodyLimitMiddleware, install_log_redaction
+from .middleware import (
+    AllowMiddleware,
+    BodyBudget,
+    BodyLimitMiddleware,
+    install_log_redaction,
+    return_large_buffers,
+)
+from .observability import RequestLogMiddleware, install_access_log
 from .routers import aggregate, dd_ledgers, health, ledgers, means, plans, tables, ui
 from .settings import Settings
 from .table_service import TableService
@@ -88,11 +96,14 @@ def create_app(settings: Settings | None = None, *, random_bytes: RandomBytes = 
         redoc_url=None,
     )
     install_log_redaction()
+    return_large_buffers()
+    install_access_log(settings.access_log)
     app.add_middleware(BodyLimitMiddleware, aggregate_limit=settings.max_body_bytes,
-                       default_limit=settings.max_request_bytes)
+                       default_limit=settings.max_request_bytes, body_timeout_s=settings.body_timeout_s)
     rates = None if settings.tenant_rate is None else TenantRates(settings.tenant_rate, settings.tenant_burst)
     app.add_middleware(BearerKeyMiddleware, keys=keys, rates=rates)  # 401 (and 429) before all else
     app.add_middleware(AllowMiddleware, routes_of=app)  # OPTIONS needs no key (the routes are public)
+    app.add_middleware(RequestLogMiddleware)  # outermost: every answer carries a request id and is logged
     install_errors(app)
     docs.install(app)
     for module in (health, tables, ledgers, aggregate, ui, plans, dd_ledgers, means):

@@ -12,6 +12,11 @@ the client sees "connection reset" instead. So the declared body is read and dis
 DRAIN_BYTES; it is never stored), then the 413 is sent and the connection closed; a client that asked
 ``Expect: 100-continue`` has sent no body yet and gets the 413 at once.
 
+A body must arrive whole within ``DARRM_BODY_TIMEOUT_S`` seconds (60) of its headers: a body (or the
+discarded rest of an over-limit one) still arriving then is answered 408 and the connection closed, so a
+client that declares a large body and sends nothing, or sends it a byte at a time, holds its connection no
+longer than that. The headers have their own deadline (:mod:`darrm_opt.api.protocol`).
+
 Bodies are never buffered from a header: :func:`read_body` reads a body as its chunks arrive (the server
 holds at most one flow-control window of unread bytes per connection), the limit above is enforced on the
 bytes received, and :class:`BodyBudget` bounds the bytes of bodies one process holds at once (a body that
@@ -24,6 +29,7 @@ call is never written (a key or id sent as ``?api_key=...`` would otherwise land
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from collections.abc import Awaitable, Callable, MutableMapping
@@ -41,6 +47,31 @@ REDACTED = "[redacted]"
 #: an over-limit body declared up to this size is read and discarded before the 413 (see the module docstring);
 #: a larger one is answered at once, and a client still sending it may see the connection reset
 DRAIN_BYTES = 1 << 30
+
+
+#: glibc's mallopt parameter: allocations of at least this many bytes get their own mapping
+M_MMAP_THRESHOLD = -3
+#: bodies and the buffers read from them are at least this large when they matter
+LARGE_BUFFER = 1 << 20
+
+
+def return_large_buffers() -> None:
+    """Make every allocation of at least :data:`LARGE_BUFFER` bytes its own mapping, unmapped when freed (glibc).
+
+    By default glibc raises its mapping threshold to the size of the largest block freed (up to 32 MiB), so
+    after one large body the next ones come from the heap, whose freed pages stay with the process: a server
+    that read a few 16 MiB bodies kept their memory. A fixed threshold returns them. Elsewhere: nothing."""
+    import ctypes
+    import ctypes.util
+    import sys
+
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        libc.mallopt(M_MMAP_THRESHOLD, LARGE_BUFFER)
+    except (OSError, AttributeError):  # not glibc (musl has no mallopt)
+        return
 
 
 class BodyBudget:
@@ -88,10 +119,12 @@ def too_large_message(limit: int, setting: str) -> str:
 class BodyLimitMiddleware:
     """413 for bodies over the limit of their path (see the module docstring)."""
 
-    def __init__(self, app: Callable[..., Awaitable[None]], *, aggregate_limit: int, default_limit: int) -> None:
+    def __init__(self, app: Callable[..., Awaitable[None]], *, aggregate_limit: int, default_limit: int,
+                 body_timeout_s: float = 60.0) -> None:
         self.app = app
         self.aggregate_limit = aggregate_limit
         self.default_limit = default_limit
+        self.body_timeout_s = body_timeout_s
 
     def _limit(self, path: str) -> tuple[int, str]:
         if path.rstrip("/") == AGGREGATE_PATH:
@@ -108,30 +141,48 @@ class BodyLimitMiddleware:
         if declared is not None and not declared.strip().isdigit():
             await _answer(send, 400, "invalid Content-Length header")
             return
+        deadline = asyncio.get_running_loop().time() + self.body_timeout_s
+        late = (f"the request body did not arrive within DARRM_BODY_TIMEOUT_S = {self.body_timeout_s:g} s; "
+                "nothing was done")
         if declared is not None and int(declared) > limit:
             expect = next((v for k, v in scope["headers"] if k == b"expect"), b"")
             if expect.strip().lower() != b"100-continue" and int(declared) <= DRAIN_BYTES:
-                await _discard_body(receive)
+                try:
+                    await _discard_body(receive, deadline)
+                except TimeoutError:
+                    await _answer(send, 408, late)
+                    return
             await _answer(send, 413, message)
             return
         received = 0
+        complete = False
 
         async def limited() -> Message:
-            nonlocal received
-            msg = await receive()
+            nonlocal received, complete
+            if complete:  # the body is read: this waits for the client's disconnect, without a deadline
+                return await receive()
+            try:
+                msg = await asyncio.wait_for(receive(), max(0.0, deadline - asyncio.get_running_loop().time()))
+            except TimeoutError:
+                raise HTTPException(status_code=408, detail=late, headers={"Connection": "close"}) from None
             if msg["type"] == "http.request":
                 received += len(msg.get("body", b""))
                 if received > limit:
                     raise HTTPException(status_code=413, detail=message)
+                complete = not msg.get("more_body", False)
+            else:
+                complete = True
             return msg
 
         await self.app(scope, limited, send)
 
 
-async def _discard_body(receive: Receive) -> None:
-    """Read the request body to its end (or the client's disconnect), keeping none of it."""
+async def _discard_body(receive: Receive, deadline: float) -> None:
+    """Read the request body to its end (or the client's disconnect), keeping none of it; TimeoutError when it
+    has not ended by ``deadline`` (the event loop's clock)."""
+    loop = asyncio.get_running_loop()
     while True:
-        msg = await receive()
+        msg = await asyncio.wait_for(receive(), max(0.0, deadline - loop.time()))
         if msg["type"] != "http.request" or not msg.get("more_body", False):
             return
 

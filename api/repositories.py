@@ -1,4 +1,5 @@
-"""The service's database access for tables and solve jobs (the ledgers' is :mod:`darrm_opt.ledger.store`).
+"""The service's database access for tables and solve jobs (the ledgers' is :mod:`darrm_opt.ledger.views`
+and :mod:`darrm_opt.ledger.writer`).
 
 :class:`TableRepository` reads and writes ``gamma_tables`` rows (by content id, by the parameters' key, in
 lists); :class:`JobCoordinator` owns the ``solve_jobs`` rows through which server processes share one solve

@@ -29,6 +29,10 @@
 ``DARRM_MAX_BODY_MEMORY``  bytes of ``POST /v1/aggregate`` bodies one process holds at once (256 MiB): a
                          body arriving past it is answered 503 (Retry-After); bodies are read as they
                          arrive, so a connection holds what it sent, whatever its Content-Length says
+``DARRM_ACCESS_LOG``    one JSON line per request on stderr (true; ``api.observability``)
+``DARRM_BODY_TIMEOUT_S``, ``DARRM_HEADER_TIMEOUT_S``  a request's body must arrive whole within 60 s of its
+                         headers (else 408, connection closed), its headers within 10 s (else the connection
+                         is closed; ``api.protocol``, used by ``darrm-opt serve``)
 ``DARRM_EXACT_WORKERS``  threads computing exact compositions for the debit writer (2), off its thread
 ``DARRM_TENANT_RATE``, ``DARRM_TENANT_BURST``  requests per second (and the burst) one tenant may make to
                          ``/v1`` in each server process (unset: unlimited); one more is answered 429 with
@@ -76,6 +80,9 @@ class Settings(BaseSettings):
     exact_workers: int = Field(2, ge=1)
     debit_batch: int = Field(512, ge=1)
     debit_timeout_s: float = Field(60.0, gt=0)
+    access_log: bool = True  # one JSON line per request on stderr (api.observability)
+    body_timeout_s: float = Field(60.0, gt=0, allow_inf_nan=False)  # a body arrives whole within this (408)
+    header_timeout_s: float = Field(10.0, gt=0, allow_inf_nan=False)  # read by api.protocol (the connection closes)
     migrate_on_start: bool = True
     # tenants
     tenant_rate: float | None = Field(None, gt=0, allow_inf_nan=False)  # requests/s per tenant per process

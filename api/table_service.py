@@ -184,6 +184,11 @@ class TableService:
         self.rows = TableRepository(db)
         self.jobs = JobCoordinator(db, settings.job_stale_s)
 
+    def in_flight(self) -> int:
+        """Solves running or queued in this process."""
+        with self._lock:
+            return len(self._flights)
+
     def close(self) -> None:
         self._executor.shutdown(wait=False, cancel_futures=True)
         self._small.shutdown(wait=False, cancel_futures=True)

@@ -11,6 +11,7 @@ The Python API (each name is imported on first use, so ``import darrm_opt`` stay
     with Ledger("ledger.db", "labels", epsilon_budget=10, delta_budget=1e-3) as ledger:
         answers = release_answers(table, votes, ledger)  # pays durably first, then draws
     answers = Aggregator(table)(votes)          # no ledger: the caller accounts for the answers
+    job = label("votes.npy", budget=(2, 1e-5))  # the whole job: plan, pay, release (job.labels, job.text)
 
 Every kind of release (``MECHANISMS``: DaRRM tables of each setting, shaped tables, GNMax, Confident-GNMax,
 Gaussian mean release) goes through one interface: ``mechanism(kind).solve(params, solver="highs")``. A
@@ -45,6 +46,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and editors only
     from darrm_opt.privacy.profile import PrivacyProfile, privacy_profile
     from darrm_opt.privacy.table import CertifiedTable
     from darrm_opt.release.dd_ledger import DataDependentLedger
+    from darrm_opt.release.label import LabelResult, label
     from darrm_opt.release.means import release_means
     from darrm_opt.release.release import Aggregator, release_answers
     from darrm_opt.release.table_file import load_certified, load_table
@@ -80,6 +82,8 @@ _EXPORTS = {
     "GaussianMeanParams": "darrm_opt.model.gaussian_params",
     "release_means": "darrm_opt.release.means",
     "DataDependentLedger": "darrm_opt.release.dd_ledger",
+    "label": "darrm_opt.release.label",
+    "LabelResult": "darrm_opt.release.label",
     "Aggregator": "darrm_opt.release.release",
     "release_answers": "darrm_opt.release.release",
     "Ledger": "darrm_opt.ledger.local",
@@ -93,10 +97,10 @@ _EXPORTS = {
 __all__ = [
     "MECHANISMS", "Aggregator", "BudgetExceeded", "Certificate", "CertificationFailed", "CertifiedTable",
     "ConfidentGnmaxParams", "DarrmError", "DataDependentLedger", "GaussianMeanParams", "GnmaxParams",
-    "InvalidParameter", "Job", "Ledger", "MissingExtra", "MulticlassParams", "Offer", "Params", "PateParams", "Plan",
-    "PrivacyProfile", "Solution", "__version__", "certify", "certify_table", "load_certified", "load_table",
-    "mechanism", "plan", "plan_job", "privacy_profile", "release_answers", "release_means", "solve",
-    "solve_multiclass", "solve_pate", "verify",
+    "InvalidParameter", "Job", "LabelResult", "Ledger", "MissingExtra", "MulticlassParams", "Offer", "Params",
+    "PateParams", "Plan", "PrivacyProfile", "Solution", "__version__", "certify", "certify_table", "label",
+    "load_certified", "load_table", "mechanism", "plan", "plan_job", "privacy_profile", "release_answers",
+    "release_means", "solve", "solve_multiclass", "solve_pate", "verify",
 ]
 
 

@@ -1,6 +1,6 @@
 """Solver-agnostic LP layer: one module per backend behind :class:`darrm_opt.solvers.base.Backend`.
 
->>> from solvers import get_backend
+>>> from darrm_opt.solvers import get_backend
 >>> get_backend("highs").name
 'highs'
 """

@@ -106,8 +106,28 @@ def test_delta_is_named_when_it_binds(table, tmp_path):
     votes = write_votes(tmp_path / "v.csv", [[1, 1, 1, 0, 0]])
     r = run("aggregate", "--table", str(table), "--votes", str(votes), "--ledger-db", str(tmp_path / "l.db"),
             "--ledger", "tight", "--epsilon-budget", "10", "--delta-budget", "1e-6")
-    assert r.exit_code == 1 and "binding limit is delta" in r.output and "at most 0 answer" in r.output
+    assert r.exit_code == 1
+    assert ("cannot pay for any answer of table" in r.output and "the table's δ per answer (2e-05, at ε 0.2) "
+            "exceeds the ledger's whole δ budget (1e-06)" in " ".join(r.output.split()))
     assert ledger_row(tmp_path / "l.db", "tight") == (0, 0.0, 0.0)
+
+
+def test_budget_takes_one_syntax_and_no_ledger_is_said(table, tmp_path):
+    votes = write_votes(tmp_path / "v.csv", [[1, 1, 1, 0, 0]] * 2)
+    args = ("aggregate", "--table", str(table), "--votes", str(votes), "--ledger-db", str(tmp_path / "l.db"))
+    r = run(*args, "--ledger", "b", "--budget", "1,1e-3")
+    assert r.exit_code == 0, r.output
+    assert ledger_row(tmp_path / "l.db", "b")[0] == 2
+    r = run(*args, "--ledger", "b", "--budget", "1,1e-3", "--epsilon-budget", "1")
+    assert r.exit_code == 2 and "give --budget EPS,DELTA or --epsilon-budget/--delta-budget, not both" in r.output
+    r = run(*args, "--ledger", "b", "--budget", "2,1e-3")
+    assert r.exit_code == 2 and "a budget cannot change" in r.output
+    r = run(*args, "--ledger", "b", "--budget", "1")
+    assert r.exit_code == 2 and "invalid budget: must be two numbers EPS,DELTA" in r.output
+    r = run("aggregate", "--table", str(table), "--votes", str(votes))
+    assert r.exit_code == 0 and "no ledger: nothing was accounted for these 2 answers" in " ".join(r.output.split())
+    r = run("aggregate", "--table", str(table), "--votes", str(votes), "--no-ledger")
+    assert r.exit_code == 0 and "nothing was accounted" not in r.output and r.output.startswith("answer\n")
 
 
 @pytest.mark.slow  # two CLI processes race
@@ -145,7 +165,8 @@ def test_ledger_errors_exit_2(table, tmp_path):
     votes = write_votes(tmp_path / "v.csv", [[1, 1, 1, 0, 0]])
     args = ("aggregate", "--table", str(table), "--votes", str(votes), "--ledger-db", str(tmp_path / "l.db"))
     r = run(*args, "--ledger", "absent")
-    assert r.exit_code == 2 and "give --epsilon-budget and --delta-budget to create it" in r.output
+    assert r.exit_code == 2 and "give --budget EPS,DELTA (epsilon_budget and delta_budget in Python) to create it" \
+        in r.output
     assert run(*args, "--ledger", "a", "--epsilon-budget", "1", "--delta-budget", "1e-3").exit_code == 0
     r = run(*args, "--ledger", "a", "--epsilon-budget", "2")
     assert r.exit_code == 2 and "a budget cannot change" in r.output

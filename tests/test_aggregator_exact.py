@@ -1,4 +1,4 @@
-"""DaRRM Algorithm 1 (mechanisms/samplers.py) with an asymmetric γ and scripted random bytes.
+"""DaRRM Algorithm 1 (mechanisms/vote_samplers.py) with an asymmetric γ and scripted random bytes.
 
 Pr[answer = 1 | L] must be exactly γ(L)·1{L ≥ (K+1)/2} + (1 − γ(L))/2. The aggregator keeps the majority iff
 a uniform W-bit U (big-endian, W/8 bytes per row: the same W for every row of a table, W·γ(L) an integer

@@ -11,7 +11,7 @@ import pytest
 from test_data_dependent import histograms, neighbours
 
 from darrm_opt.errors import BudgetExceeded, InvalidParameter
-from darrm_opt.ledger.data_dependent import (
+from darrm_opt.ledger.dd_account import (
     DataDependentPolicy,
     DataDependentState,
     new_state,
@@ -235,22 +235,22 @@ def test_table_ledger_refuses_infinite_rdp_and_sigma():
 
 
 def test_python_ledger_persists_and_publishes_once(tmp_path):
-    from darrm_opt.ledger.dd_local import DataDependentLedger
+    from darrm_opt.ledger.dd_local import DataDependentRecorder
 
     db = str(tmp_path / "dd.db")
     policy = gnmax_policy(quota=3)
-    with DataDependentLedger(db, "job", policy) as led:
+    with DataDependentRecorder(db, "job", policy) as led:
         assert led.record([[12, 0, 0]])["queries"] == 1
     with pytest.raises(InvalidParameter, match="cannot change"):
-        DataDependentLedger(db, "job", gnmax_policy(quota=4))
+        DataDependentRecorder(db, "job", gnmax_policy(quota=4))
     with pytest.raises(InvalidParameter, match="give a policy"):
-        DataDependentLedger(db, "other")
-    with DataDependentLedger(db, "job") as led:
+        DataDependentRecorder(db, "other")
+    with DataDependentRecorder(db, "job") as led:
         led.record([[6, 6, 0], [4, 4, 4]])
         with pytest.raises(BudgetExceeded, match="quota"):
             led.record([[12, 0, 0]])
         eps = led.publish()
         assert led.publish() == eps and led.view()["sealed"]
         assert led.view()["data_independent_epsilon"] == pytest.approx(3 * 2 / 4 + math.log(1e5))
-    with DataDependentLedger(db, "job") as led:
+    with DataDependentRecorder(db, "job") as led:
         assert led.view()["sanitised_epsilon"] == eps

@@ -15,9 +15,9 @@ from test_data_dependent import histograms, neighbours
 from test_data_dependent_ledger import renyi_gauss
 
 from darrm_opt.errors import BudgetExceeded, InvalidParameter
-from darrm_opt.ledger.data_dependent import DataDependentPolicy, new_state, record, release_law
+from darrm_opt.ledger.dd_account import DataDependentPolicy, new_state, record, release_law
 from darrm_opt.ledger.dd_store import DataDependentStore
-from darrm_opt.ledger.schema import DataDependentLedger as Row
+from darrm_opt.ledger.schema import DataDependentLedgerRecord as Row
 from darrm_opt.mechanisms.dd_answers import draw_answers, drawer
 from darrm_opt.mechanisms.vote_samplers import GnmaxSampler
 from darrm_opt.model.gnmax import discrete_gaussian_pmf, tail_cut

@@ -209,8 +209,19 @@ def test_gaussian_json(tmp_path):
     assert cal["epsilon_spent"] <= 8 and doc["privacy_profile"]["type"] == "gaussian"
 
 
+def test_label_json(files):
+    pytest.importorskip("sqlalchemy")
+    doc = json_out("label", "--votes", str(files["votes"]), "--budget", "8,1e-3", "--mechanism", "darrm-pate",
+                   "--ledger-db", "label.db", "-q", cwd=files["dir"])
+    s = doc["statement"]
+    assert len(doc["labels"]) == 4 and set(doc["labels"]) <= {0, 1}
+    assert (s["mechanism"], s["K"], s["classes"], s["accounting"], s["answered_now"]) == ("darrm-pate", 5, 2,
+                                                                                          "worst-case", 4)
+    assert 0 < s["epsilon"] <= 8 and s["delta"] == 1e-3 and doc["text"].startswith("These 4 labels are")
+
+
 #: the commands this module runs with --format json (each by one or more tests above)
-COVERED = {"solve", "verify", "aggregate", "grid", "compare", "budget", "plan", "demo", "gaussian"}
+COVERED = {"solve", "verify", "aggregate", "grid", "compare", "budget", "plan", "demo", "gaussian", "label"}
 
 
 def test_every_json_command_is_covered(tmp_path):

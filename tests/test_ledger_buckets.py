@@ -150,7 +150,8 @@ def test_the_writer_pays_every_debit_once_and_computes_the_next_bucket_ahead(tmp
     p = table.profile
     with Ledger(f"sqlite:///{tmp_path}/l.db", "g", epsilon_budget=1e9, delta_budget=DELTA) as book:
         stated = [book.pay(table, 1).epsilon_spent for _ in range(20)]
-        book._writer._ahead.submit(lambda: None).result()  # the look-ahead thread is first in, first out: idle
+        # the look-ahead thread is first in, first out: idle
+        book._writer.compositions._ahead.submit(lambda: None).result()
         view = book.view()
         with book.db.read() as conn:
             spends = conn.execute(select(func.count()).select_from(SpendRecord)).scalar_one()

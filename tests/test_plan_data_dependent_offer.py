@@ -14,8 +14,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from darrm_opt.ledger.data_dependent import DataDependentPolicy
-from darrm_opt.ledger.dd_local import DataDependentLedger
+from darrm_opt.ledger.dd_account import DataDependentPolicy
+from darrm_opt.ledger.dd_local import DataDependentRecorder as DataDependentLedger
 from darrm_opt.mechanisms import mechanism, plan_job
 from darrm_opt.model.gnmax import gnmax_error, parse_prior
 from darrm_opt.model.multiclass import MulticlassPrior

@@ -21,7 +21,7 @@ from darrm_opt.errors import CertificationFailed, InvalidParameter, TableFileErr
 from darrm_opt.model.baselines import gamma_const, gamma_dsub, gamma_sub
 from darrm_opt.model.params import Params
 from darrm_opt.release.table_file import (
-    CertifiedTable,
+    ShrunkTable,
     baseline_tables,
     certified_decimals,
     certify_or_shrink,
@@ -177,7 +177,7 @@ def test_load_table_round_trip_and_errors(tmp_path):
 def test_default_is_six_decimals_and_tables_are_frozen():
     shown, _ = certified_decimals(Params(11, 3), G11)
     assert shown[1] == "0.977695"
-    table = CertifiedTable("t", (1.0, 1.0), certify(Params(1, 1), [1.0, 1.0]))
+    table = ShrunkTable("t", (1.0, 1.0), certify(Params(1, 1), [1.0, 1.0]))
     assert table.shrink == 1.0
     with pytest.raises(AttributeError):
         table.shrink = 0.5  # type: ignore[misc]

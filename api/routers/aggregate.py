@@ -1,4 +1,4 @@
-"""Private majority answers, paid from a ledger before they leave (see :mod:`darrm_opt.ledger.store`).
+"""Private majority answers, paid from a ledger before they leave (see :mod:`darrm_opt.ledger.writer`).
 
 Only a ledger of the key's tenant pays (an admin key's too): another tenant's ledger id answers 404 as an
 unknown one, and its idempotency records are never replayed (the tenant is checked in the debit's own
@@ -19,8 +19,9 @@ from starlette.requests import ClientDisconnect
 
 from darrm_opt.ledger.core import Debit, request_digest
 
+from .. import vectors_io
 from .. import votes as votes_io
-from ..debits import pay, refusal
+from ..debits import issued_key, pay, refusal
 from ..deps import KEYED_RESPONSES, principal, services
 from ..errors import invalid, validation_detail
 from ..middleware import BodyBudgetExceeded, read_body
@@ -60,7 +61,10 @@ def _request_schema() -> dict:
                              "for a different request (nothing spent, nothing released)"},
         503: {"model": ErrorOut, "description": "the ledger database is unavailable, the server holds as many "
                                                "request bodies as it may, or the debit was not decided within "
-                                               "DARRM_DEBIT_TIMEOUT_S (Retry-After); nothing was released"},
+                                               "DARRM_DEBIT_TIMEOUT_S (Retry-After; the body names "
+                                               "the idempotency_key that returns the answers if it was paid, "
+                                               "one the server issued when the request had none); nothing "
+                                               "was released"},
     },
 )
 async def aggregate(request: Request) -> Response:
@@ -86,7 +90,7 @@ async def aggregate(request: Request) -> Response:
 
 async def _aggregate(request: Request, s, taken: list[int]) -> Response:  # noqa: ANN001
     body = await read_body(request.stream(), s.bodies, taken)
-    if means.is_vectors_request(body):  # teachers' vectors for a gaussian-mean table
+    if vectors_io.is_vectors_request(body):  # teachers' vectors for a gaussian-mean table
         return await means.aggregate_vectors(request, s, body)
     try:
         if len(body) > votes_io.SMALL_BODY:  # numpy path: off the event loop
@@ -115,10 +119,9 @@ async def _aggregate(request: Request, s, taken: list[int]) -> Response:  # noqa
         answers = await run_in_threadpool(table.aggregator, votes)
     else:
         answers = table.aggregator(votes)
-    digest = None
-    if key is not None:
-        digest = (await run_in_threadpool(request_digest, table.id, ledger_id, votes) if n_rows > THREAD_ROWS
-                  else request_digest(table.id, ledger_id, votes))
+    key = key if key is not None else issued_key()  # a 503 names it: a debit paid late is never lost
+    digest = (await run_in_threadpool(request_digest, table.id, ledger_id, votes) if n_rows > THREAD_ROWS
+              else request_digest(table.id, ledger_id, votes))
     del votes
     debit = Debit.of(ledger_id, table, len(answers), answers=answers, idempotency_key=key, request_digest=digest,
                      tenant=principal(request).tenant)

@@ -1,5 +1,5 @@
 """Data-dependent ledgers: one job of GNMax-family or γ-table answers whose privacy is published only as a
-sanitised ε (darrm_opt.ledger.data_dependent; docs/data-dependent.md).
+sanitised ε (darrm_opt.ledger.dd_account; docs/data-dependent.md).
 
 The ε such a ledger publishes is a differentially private, noisy estimate of the privacy loss of *this*
 dataset, not a worst case; every view also carries ``data_independent_epsilon``, the worst case of the quota."""
@@ -82,6 +82,10 @@ class AnswerRequest(BaseModel):
     student: Student | None = Field(None, max_length=1000,
                                     description="interactive-gnmax (required there): the student's class "
                                                 "probabilities per query, each non-negative and summing to 1")
+    idempotency_key: PlainText | None = Field(
+        None, min_length=1, max_length=200,
+        description="repeating a key (one of the ledger's last 64) with the same votes and student returns the "
+                    "stored answers and records nothing; with another request it is a 422 naming it")
 
 
 class DataDependentLedgerOut(BaseModel):
@@ -143,6 +147,7 @@ async def record_dd(body: RecordRequest, s: ServicesDep, who: PrincipalDep,
 
 class AnswersOut(DataDependentLedgerOut):
     answers: list[int] = Field(..., description="one label per query; −1 is ⊥ (no answer)")
+    replayed: bool = Field(False, description="the answers of an earlier request with this idempotency_key")
 
 
 @router.post("/data-dependent-ledgers/{ledger_id}/answer", response_model=AnswersOut,
@@ -158,7 +163,8 @@ async def answer_dd(body: AnswerRequest, s: ServicesDep, who: PrincipalDep,
     ⊥ (−1) otherwise."""
     try:
         view = await run_in_threadpool(DataDependentStore(s.db).answer, ledger_id, body.votes,
-                                       drawer(s.tables.random_bytes), body.student, who.tenant)
+                                       drawer(s.tables.random_bytes), body.student, who.tenant,
+                                       body.idempotency_key)
     except BudgetExceeded as exc:
         return JSONResponse(status_code=409, content={"detail": str(exc)})
     return _missing(ledger_id) if view is None else view

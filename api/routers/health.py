@@ -1,11 +1,12 @@
-"""Liveness and readiness (no key needed)."""
+"""Liveness, readiness and Prometheus metrics (no key needed; :mod:`darrm_opt.api.observability`)."""
 
 from __future__ import annotations
 
 from fastapi import APIRouter
 from fastapi.concurrency import run_in_threadpool
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 
+from .. import observability
 from ..deps import ServicesDep
 from ..schemas import StatusOut
 
@@ -28,3 +29,16 @@ async def readyz(s: ServicesDep):
     if ok:
         return {"status": "ready"}
     return JSONResponse(status_code=503, content={"status": "unavailable"})
+
+
+@router.get("/metrics", summary="Prometheus metrics (text exposition format)",
+            responses={200: {"content": {"text/plain": {}}, "description": "the metrics"}},
+            response_class=Response)
+async def metrics(s: ServicesDep) -> Response:
+    observability.SOLVE_QUEUE.set(s.tables.in_flight())
+    observability.BODY_BYTES.set(s.bodies.held)
+    shared = s.writer.compositions.shared
+    if shared is not None:
+        observability.count_compositions(shared.computed)
+    body, content_type = observability.exposition()
+    return Response(content=body, media_type=content_type)

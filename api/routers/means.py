@@ -1,18 +1,21 @@
 """Gaussian mean releases in the service: calibrate and store a ``gaussian-mean`` table, and answer a batch of
 teachers' vectors (``POST /v1/aggregate`` with ``vectors``; see :func:`aggregate_vectors`).
 
-A vectors request is ``{"table_id", "ledger_id", "vectors": [[[y_1, …, y_l] × K] × N]}`` with every value a
+A vectors request is ``{"table_id", "ledger_id", "vectors": [[[y_1, …, y_l] × K] × N], "idempotency_key"?}`` with
+every value a
 number in [0, 1]; the body's size is bounded by DARRM_MAX_BODY_BYTES like every aggregate request (16 MiB:
 about 8·10⁵ values written with 17 significant digits, N × K × l up to that), N by DARRM_MAX_ROWS and
 N × K × l by :data:`MAX_VECTOR_VALUES`. Each teacher's vector is
 clipped to the table's radius here, on the server; bad shapes, NaN and values outside [0, 1] are a 422 naming
 ``vectors`` and the first bad row; nothing is spent then. The debit is priced by the table's exact profile
-like every other kind's, and the noisy means are returned only after it is committed.
+like every other kind's, and the noisy means are returned only after it is committed. The noisy lattice sums
+are drawn before the debit and stored with it under the idempotency key (the client's, or one the server
+issues and names in a 503): the same request with the key returns the same means and spends nothing.
 """
 
 from __future__ import annotations
 
-import json
+import hashlib
 import logging
 import time
 from typing import Any
@@ -27,7 +30,8 @@ from darrm_opt.errors import InvalidParameter
 from darrm_opt.ledger.core import Debit
 from darrm_opt.mechanisms import mechanism
 
-from ..debits import pay, refusal
+from .. import vectors_io
+from ..debits import issued_key, pay, refusal
 from ..deps import KEYED_RESPONSES, Services, ServicesDep, principal
 from ..errors import invalid
 
@@ -69,33 +73,12 @@ def post_gaussian_table(body: GaussianTableRequest, s: ServicesDep) -> dict[str,
     return {"table": served.to_dict(), "calibration": cal.to_dict()}
 
 
-def is_vectors_request(body: bytes | bytearray) -> bool:
-    """Whether an aggregate body names ``vectors`` (then it is read here, not as votes)."""
-    return b'"vectors"' in body
-
-
-def _parse(body: bytes | bytearray) -> tuple[str, str, np.ndarray]:
-    try:
-        doc = json.loads(body)
-    except (ValueError, UnicodeDecodeError):
-        raise InvalidParameter("body", "is not valid JSON text") from None
-    if not isinstance(doc, dict):
-        raise InvalidParameter("body", "must be a JSON object")
-    extra = set(doc) - {"table_id", "ledger_id", "vectors"}
-    if extra:
-        raise InvalidParameter(sorted(extra)[0], "is not a field of a vectors request "
-                               "(table_id, ledger_id, vectors)")
-    for name in ("table_id", "ledger_id"):
-        if not isinstance(doc.get(name), str) or not doc[name]:
-            raise InvalidParameter(name, "must be a non-empty string")
-    try:
-        vectors = np.asarray(doc["vectors"], dtype=np.float64)
-    except (TypeError, ValueError):
-        raise InvalidParameter("vectors", "must be an array (rows, K, dim) of numbers (every row K vectors of "
-                               "dim numbers)") from None
-    if vectors.size > MAX_VECTOR_VALUES:
-        raise InvalidParameter("vectors", f"at most {MAX_VECTOR_VALUES} values (rows × K × dim) per request")
-    return doc["table_id"], doc["ledger_id"], vectors
+def vectors_digest(table_id: str, ledger_id: str, vectors: np.ndarray) -> str:
+    """SHA-256 (hex) of a vectors request: table, ledger, the shape and every value (float64, bit for bit)."""
+    arr = np.ascontiguousarray(vectors, dtype="<f8")
+    h = hashlib.sha256(f"darrm-vectors-v1\0{table_id}\0{ledger_id}\0{'x'.join(map(str, arr.shape))}\0".encode())
+    h.update(arr.tobytes())
+    return h.hexdigest()
 
 
 def _invalid(exc: InvalidParameter) -> JSONResponse:
@@ -106,7 +89,7 @@ async def aggregate_vectors(request: Request, s: Services, body: bytes | bytearr
     """The noisy means of a vectors request (module docstring), paid before they leave from a ledger of the
     key's tenant (another tenant's ledger is an unknown one)."""
     try:
-        table_id, ledger_id, vectors = await run_in_threadpool(_parse, body)
+        table_id, ledger_id, key, vectors = await run_in_threadpool(vectors_io.parse, body, MAX_VECTOR_VALUES)
     except InvalidParameter as exc:
         return _invalid(exc)
     if vectors.ndim >= 1 and vectors.shape[0] > s.settings.max_rows:
@@ -121,13 +104,18 @@ async def aggregate_vectors(request: Request, s: Services, body: bytes | bytearr
         prepared = await run_in_threadpool(sampler.prepare, vectors)  # checked and clipped on the server
     except InvalidParameter as exc:
         return invalid("body", "vectors", message=f"{exc.rule} (table {table_id})")
-    debit = Debit.of(ledger_id, table, sampler.rows(prepared), tenant=principal(request).tenant)
+    digest = await run_in_threadpool(vectors_digest, table.id, ledger_id, vectors)
+    del vectors
+    sums = await run_in_threadpool(sampler.noisy_sums, prepared)  # drawn, not released until paid
+    debit = Debit.of(ledger_id, table, sampler.rows(prepared), answers=sums,
+                     idempotency_key=key if key is not None else issued_key(), request_digest=digest,
+                     tenant=principal(request).tenant)
     result = await pay(s, debit)
     if isinstance(result, Response):
         return result
-    if result.status != "paid":
+    if result.status not in ("paid", "replayed"):
         return refusal(result)
-    means = await run_in_threadpool(sampler.draw, prepared)
+    means = await run_in_threadpool(sampler.means, result.answers)
     return JSONResponse(content={"answers": means.tolist(), "epsilon_spent": result.epsilon_spent,
                                  "delta_target": result.delta_target, "composition": result.composition,
-                                 "ledger_answers": result.ledger_answers, "replayed": False})
+                                 "ledger_answers": result.ledger_answers, "replayed": result.status == "replayed"})

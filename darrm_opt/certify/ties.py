@@ -119,36 +119,3 @@ def is_exact_tie(params: Params, gamma: np.ndarray, counts, side: int) -> bool:
     """True when the excess x_side of ``counts`` is exactly 0 (P ≡ 0, module docstring)."""
     P = excess_polynomial(params, gamma, counts, side)
     return P is not None and not P
-
-
-#: the relative shrink tried on a table refused at an undecided tie
-SHRINK = 1e-12
-
-
-def tight_note(params, gamma, cert) -> str | None:  # noqa: ANN001
-    """A plain explanation when the rejected table's worst multiset is an undecided tie: its excess interval
-    still straddles 0 at the last precision of the interval re-check (certify/exact.py), as for exactly
-    tight tables (γ_DSub; γ ≡ 1 at K = 3, m = 2). Equality cannot be proven in interval arithmetic, so the
-    table is not accepted; says whether γ·(1 − 1e-12) certifies (checked here)."""
-    import mpmath
-    import numpy as np
-
-    from darrm_opt.certify.certificate import certify, is_symmetric
-    from darrm_opt.certify.exact import decide
-
-    g = np.asarray(gamma, dtype=np.float64)
-    if not cert.worst_multiset:
-        return None
-    d = decide(params, g, cert.worst_multiset, not is_symmetric(g))
-    if d.verdict != "undecided":
-        return None
-    shrunk = certify(params, g * (1.0 - SHRINK))
-    if shrunk.certified:
-        fix = (f"the table scaled by (1 - {SHRINK:g}) certifies "
-               f"(bound - max cost = {shrunk.bound - shrunk.max_privacy_cost:.3g})")
-    else:
-        fix = f"scaling it by (1 - {SHRINK:g}) does not certify either"
-    return (f"the table meets the bound with equality to {d.digits} digits at multiset {cert.worst_multiset} "
-            f"(interval arithmetic at {d.digits} digits puts (cost - bound)/2 in [{mpmath.nstr(d.lo, 3)}, "
-            f"{mpmath.nstr(d.hi, 3)}], bound {cert.bound:.12g}); whether it exceeds the bound cannot be proven, "
-            f"so the verifier does not accept it; {fix}.")

@@ -80,16 +80,17 @@ def _root(
     Run `darrm-opt COMMAND --help` for a command's options and an example."""
 
 #: Each command is the function of the same name in the module of the same name.
-COMMANDS = ("solve", "verify", "aggregate", "grid", "compare", "plot", "budget", "demo", "serve", "plan", "gaussian")
+COMMANDS = ("solve", "verify", "aggregate", "grid", "compare", "plot", "budget", "demo", "serve", "plan", "gaussian",
+            "label")
 
 for _name in COMMANDS:
     app.command(_name)(getattr(importlib.import_module(f"{__name__}.{_name}"), _name))
 
 #: command groups: the Typer app of the module of the same name
-GROUPS = ("keys",)
+GROUPS = ("keys", "data_dependent")
 
 for _name in GROUPS:
-    app.add_typer(importlib.import_module(f"{__name__}.{_name}").app, name=_name)
+    app.add_typer(importlib.import_module(f"{__name__}.{_name}").app, name=_name.replace("_", "-"))
 
 
 def main() -> None:

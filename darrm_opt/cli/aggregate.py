@@ -9,31 +9,7 @@ from typing import Optional
 import typer
 
 from darrm_opt.cli.common import err_console, handle_errors, write_output
-from darrm_opt.cli.options import TabularFormat
-
-
-def _read_text(path: Path) -> str:
-    from darrm_opt.errors import TableFileError
-
-    try:
-        return path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise TableFileError(f"cannot read votes file {str(path)!r}: {getattr(exc, 'strerror', None) or exc}") from None
-
-
-def read_votes(path: Path, K: int):
-    """The vote rows of a CSV file as a (rows, K) uint8 array of 0/1 votes
-    (:func:`darrm_opt.release.votes_csv.read_vote_rows`: header, delimiters and the bad line named)."""
-    from darrm_opt.release.votes_csv import read_vote_rows
-
-    return read_vote_rows(_read_text(path), K)
-
-
-def read_labels(path: Path, K: int, C: int):
-    """The class-label rows of a CSV file as a (rows, K) array of integers in [0, C − 1]."""
-    from darrm_opt.release.votes_csv import read_vote_rows
-
-    return read_vote_rows(_read_text(path), K, C)
+from darrm_opt.cli.options import TabularFormat, number_pair
 
 
 def read_vectors(path: Path):
@@ -63,16 +39,23 @@ def read_vectors(path: Path):
 def aggregate(
     table: Path = typer.Option(..., "--table", help="a γ table JSON file (darrm-opt solve --format json), "
                                "binary or multi-class (--classes)"),
-    votes: Path = typer.Option(..., "--votes", help="CSV: one row of K votes per line (0/1 for a binary table, "
-                               "class labels 0..C-1 for a multi-class one); delimiter , ; tab or spaces, an "
-                               "optional header row, 1.0 read as 1; for a gaussian-mean "
-                               "table an .npy/.npz array (rows, K, dim) of teachers' outputs in [0, 1]"),
+    votes: Path = typer.Option(..., "--votes", help="the votes: (N, K) labels (0/1 for a binary table, class "
+                               "labels 0..C-1 for a multi-class one) or (N, C) counts (each row sums to K), "
+                               "as .npy, .npz, CSV/TSV (delimiter , ; tab or spaces, an optional header row, "
+                               "1.0 read as 1) or - for standard input; for a gaussian-mean table an .npy/.npz "
+                               "array (rows, K, dim) of teachers' outputs in [0, 1]"),
     ledger_db: Optional[str] = typer.Option(
         None, "--ledger-db", help="ledger database: sqlite:///PATH, a file path or postgresql://USER@HOST/DB "
         "(default: $DARRM_DATABASE_URL, else sqlite:///darrm.db, as the service)"),
     ledger: Optional[str] = typer.Option(None, "--ledger", help="pay from this ledger (name or id)"),
-    epsilon_budget: Optional[float] = typer.Option(None, "--epsilon-budget", help="ε budget of a new ledger"),
-    delta_budget: Optional[float] = typer.Option(None, "--delta-budget", help="δ budget of a new ledger"),
+    budget: Optional[str] = typer.Option(None, "--budget", help="EPS,DELTA: the total budget of a new ledger (as "
+                                         "plan and label take it)"),
+    epsilon_budget: Optional[float] = typer.Option(None, "--epsilon-budget", help="ε budget of a new ledger "
+                                                   "(the EPS of --budget)"),
+    delta_budget: Optional[float] = typer.Option(None, "--delta-budget", help="δ budget of a new ledger "
+                                                 "(the DELTA of --budget)"),
+    no_ledger: bool = typer.Option(False, "--no-ledger", help="release without a ledger, knowingly: nothing is "
+                                   "accounted (without it, a line on stderr says so)"),
     fmt: TabularFormat = typer.Option(TabularFormat.csv, "--format", help="csv | json"),
     out: Optional[Path] = typer.Option(None, "--out", help="write the answers here instead of stdout"),
 ) -> None:
@@ -87,7 +70,7 @@ def aggregate(
     \b
     Example:
       darrm-opt aggregate --table t11.json --votes votes.csv --ledger job-1 \\
-          --epsilon-budget 10 --delta-budget 1e-3
+          --budget 10,1e-3
     """
     import os
 
@@ -95,17 +78,23 @@ def aggregate(
     from darrm_opt.mechanisms import mechanism
     from darrm_opt.release.release import Aggregator
     from darrm_opt.release.table_file import load_certified
+    from darrm_opt.release.votes import read_votes
 
     with handle_errors():
+        if budget is not None:
+            if epsilon_budget is not None or delta_budget is not None:
+                raise InvalidParameter("budget", "give --budget EPS,DELTA or --epsilon-budget/--delta-budget, "
+                                       "not both")
+            epsilon_budget, delta_budget = number_pair(budget, "budget")
         if ledger is None and (ledger_db or epsilon_budget is not None or delta_budget is not None):
-            raise InvalidParameter("ledger", "--ledger-db, --epsilon-budget and --delta-budget need --ledger NAME")
+            raise InvalidParameter("ledger", "--ledger-db and --budget need --ledger NAME")
+        if ledger is not None and no_ledger:
+            raise InvalidParameter("no-ledger", "contradicts --ledger NAME: give one of them")
         certified = load_certified(table, profile=ledger is not None)
         if mechanism(certified.kind).votes_file == "npy":
             rows = read_vectors(votes)
-        elif certified.classes is None:
-            rows = read_votes(votes, certified.K)
         else:
-            rows = read_labels(votes, certified.K, certified.classes)
+            rows = read_votes(str(votes), K=certified.K, classes=certified.classes or 2).labels
         spend = None
         if ledger is not None:
             local_ledger = _require_service_extra()
@@ -115,6 +104,10 @@ def aggregate(
                 spend = book.view()
         else:
             answers = Aggregator(certified)(rows)
+            if not no_ledger:
+                err_console.print(f"no ledger: nothing was accounted for these {len(answers)} answers; their "
+                                  "privacy is yours to account (--ledger NAME --budget EPS,DELTA pays for them "
+                                  "first; --no-ledger releases knowingly)", soft_wrap=True, markup=False)
         write_output(_render(answers, certified, spend, fmt), out)
         if spend is not None:
             err_console.print(

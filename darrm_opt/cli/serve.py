@@ -74,7 +74,10 @@ def _run(host: str, port: int, workers: int) -> bool:
     from uvicorn.config import STARTUP_FAILURE
     from uvicorn.supervisors import Multiprocess
 
-    config = uvicorn.Config("darrm_opt.api.main:create_app", factory=True, host=host, port=port, workers=workers)
+    from darrm_opt.api.protocol import HeaderTimeoutProtocol
+
+    config = uvicorn.Config("darrm_opt.api.main:create_app", factory=True, host=host, port=port, workers=workers,
+                            http=HeaderTimeoutProtocol)
     if workers == 1:
         server = uvicorn.Server(config)
         try:

@@ -1,6 +1,6 @@
 """Token buckets by tenant, one set per server process: the request rates of the service
 (:class:`darrm_opt.api.admission.TenantRates`) and each tenant's share of the time for near-budget compositions
-(:class:`darrm_opt.ledger.store.DebitWriter`).
+(:class:`darrm_opt.ledger.scheduler.CompositionScheduler`).
 
 Tenant t's bucket holds ``level`` ≤ ``burst``, refilled at ``rate`` per second: at time s it holds
 ``min(burst, level + rate·(s − s_last))``. :meth:`TenantBuckets.take` takes an amount only if the bucket holds it

@@ -6,10 +6,17 @@ process keeps its own in-memory cache; with several processes each would compute
 So a process that needs one not in its memory asks the ``compositions`` table first (:meth:`obtain`):
 
 - a stored ε is read (exactly: a float64 column) and used;
-- a fresh *claim* (a row without ε, younger than ``stale_s``) means another process is computing it: this one
+- a fresh *claim* (a row without ε, renewed within ``stale_s``) means another process is computing it: this one
   polls the row until the value is stored, the claim goes stale (its process died) or ``wait_s`` passes, then
   computes it itself;
 - otherwise it claims the row, computes, and stores the value.
+
+A claim is a lease that dies with its holder: while a process computes, a heartbeat thread renews its claims'
+``updated_at`` every :data:`HEARTBEAT_S` seconds, and a claim not renewed for :data:`STALE_S` seconds is taken
+over. So a process killed (SIGKILL, OOM) while it holds a claim delays the others' by at most ``STALE_S``
+(not the length of any computation), on SQLite and PostgreSQL alike; a computation that fails deletes its claim.
+Freshness compares the renewing process's clock with the reader's: clocks that disagree by more than a few
+seconds only make two processes compute the same value (the table never decides a debit).
 
 The table is a cache: a stored value is :func:`exact_epsilon`'s own result for the key
 (:func:`darrm_opt.privacy.pld.composition_key` names the profiles exactly, the counts, δ, the grid and the
@@ -38,8 +45,12 @@ from .schema import Composition, aware, utcnow
 
 log = logging.getLogger("darrm.ledger")
 
-#: a claim not completed after this many seconds is taken to be abandoned (its process died)
-STALE_S = 120.0
+#: a claim not renewed for this many seconds is taken to be abandoned (its process died)
+STALE_S = 3.0
+#: how often a process renews the claims it holds
+HEARTBEAT_S = 0.5
+#: the longest a process waits for a composition another live process is computing
+MAX_WAIT_S = 120.0
 #: how often a process waiting for another's composition polls its row
 POLL_S = 0.01
 #: stored compositions are deleted after this many seconds
@@ -52,9 +63,13 @@ class SharedCompositions:
     """The ``compositions`` table of ``db`` (see the module docstring)."""
 
     def __init__(self, db: Database, *, stale_s: float = STALE_S, poll_s: float = POLL_S,
-                 keep_s: float = KEEP_S) -> None:
+                 keep_s: float = KEEP_S, heartbeat_s: float = HEARTBEAT_S) -> None:
         self.db = db
         self.stale_s = stale_s
+        self.heartbeat_s = heartbeat_s
+        #: the keys this process has claimed and is computing (renewed by the heartbeat thread)
+        self._held: set[str] = set()
+        self._beat: threading.Thread | None = None
         self.poll_s = poll_s
         self.keep_s = keep_s
         self._pruned = time.monotonic()
@@ -109,6 +124,39 @@ class SharedCompositions:
             log.warning("shared compositions unavailable (%s): computing locally", type(exc).__name__)
             return None, True
 
+    def _hold(self, key: str) -> None:
+        with self._lock:
+            self._held.add(key)
+            if self._beat is None or not self._beat.is_alive():
+                self._beat = threading.Thread(target=self._renew, name="darrm-claims", daemon=True)
+                self._beat.start()
+
+    def _release(self, key: str, *, failed: bool) -> None:
+        with self._lock:
+            self._held.discard(key)
+        if failed:  # nobody will store it: let another process claim it at once
+            try:
+                with self.db.write() as conn:
+                    conn.execute(delete(Composition).where(Composition.key == key, Composition.epsilon.is_(None)))
+            except SQLAlchemyError as exc:
+                log.warning("failed claim not deleted (%s)", type(exc).__name__)
+
+    def _renew(self) -> None:
+        """The heartbeat: renew every held claim each ``heartbeat_s``; ends when none is held."""
+        while True:
+            time.sleep(self.heartbeat_s)
+            with self._lock:
+                held = sorted(self._held)
+                if not held:
+                    self._beat = None
+                    return
+            try:
+                with self.db.write() as conn:
+                    conn.execute(update(Composition).where(Composition.key.in_(held), Composition.epsilon.is_(None))
+                                 .values(updated_at=utcnow()))
+            except SQLAlchemyError as exc:
+                log.warning("claims not renewed (%s)", type(exc).__name__)
+
     def store(self, key: str, epsilon: float) -> None:
         """Store ``epsilon`` for ``key`` (over a claim, or a new row); errors are logged, never raised."""
         try:
@@ -136,15 +184,15 @@ class SharedCompositions:
     def obtain(self, parts: Iterable[tuple[Profile, int]], delta: float, coarse: bool,
                compute: Callable[[], float], *, wait_s: float | None = None) -> float | None:
         """The ε of this composition: from this process's memory, the table, another process's computation
-        (waited for up to ``wait_s``, default the stale time) or ``compute()`` (then stored). It is put in this
-        process's memory. With ``wait_s = 0`` a composition another process is computing is not waited for:
-        None is returned."""
+        (waited for up to ``wait_s``, default MAX_WAIT_S, while its claim is renewed) or ``compute()`` (then
+        stored). It is put in this process's memory. With ``wait_s = 0`` a composition another process is
+        computing is not waited for: None is returned."""
         parts = list(parts)
         hit = cached_exact_epsilon(parts, delta, coarse=coarse)
         if hit is not None:
             return hit
         key = composition_key(parts, delta, coarse=coarse)
-        deadline = time.monotonic() + (self.stale_s if wait_s is None else wait_s)
+        deadline = time.monotonic() + (MAX_WAIT_S if wait_s is None else wait_s)
         while True:
             value, busy = self.peek(key)
             mine = False
@@ -159,8 +207,17 @@ class SharedCompositions:
             time.sleep(self.poll_s)
         if not mine and wait_s == 0:
             return None
-        value = float(compute())
+        if mine:
+            self._hold(key)
+        try:
+            value = float(compute())
+        except BaseException:
+            if mine:
+                self._release(key, failed=True)
+            raise
         self.computed += 1
         remember_exact_epsilon(parts, delta, value, coarse=coarse)
         self.store(key, value)
+        if mine:
+            self._release(key, failed=False)
         return value

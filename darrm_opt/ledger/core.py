@@ -1,4 +1,4 @@
-"""The ledger's decision: which debits a ledger pays, at what spend (no I/O; :mod:`.store` persists it).
+"""The ledger's decision: which debits a ledger pays, at what spend (no I/O; :mod:`.writer` persists it).
 
 A *debit* asks a ledger to pay for ``rows`` answers of one certified table, identified by its content hash
 (:func:`darrm_opt.privacy.table.table_id`: kind, setting, parameters and γ), at that table's per-answer cost
@@ -55,6 +55,7 @@ from darrm_opt.privacy.adaptive import EXACT_DOMINATING, adaptive_parts
 from darrm_opt.privacy.parallel import capped
 from darrm_opt.privacy.pld import (
     EXACT_MAX_ANSWERS,
+    DominatingPair,
     Parts,
     bucketed,
     cached_exact_epsilon,
@@ -79,15 +80,19 @@ def no_profiles(table_id: str) -> Profile | None:
 
 
 def encode_answers(answers: np.ndarray) -> str:
-    """One digit per answer (binary answers, class labels up to 9); a JSON list when a label exceeds 9."""
-    if answers.size and int(answers.max()) > 9:
-        return json.dumps([int(a) for a in answers.tolist()], separators=(",", ":"))
+    """One digit per answer (binary answers, class labels up to 9); a JSON list of integers otherwise (class
+    labels above 9; the lattice sums of a Gaussian mean release, any int64, flattened)."""
+    if answers.size and (int(answers.max()) > 9 or int(answers.min()) < 0):
+        return json.dumps([int(a) for a in answers.ravel().tolist()], separators=(",", ":"))
     return (answers.astype(np.uint8) + ord("0")).tobytes().decode("ascii")
 
 
 def decode_answers(text: str) -> np.ndarray:
+    """The answers of :func:`encode_answers`: uint8 digits, uint16 class labels, or int64 beyond those."""
     if text.startswith("["):
-        return np.asarray(json.loads(text), dtype=np.uint16)
+        values = np.asarray(json.loads(text), dtype=np.int64)
+        return values.astype(np.uint16) if not values.size or (values.min() >= 0 and values.max() <= 0xFFFF) \
+            else values
     return np.frombuffer(text.encode("ascii"), dtype=np.uint8) - ord("0")
 
 
@@ -161,7 +166,7 @@ class NeedsExact(Exception):
     """A decision needs an exact composition that is not cached yet (see :meth:`LedgerState.account`);
     ``ledger_id``: the ledger whose decision needs it."""
 
-    def __init__(self, parts: list[tuple[Profile, int]], delta: float, coarse: bool = False,
+    def __init__(self, parts: list[tuple[DominatingPair, int]], delta: float, coarse: bool = False,
                  ledger_id: str = "", near: bool | None = None) -> None:
         super().__init__("exact composition not cached")
         self.parts = parts

@@ -7,8 +7,8 @@ write lock at the start (several server processes serialise there, and a read ne
 to a write mid-transaction), plain ``BEGIN`` for reads (WAL readers never block the writer).
 
 PostgreSQL: ``postgresql://`` URLs are rewritten to the psycopg 3 driver; writers lock the rows they
-change with ``SELECT … FOR UPDATE`` (see :mod:`darrm_opt.ledger.store`); migrations hold an advisory lock so that
-several processes starting at once apply them once.
+change with ``SELECT … FOR UPDATE`` (see :mod:`darrm_opt.ledger.writer`); migrations hold an advisory lock so
+that several processes starting at once apply them once.
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """A data-dependent ledger used from Python without a server, on the service's database code.
 
-:class:`DataDependentLedger` opens a database (a SQLite file by default, migrated on first use, or
-PostgreSQL), finds or creates a data-dependent ledger by name (:mod:`darrm_opt.ledger.data_dependent`),
+:class:`DataDependentRecorder` opens a database (a SQLite file by default, migrated on first use, or
+PostgreSQL), finds or creates a data-dependent ledger by name (:mod:`darrm_opt.ledger.dd_account`),
 records the queries of its job and publishes its sanitised ε once. Like the store, it shows only public
-values (:func:`~darrm_opt.ledger.data_dependent.public_view`)."""
+values (:func:`~darrm_opt.ledger.dd_account.public_view`)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from types import TracebackType
 from typing import Any
 
-from .data_dependent import DataDependentPolicy, RandomBytes
+from .dd_account import DataDependentPolicy, RandomBytes
 from .dd_store import DataDependentStore
 from .local import open_ledger
 
@@ -22,7 +22,7 @@ def _system_random(n: int) -> bytes:
     return os.urandom(n)
 
 
-class DataDependentLedger:
+class DataDependentRecorder:
     """A data-dependent job on a database: ``record`` its queries, ``publish`` its sanitised ε (once).
 
     ``policy``: a :class:`DataDependentPolicy` (or its mapping) to create the ledger ``name``; omitted, the
@@ -58,7 +58,7 @@ class DataDependentLedger:
     def close(self) -> None:
         self.db.dispose()
 
-    def __enter__(self) -> DataDependentLedger:
+    def __enter__(self) -> DataDependentRecorder:
         return self
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,

@@ -1,14 +1,16 @@
 """Data-dependent ledgers on a database (table ``data_dependent_ledgers``, migration 0009).
 
 Every change runs in one write transaction that locks the ledger's row (SQLite ``BEGIN IMMEDIATE``;
-PostgreSQL ``SELECT … FOR UPDATE``), decides with :mod:`darrm_opt.ledger.data_dependent` and commits: two
+PostgreSQL ``SELECT … FOR UPDATE``), decides with :mod:`darrm_opt.ledger.dd_account` and commits: two
 processes recording on one ledger serialise, and the quota holds across them. Reads return
-:func:`~darrm_opt.ledger.data_dependent.public_view` only: the private account in ``state`` never leaves
+:func:`~darrm_opt.ledger.dd_account.public_view` only: the private account in ``state`` never leaves
 this module.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -17,7 +19,8 @@ from sqlalchemy import insert, or_, select, text, update
 
 from darrm_opt.errors import InvalidParameter
 
-from .data_dependent import (
+from .db import Database
+from .dd_account import (
     DataDependentPolicy,
     DataDependentState,
     RandomBytes,
@@ -28,11 +31,19 @@ from .data_dependent import (
     publish,
     record,
 )
-from .db import Database
-from .schema import DEFAULT_TENANT, DataDependentLedger, aware, utcnow
+from .schema import DEFAULT_TENANT, DataDependentLedgerRecord, aware, utcnow
 
 #: draws a batch's answers: (policy, histograms, student probabilities or None) → (labels, answered or None)
 Draw = Callable[[DataDependentPolicy, Any, Any], tuple[Any, Any]]
+
+
+def answer_digest(votes: object, student: object | None) -> str:
+    """SHA-256 (hex) of an answer request's votes and student probabilities (its canonical JSON)."""
+    def plain(x: object) -> object:
+        return x.tolist() if hasattr(x, "tolist") else x  # numpy arrays as lists
+
+    text = json.dumps({"votes": plain(votes), "student": plain(student)}, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(b"darrm-dd-answer-v1\0" + text.encode()).hexdigest()
 
 
 def _view(row: Any) -> dict[str, Any]:
@@ -49,7 +60,7 @@ NAME_LOCK = 7_247_301_813
 
 def _of(tenant: str | None) -> list[Any]:
     """The condition that a ledger belongs to ``tenant`` (none for None: every tenant's, an admin's read)."""
-    return [] if tenant is None else [DataDependentLedger.tenant == tenant]
+    return [] if tenant is None else [DataDependentLedgerRecord.tenant == tenant]
 
 
 class DataDependentStore:
@@ -70,8 +81,8 @@ class DataDependentStore:
         with self.db.write() as conn:
             if not self.db.is_sqlite:
                 conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": NAME_LOCK})
-            rows = conn.execute(select(DataDependentLedger.id, DataDependentLedger.policy).where(
-                or_(DataDependentLedger.id == name, DataDependentLedger.name == name), *_of(tenant))).all()
+            rows = conn.execute(select(DataDependentLedgerRecord.id, DataDependentLedgerRecord.policy).where(
+                or_(DataDependentLedgerRecord.id == name, DataDependentLedgerRecord.name == name), *_of(tenant))).all()
             if len(rows) > 1:
                 raise InvalidParameter("ledger", f"{len(rows)} data-dependent ledgers are called {name!r}: "
                                        "give one's id")
@@ -90,7 +101,7 @@ class DataDependentStore:
             raise InvalidParameter("name", "must be a non-empty string of at most 200 characters", name)
         ledger_id = uuid.uuid4().hex
         now = utcnow()
-        conn.execute(insert(DataDependentLedger).values(
+        conn.execute(insert(DataDependentLedgerRecord).values(
             id=ledger_id, name=name, policy=p.to_json(), queries=0, answered=0,
             state=new_state(p).to_json(), published_epsilon=None, created_at=now, updated_at=now, tenant=tenant))
         return ledger_id
@@ -106,13 +117,13 @@ class DataDependentStore:
     def get(self, ledger_id: str, tenant: str | None = DEFAULT_TENANT) -> dict[str, Any] | None:
         """The public view of a ledger of ``tenant`` (None: of any tenant), or None."""
         with self.db.read() as conn:
-            row = conn.execute(select(DataDependentLedger).where(DataDependentLedger.id == ledger_id,
+            row = conn.execute(select(DataDependentLedgerRecord).where(DataDependentLedgerRecord.id == ledger_id,
                                                                  *_of(tenant))).first()
         return None if row is None else _view(row)
 
     def _change(self, ledger_id: str, change, tenant: str) -> dict[str, Any] | None:  # noqa: ANN001
         with self.db.write() as conn:
-            q = select(DataDependentLedger).where(DataDependentLedger.id == ledger_id, *_of(tenant))
+            q = select(DataDependentLedgerRecord).where(DataDependentLedgerRecord.id == ledger_id, *_of(tenant))
             if not self.db.is_sqlite:
                 q = q.with_for_update()
             row = conn.execute(q).first()
@@ -120,7 +131,7 @@ class DataDependentStore:
                 return None
             policy = DataDependentPolicy.from_json(row.policy)
             state = change(policy, DataDependentState.from_json(row.state))
-            conn.execute(update(DataDependentLedger).where(DataDependentLedger.id == ledger_id).values(
+            conn.execute(update(DataDependentLedgerRecord).where(DataDependentLedgerRecord.id == ledger_id).values(
                 queries=state.queries, answered=state.answered, state=state.to_json(),
                 published_epsilon=state.published, updated_at=utcnow()))
         return self.get(ledger_id, tenant)
@@ -134,23 +145,39 @@ class DataDependentStore:
         return self._change(ledger_id, lambda p, s: record(p, s, votes, answered, student), tenant)
 
     def answer(self, ledger_id: str, votes: object, draw: Draw, student: object | None = None,
-               tenant: str = DEFAULT_TENANT) -> dict[str, Any] | None:
+               tenant: str = DEFAULT_TENANT, idempotency_key: str | None = None) -> dict[str, Any] | None:
         """Draw the answers to ``votes`` and account them in one transaction on a ledger of ``tenant``:
         admission first (quota, seal: BudgetExceeded before any draw), then ``draw(policy, votes, student)``
         → (labels, answered or None), then :func:`record` of that outcome (discrete noise). The public
-        view with ``answers`` (−1: ⊥), or None for an unknown ledger. Nothing is written or answered on an
-        error."""
-        out: dict[str, Any] = {}
+        view with ``answers`` (−1: ⊥) and ``replayed``, or None for an unknown ledger. Nothing is written or
+        answered on an error.
+
+        With ``idempotency_key``: a key among the ledger's last KEPT_KEYS keyed requests, sent again with the
+        same votes and student, returns that request's answers and records nothing (``replayed``); with
+        another request it is InvalidParameter naming ``idempotency_key``."""
+        out: dict[str, Any] = {"replayed": False}
+        digest = None if idempotency_key is None else answer_digest(votes, student)
 
         def change(p: DataDependentPolicy, s: DataDependentState) -> DataDependentState:
+            if idempotency_key is not None:
+                kept = s.answers_of(idempotency_key)
+                if kept is not None:
+                    if kept[0] != digest:
+                        raise InvalidParameter("idempotency_key", "was already used on this ledger for a different "
+                                               "request; nothing was recorded or answered")
+                    out.update(answers=list(kept[1]), replayed=True)
+                    return s
             v = histograms(p, votes)
             admit(p, s, v.shape[0])
             labels, answered = draw(p, v, student)
             out["answers"] = [int(x) for x in labels]
-            return record(p, s, v, None if answered is None else [bool(a) for a in answered], student)
+            s = record(p, s, v, None if answered is None else [bool(a) for a in answered], student)
+            if idempotency_key is not None and digest is not None:
+                s = s.keep(idempotency_key, digest, tuple(out["answers"]))
+            return s
 
         view = self._change(ledger_id, change, tenant)
-        return None if view is None else {**view, "answers": out["answers"]}
+        return None if view is None else {**view, "answers": out["answers"], "replayed": out["replayed"]}
 
     def publish(self, ledger_id: str, random_bytes: RandomBytes, tenant: str = DEFAULT_TENANT) -> dict[str, Any] | None:
         """Publish the sanitised ε (once) and seal a ledger of ``tenant``; its public view."""

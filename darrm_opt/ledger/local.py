@@ -2,7 +2,7 @@
 
 :class:`Ledger` opens a database (a SQLite file by default, created and migrated on first use, or the
 service's PostgreSQL), finds or creates a ledger by name and pays for batches of answers of certified
-tables (:class:`darrm_opt.privacy.table.CertifiedTable`) through :class:`darrm_opt.ledger.store.DebitWriter`:
+tables (:class:`darrm_opt.privacy.table.CertifiedTable`) through :class:`darrm_opt.ledger.writer.DebitWriter`:
 one transaction that locks the ledger, decides with :func:`darrm_opt.ledger.core.decide` (each answer priced
 with its own table's profile, the teachers' setting checked against the ledger's cap) and commits durably
 (SQLite ``synchronous=FULL``) before :meth:`Ledger.pay` returns. A batch that does not fit is refused whole:
@@ -30,10 +30,10 @@ from darrm_opt.privacy.table import CertifiedTable
 
 from .core import Debit, DebitResult
 from .db import DEFAULT_URL, Database, migrate
-from .schema import GammaTable, utcnow
-from .schema import Ledger as LedgerRow
-from .store import DebitWriter, LedgerStore, insert_ledger
+from .schema import GammaTable, LedgerRecord, SpendRecord, utcnow
 from .tables import table_columns
+from .views import LedgerStore, insert_ledger
+from .writer import DebitWriter
 
 #: pg_advisory_xact_lock key serialising find-or-create by name (arbitrary, fixed)
 NAME_LOCK = 7_247_301_812
@@ -107,8 +107,8 @@ class Ledger:
         with db.write() as conn:
             if not db.is_sqlite:
                 conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": NAME_LOCK})
-            rows = conn.execute(select(LedgerRow.__table__).where(
-                or_(LedgerRow.id == name, LedgerRow.name == name))).all()
+            rows = conn.execute(select(LedgerRecord.__table__).where(
+                or_(LedgerRecord.id == name, LedgerRecord.name == name))).all()
             if len(rows) > 1:
                 raise InvalidParameter("ledger", f"{len(rows)} ledgers are called {name!r}: give one's id")
             if rows:
@@ -123,8 +123,8 @@ class Ledger:
                                            "a cap cannot change", teacher_cap)
                 return str(row.id)
             if epsilon_budget is None or delta_budget is None:
-                raise InvalidParameter("ledger", f"no ledger {name!r} in this database: give --epsilon-budget "
-                                       "and --delta-budget to create it")
+                raise InvalidParameter("ledger", f"no ledger {name!r} in this database: give --budget EPS,DELTA "
+                                       "(epsilon_budget and delta_budget in Python) to create it")
             if not (math.isfinite(epsilon_budget) and epsilon_budget > 0):
                 raise InvalidParameter("epsilon-budget", "must be a finite number > 0", epsilon_budget)
             if not (0 <= delta_budget < 1):
@@ -161,16 +161,23 @@ class Ledger:
             return None
         return profile_from_dict(json.loads(row.privacy_profile))
 
-    def pay(self, table: CertifiedTable, rows: int) -> DebitResult:
-        """Debit ``rows`` answers of the certified ``table``, durably, before any of them is drawn. Raises
+    def pay(self, table: CertifiedTable, rows: int, *, idempotency_key: str | None = None,
+            answers: Any = None, request_digest: str | None = None) -> DebitResult:
+        """Debit ``rows`` answers of the certified ``table``, durably, before any of them is released. Raises
         BudgetExceeded (nothing is written) when they do not fit, InvalidParameter when the table's
-        teachers' setting conflicts with the ledger's cap."""
+        teachers' setting conflicts with the ledger's cap.
+
+        With ``idempotency_key`` the drawn, unreleased ``answers`` are stored with the spend record (under
+        ``request_digest``, :func:`darrm_opt.ledger.core.request_digest`): a later debit with that key and
+        digest is ``replayed`` (the stored answers, nothing charged), with another digest refused
+        (InvalidParameter naming ``idempotency_key``)."""
         if isinstance(rows, bool) or not isinstance(rows, int) or rows < 0:
             raise InvalidParameter("rows", "must be an integer >= 0", rows)
         self.register(table)
         if self._writer is None:
             self._writer = DebitWriter(self.db, max_batch=1, profile_of=self.profile_of)
-        debit = Debit.of(self.id, table, rows)
+        debit = Debit.of(self.id, table, rows, idempotency_key=idempotency_key, answers=answers,
+                         request_digest=request_digest)
         try:
             result: DebitResult = self._writer.submit(debit).result()
         except SQLAlchemyError as exc:
@@ -179,9 +186,27 @@ class Ledger:
             raise self._refusal(debit)
         if result.status == "setting_conflict":
             raise InvalidParameter("table", result.detail)
-        if result.status != "paid":
+        if result.status == "key_conflict":
+            raise InvalidParameter("idempotency_key", result.detail)
+        if result.status not in ("paid", "replayed"):
             raise LedgerUnavailable(f"the debit was not paid: {result.detail or result.status}")
         return result
+
+    def records(self, key_prefix: str) -> list[Any]:
+        """The ledger's spend records whose idempotency key starts with ``key_prefix`` (oldest first): each
+        with ``idempotency_key``, ``table_id``, ``rows``, ``answers`` (encoded), ``request_digest``."""
+        with self.db.read() as conn:
+            return list(conn.execute(select(SpendRecord.__table__).where(
+                SpendRecord.ledger_id == self.id, SpendRecord.idempotency_key.startswith(key_prefix, autoescape=True))
+                .order_by(SpendRecord.id)).all())
+
+    def table_row(self, table_id: str) -> Any:
+        """The ``gamma_tables`` row of ``table_id`` (read back by :func:`darrm_opt.mechanisms.table_from_row`)."""
+        with self.db.read() as conn:
+            row = conn.execute(select(GammaTable.__table__).where(GammaTable.id == table_id)).first()
+        if row is None:
+            raise InvalidParameter("table", f"no table {table_id} in the ledger's database")
+        return row
 
     def _refusal(self, d: Debit) -> BudgetExceeded:
         v = self.view()
@@ -202,6 +227,13 @@ class Ledger:
         fits = largest_batch(lambda n: with_more(n).within(eb, db), d.rows)
         limits = " and ".join(f"{n} (would be {getattr(spend, n):.6g} > budget {b:.6g})"
                               for n, b in (("epsilon", eb), ("delta", db)) if n in binding)
+        if fits == 0 and d.delta0 > db and not v["answers"]:
+            return BudgetExceeded(
+                f"ledger {self.name!r} cannot pay for any answer of table {d.table_id}: the table's δ per answer "
+                f"({d.delta0:.3g}, at ε {d.epsilon0:.3g}) exceeds the ledger's whole δ budget ({db:.6g}) and no "
+                f"composition brings one answer within (ε={eb:.6g}, δ={db:.6g}); use a table of smaller δ per "
+                "answer (darrm-opt plan, or label, chooses one for the budget); nothing was released",
+                ",".join(binding) or "delta", 0)
         return BudgetExceeded(
             f"ledger {self.name!r} cannot pay for {d.rows} answer(s): the binding limit is {limits} by "
             f"{spend.method} composition; at most {fits} answer(s) fit now; nothing was released",

@@ -100,7 +100,7 @@ class SolveJob(Base):
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 
 
-class Ledger(Base):
+class LedgerRecord(Base):
     __tablename__ = "ledgers"
     #: a tenant's ledgers, oldest first (GET /v1/ledgers)
     __table_args__ = (Index("ix_ledgers_tenant_created", "tenant", "created_at", "id"),)
@@ -153,8 +153,8 @@ class SpendRecord(Base):
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 
 
-class DataDependentLedger(Base):
-    """A data-dependent ledger (darrm_opt.ledger.data_dependent, migration 0009): one job of GNMax or
+class DataDependentLedgerRecord(Base):
+    """A data-dependent ledger (darrm_opt.ledger.dd_account, migration 0009): one job of GNMax or
     Confident-GNMax answers whose data-dependent account is published only as a sanitised ε.
 
     ``state`` holds the private account (the data-dependent RDP sum and sensitivity vector: functions of the

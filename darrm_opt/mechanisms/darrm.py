@@ -83,7 +83,7 @@ class Darrm(Mechanism):
         return certificate_line(certificate)
 
     def failure(self, params: Params, gamma: np.ndarray, certificate) -> str:  # noqa: ANN001
-        from darrm_opt.certify.ties import tight_note
+        from darrm_opt.certify.words import tight_note
 
         note = tight_note(params, gamma, certificate)
         return (f"[bold red]not certified:[/] {note}" if note else

@@ -16,7 +16,7 @@ The order of draws: the check noise of every query, then GNMax's class noise ove
 (:func:`~darrm_opt.sampling.pool.noise_pool`; issue 33). Confident-GNMax and GNMax are
 :class:`~darrm_opt.mechanisms.vote_samplers.GnmaxSampler` on the histograms. Only the check's outcome
 (``answered``) and the labels leave this module; the ledger charges them
-(:func:`darrm_opt.ledger.data_dependent.record` for discrete noise: GNMax's q̃ at
+(:func:`darrm_opt.ledger.dd_account.record` for discrete noise: GNMax's q̃ at
 :func:`~darrm_opt.privacy.query_costs.discrete_q_sigma`, the checks for the discrete law)."""
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from darrm_opt.errors import InvalidParameter
-from darrm_opt.ledger.data_dependent import DataDependentPolicy, histograms
+from darrm_opt.ledger.dd_account import DataDependentPolicy, histograms
 from darrm_opt.privacy.interactive_gnmax import interactive_check_statistic, student_probabilities
 from darrm_opt.privacy.query_costs import discrete_gnmax_shape
 from darrm_opt.sampling import RandomBytes, noise_pool

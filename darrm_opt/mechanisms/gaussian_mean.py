@@ -172,11 +172,20 @@ class GaussianMeanSampler:
 
     def draw(self, prepared: np.ndarray) -> np.ndarray:
         """(S + Z)·g/K with Z ~ N_ℤ(0, n²) per coordinate, exactly."""
+        return self.means(self.noisy_sums(prepared))
+
+    def noisy_sums(self, prepared: np.ndarray) -> np.ndarray:
+        """S + Z (int64, the shape of ``prepared``) with Z ~ N_ℤ(0, n²) per coordinate: the release before its
+        scaling (what a ledger stores to replay it)."""
         from darrm_opt.sampling import discrete_gaussian
 
         p = self.params
-        z = discrete_gaussian(p.noise, prepared.size, self.random_bytes).reshape(prepared.shape)
-        return (prepared + z).astype(np.float64) * (p.lattice / p.K)
+        return prepared + discrete_gaussian(p.noise, prepared.size, self.random_bytes).reshape(prepared.shape)
+
+    def means(self, sums: np.ndarray) -> np.ndarray:
+        """The noisy means (rows, dim) float64 of :meth:`noisy_sums`' lattice sums: (S + Z)·g/K."""
+        p = self.params
+        return np.asarray(sums, dtype=np.int64).reshape(-1, p.dim).astype(np.float64) * (p.lattice / p.K)
 
 
 class GaussianMean(Mechanism):

@@ -208,7 +208,7 @@ class Gnmax(_GaussianKind):
         the certified GNMax table at that σ (its expected error under the prior), and the data-dependent
         ledger's policy that runs it (validated here). None outside the PATE setting or without a class-label
         prior (0/1 votes)."""
-        from darrm_opt.ledger.data_dependent import DataDependentPolicy
+        from darrm_opt.ledger.dd_account import DataDependentPolicy
         from darrm_opt.model.multiclass import MulticlassPrior
         from darrm_opt.planning.data_dependent import OFFER_CONVERSION, plan_from_prior
         from darrm_opt.planning.gaussian_plan import SETTING, classes_and_prior

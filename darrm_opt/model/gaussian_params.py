@@ -98,11 +98,6 @@ class GaussianMeanParams:
         """σ = n·lattice/K, the noise's standard deviation on the released mean (rounded to a float)."""
         return float(Fraction(self.noise) * Fraction(self.lattice) / self.K)
 
-    @property
-    def radius_units(self) -> float:
-        """radius / lattice (exact: the lattice is a power of two)."""
-        return self.radius / self.lattice
-
     def canonical(self) -> dict:
         return {"K": self.K, "dim": self.dim, "radius": self.radius, "lattice": self.lattice, "noise": self.noise,
                 "delta": self.delta}

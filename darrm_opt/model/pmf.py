@@ -32,8 +32,9 @@ def fft_length(K: int) -> int:
 class CornerSpectra:
     """Real FFTs of the binomial tables of each corner, for batched multiset pmfs.
 
-    ``pmfs(counts)`` returns α for many count vectors at once: α̂ = Π_c rfft(Bin(n_c, p_c)), then one
-    inverse FFT. Absolute error per entry is a few units of 1e-16 times log2 of the length.
+    ``spectra[c][n]`` = rfft(Bin(n, p_c)), so α for many count vectors at once is α̂ = Π_c spectra[c][n_c], then
+    one inverse FFT (:meth:`darrm_opt.model.constraints.RowBuilder._pmfs`). Absolute error per entry is a
+    few units of 1e-16 times log2 of the length.
     """
 
     def __init__(self, probs: np.ndarray, K: int) -> None:
@@ -43,13 +44,6 @@ class CornerSpectra:
         self.spectra = np.stack(
             [sfft.rfft(binom_table(float(p), K), n=self.n, axis=1) for p in self.probs]
         )  # (C, K+1, n//2+1)
-
-    def spectrum(self, counts: np.ndarray) -> np.ndarray:
-        counts = np.asarray(counts)
-        out = self.spectra[0][counts[:, 0]].copy()
-        for c in range(1, counts.shape[1]):
-            out *= self.spectra[c][counts[:, c]]
-        return out
 
 
 def pmf_direct(counts, probs) -> np.ndarray:

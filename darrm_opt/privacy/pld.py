@@ -1,11 +1,11 @@
 """Exact composition of DaRRM answers through privacy loss distributions (dp_accounting).
 
-Each table's profile (:data:`~darrm_opt.privacy.profile.Profile`) gives a dominating pair (P, Q) of discrete
-distributions: the adaptive composition of answers of several tables is dominated by the product of their
-pairs (Zhu, Dong, Wang 2022, Thm 10), whose privacy loss distribution (PLD) is the convolution of the pairs'
-PLDs. Each PLD is discretised *pessimistically* on multiples of ``INTERVAL`` by connect-the-dots
-(:func:`pair_pld`; dp_accounting's Gaussian and discrete Gaussian PLDs for Gaussian pairs), so every δ(ε) and
-ε(δ) it returns is an upper bound on the true ones:
+Each table's profile (:data:`~darrm_opt.privacy.profile.Profile`, seen here as a :class:`DominatingPair`)
+gives a dominating pair (P, Q) of discrete distributions: the adaptive composition of answers of several
+tables is dominated by the product of their pairs (Zhu, Dong, Wang 2022, Thm 10), whose privacy loss
+distribution (PLD) is the convolution of the pairs' PLDs. Each PLD is discretised *pessimistically* on
+multiples of ``INTERVAL`` by connect-the-dots (:func:`pair_pld`; dp_accounting's Gaussian and discrete
+Gaussian PLDs for Gaussian pairs), so every δ(ε) and ε(δ) it returns is an upper bound on the true ones:
 
     δ(ε) = Σ_atoms max(0, P(o) − e^ε Q(o)) of the product pair = E_P[(1 − e^{ε − L})₊] + P[L = ∞].
 
@@ -25,14 +25,30 @@ import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 from dp_accounting.pld.privacy_loss_distribution import PrivacyLossDistribution as PLD
 from scipy import fft as scipy_fft
 
 from darrm_opt.errors import InvalidParameter
-from darrm_opt.privacy.profile import Profile
+
+
+class DominatingPair(Protocol):
+    """What composition needs of a table's profile (:class:`darrm_opt.privacy.profile.PrivacyProfile`,
+    :class:`darrm_opt.privacy.gaussian_profile.GaussianProfile`): the PLD of its dominating pair at a loss
+    interval, the P-mass of its infinite-loss atom and a canonical order among profiles (hashable: equal
+    profiles are counted together)."""
+
+    @property
+    def infinite_mass(self) -> float: ...
+
+    def to_pld(self, interval: float) -> Any: ...
+
+    def sort_key(self) -> tuple: ...
+
+    def __hash__(self) -> int: ...
+
 
 #: loss discretisation interval. Connect-the-dots keeps the ε of Q answers close to the true one (a
 #: randomised-response pair against Kairouz et al.'s exact formula: +1e-5 at Q = 100, +3.2e-4 at Q = 1000,
@@ -124,7 +140,7 @@ def _connect_dots(scaled: np.ndarray, hockey: Any, size: int, inf_mass: float, i
     return PLD(pmf)
 
 
-def profile_pld(profile: Profile, interval: float = INTERVAL) -> PLD:
+def profile_pld(profile: DominatingPair, interval: float = INTERVAL) -> PLD:
     """One answer of a table: the PLD of its profile's dominating pair (a tradeoff envelope's atoms, or a
     Gaussian pair)."""
     return profile.to_pld(interval)
@@ -505,16 +521,6 @@ def epsilon_at(pld: PLD | Bounded | None, delta: float) -> float:
     return max(_epsilon_for(m, b.errors, float(delta)) for m in _pmfs(b.pld))
 
 
-@lru_cache(maxsize=256)
-def _cached_generic(epsilon0: float, delta0: float, count: int) -> Bounded:
-    return self_compose(generic_pld(epsilon0, delta0), count)
-
-
-def generic_epsilon(epsilon0: float, delta0: float, count: int, delta: float) -> float:
-    """ε at ``delta`` of ``count`` answers of a generic (ε₀, δ₀)-DP mechanism, through the PLD path."""
-    return epsilon_at(_cached_generic(float(epsilon0), float(delta0), int(count)), delta)
-
-
 # ---------------------------------------------------------------------------------------------------------
 # Exact accounting of a ledger (several tables, counts) with in-memory caches
 # ---------------------------------------------------------------------------------------------------------
@@ -531,12 +537,12 @@ def interval_for(answers: int) -> float:
     return INTERVAL * max(1.0, math.sqrt(answers / 100.0))
 
 
-Parts = tuple[tuple[Profile, int], ...]
+Parts = tuple[tuple[DominatingPair, int], ...]
 
 
-def canonical_parts(parts: Iterable[tuple[Profile, int]]) -> Parts:
+def canonical_parts(parts: Iterable[tuple[DominatingPair, int]]) -> Parts:
     """Counts of equal profiles merged, empty ones dropped, in a canonical order (a cache key)."""
-    counts: dict[Profile, int] = {}
+    counts: dict[DominatingPair, int] = {}
     for prof, n in parts:
         _check_count_zero(n)
         if n:
@@ -550,7 +556,7 @@ def _check_count_zero(count: int) -> None:
 
 
 @lru_cache(maxsize=128)
-def _one_pld(profile: Profile, interval: float) -> PLD:
+def _one_pld(profile: DominatingPair, interval: float) -> PLD:
     return profile_pld(profile, interval)
 
 
@@ -592,7 +598,7 @@ def bucket(count: int) -> int:
     return -(-count // step) * step
 
 
-def bucketed(parts: Iterable[tuple[Profile, int]]) -> Parts:
+def bucketed(parts: Iterable[tuple[DominatingPair, int]]) -> Parts:
     """``parts`` with every count rounded up by :func:`bucket` (canonical); the parts themselves when the
     bucketed total would be over EXACT_MAX_ANSWERS (where no composition is attempted)."""
     key = canonical_parts(parts)
@@ -600,7 +606,7 @@ def bucketed(parts: Iterable[tuple[Profile, int]]) -> Parts:
     return key if sum(n for _, n in out) > EXACT_MAX_ANSWERS else out
 
 
-def next_bucket(parts: Iterable[tuple[Profile, int]], grow: Iterable[Profile], by: int = 1) -> Parts:
+def next_bucket(parts: Iterable[tuple[DominatingPair, int]], grow: Iterable[DominatingPair], by: int = 1) -> Parts:
     """The bucketed parts once ``by`` more answers (at least enough to fill the bucket) came from each table of
     ``grow``: the composition a ledger whose answers come from those tables will need next."""
     growing = set(grow)
@@ -633,7 +639,7 @@ def _exact_epsilon(parts: Parts, delta: float, coarse: bool) -> float:
     return eps
 
 
-def exact_epsilon(parts: Iterable[tuple[Profile, int]], delta: float, *, coarse: bool = False) -> float:
+def exact_epsilon(parts: Iterable[tuple[DominatingPair, int]], delta: float, *, coarse: bool = False) -> float:
     """ε at ``delta`` (an upper bound) of the adaptive composition of ``count`` answers of each table's
     profile; ``inf`` above EXACT_MAX_ANSWERS answers or when ``delta`` is below the infinite-loss mass.
     ``coarse``: on a grid COARSE times coarser (still an upper bound). Results are kept in an in-memory LRU
@@ -663,7 +669,7 @@ def _exact_text(value: object) -> str:
     return repr(value)
 
 
-def composition_key(parts: Iterable[tuple[Profile, int]], delta: float, *, coarse: bool = False) -> str:
+def composition_key(parts: Iterable[tuple[DominatingPair, int]], delta: float, *, coarse: bool = False) -> str:
     """SHA-256 (hex) naming the value of :func:`exact_epsilon` for these arguments across processes and
     versions: the canonical parts (each profile's exact sort key and its count), δ, the grid (INTERVAL, COARSE,
     SHIFT, DELTA_MARGIN) and :data:`ACCOUNTING_VERSION`."""
@@ -675,7 +681,7 @@ def composition_key(parts: Iterable[tuple[Profile, int]], delta: float, *, coars
     return h.hexdigest()
 
 
-def remember_exact_epsilon(parts: Iterable[tuple[Profile, int]], delta: float, value: float, *,
+def remember_exact_epsilon(parts: Iterable[tuple[DominatingPair, int]], delta: float, value: float, *,
                            coarse: bool = False) -> None:
     """Put ``value``, :func:`exact_epsilon` of these arguments computed elsewhere (another process), in the
     cache."""
@@ -686,7 +692,7 @@ def remember_exact_epsilon(parts: Iterable[tuple[Profile, int]], delta: float, v
             _EXACT.popitem(last=False)
 
 
-def cached_exact_epsilon(parts: Iterable[tuple[Profile, int]], delta: float, *,
+def cached_exact_epsilon(parts: Iterable[tuple[DominatingPair, int]], delta: float, *,
                          coarse: bool = False) -> float | None:
     """:func:`exact_epsilon` if it is in the cache (no composition is computed), else None."""
     key = (canonical_parts(parts), float(delta), bool(coarse))
@@ -697,7 +703,7 @@ def cached_exact_epsilon(parts: Iterable[tuple[Profile, int]], delta: float, *,
         return value
 
 
-def exact_delta(parts: Iterable[tuple[Profile, int]], epsilon: float) -> float:
+def exact_delta(parts: Iterable[tuple[DominatingPair, int]], epsilon: float) -> float:
     """δ at ``epsilon`` (an upper bound) of the same composition; 1 above EXACT_MAX_ANSWERS answers."""
     key = canonical_parts(parts)
     answers = sum(n for _, n in key)

@@ -46,10 +46,11 @@ import mpmath
 import numpy as np
 from mpmath import iv
 
+from darrm_opt.privacy.pair_family import PairFamily, divergence_at
+
 if TYPE_CHECKING:  # pragma: no cover
     from darrm_opt.certify.certificate import Certificate
     from darrm_opt.model.params import Params
-    from darrm_opt.privacy.pair_profile import PairFamily
     from darrm_opt.privacy.profile import PrivacyProfile
 
 #: support statements at ε′ above this are proven at this ε′ (D is non-increasing: pessimistic)
@@ -240,9 +241,7 @@ FAMILY_FLAT = Fraction(2) ** 2000
 
 
 def family_divergence(family: PairFamily, X: Fraction) -> Fraction:
-    """D(X) = max_i Σ_j n_ij max(0, P_ij − X Q_ij) exactly (darrm_opt.privacy.pair_profile)."""
-    from darrm_opt.privacy.pair_profile import divergence_at
-
+    """D(X) = max_i Σ_j n_ij max(0, P_ij − X Q_ij) exactly (darrm_opt.privacy.pair_family)."""
     if X <= Fraction(2) ** 1000:
         return divergence_at(family, X)
     return max((family.exact(i, X) for i in range(family.n.shape[0])), default=Fraction(0))

@@ -152,7 +152,7 @@ def compare(expected: Any, found: Any, refuse: Refusal, path: str = "") -> None:
 
 
 @dataclass(frozen=True)
-class Recheck:
+class DocumentRecheck:
     """What verify recomputed for a file: its kind (``mechanism``), parameters, γ, certificate, and ``table``:
     the certified table with the file's stored privacy profile (proven valid before the comparison)."""
 
@@ -187,23 +187,23 @@ class Form:
     command: str
     kinds: tuple[str, ...]
     marks: tuple[str, ...]
-    rebuild: Callable[[Recheck], dict]
+    rebuild: Callable[[DocumentRecheck], dict]
 
 
-def _table_form(r: Recheck) -> dict:
+def _table_form(r: DocumentRecheck) -> dict:
     from darrm_opt.mechanisms import table_document
 
     return table_document(r.table)
 
 
-def _solution(r: Recheck, **fields: Any) -> SimpleNamespace:
+def _solution(r: DocumentRecheck, **fields: Any) -> SimpleNamespace:
     """A stand-in for a solver's solution: the recomputed γ, certificate and expected error (the fields a
     writer records about the solve are RECORDED, so any placeholder does)."""
     return SimpleNamespace(params=r.params, gamma=tuple(r.table.gamma), certificate=r.certificate,
                            expected_error=r.table.expected_error, **fields)
 
 
-def _darrm_inputs(r: Recheck) -> tuple[dict, str, SimpleNamespace]:
+def _darrm_inputs(r: DocumentRecheck) -> tuple[dict, str, SimpleNamespace]:
     """The baselines (recomputed when the file has them: ``--baselines``), the teachers' setting the file
     states, and the solution stand-in of a DaRRM ``solve`` or ``plan`` document."""
     from darrm_opt.release.table_file import baseline_tables
@@ -217,19 +217,19 @@ def _darrm_inputs(r: Recheck) -> tuple[dict, str, SimpleNamespace]:
     return base, teachers, sol
 
 
-def _teachers_of(r: Recheck) -> Any:
+def _teachers_of(r: DocumentRecheck) -> Any:
     setting = r.data.get("setting")
     return setting.get("teachers") if isinstance(setting, Mapping) else None
 
 
-def _solve_form(r: Recheck) -> dict:
+def _solve_form(r: DocumentRecheck) -> dict:
     from darrm_opt.release.documents import darrm_solve_document
 
     base, teachers, sol = _darrm_inputs(r)
     return darrm_solve_document(r.params, sol, base, 0.0, r.table.profile, teachers)
 
 
-def _plan_form(r: Recheck) -> dict:
+def _plan_form(r: DocumentRecheck) -> dict:
     from darrm_opt.planning.plan import Plan
     from darrm_opt.release.documents import plan_document
 
@@ -242,7 +242,7 @@ def _plan_form(r: Recheck) -> dict:
     return plan_document(result, base, teachers)
 
 
-def _job(r: Recheck, fields: Mapping[str, Any]) -> Any:
+def _job(r: DocumentRecheck, fields: Mapping[str, Any]) -> Any:
     """The job a plan document states (validated as ``plan`` validates it); TableFileError naming the field."""
     from darrm_opt.planning.job import Job
 
@@ -254,7 +254,7 @@ def _job(r: Recheck, fields: Mapping[str, Any]) -> Any:
         raise TableFileError(f"{r.source}: invalid plan.job: {exc}") from None
 
 
-def _pate_solve_form(r: Recheck) -> dict:
+def _pate_solve_form(r: DocumentRecheck) -> dict:
     from darrm_opt.optimize.pate_setting import PateSolution
     from darrm_opt.privacy.gnmax import calibrate_gnmax_one_bit
     from darrm_opt.release.documents import pate_solve_document
@@ -265,7 +265,7 @@ def _pate_solve_form(r: Recheck) -> dict:
     return pate_solve_document(p, sol, r.table.profile, calibrate_gnmax_one_bit(p.epsilon, p.delta, p.K))
 
 
-def _multiclass_solve_form(r: Recheck) -> dict:
+def _multiclass_solve_form(r: DocumentRecheck) -> dict:
     from darrm_opt.model.multiclass import reachable_gaps
     from darrm_opt.optimize.multiclass import MulticlassSolution
     from darrm_opt.release.documents import multiclass_comparison, multiclass_solve_document
@@ -278,7 +278,7 @@ def _multiclass_solve_form(r: Recheck) -> dict:
     return multiclass_solve_document(p, sol, r.table.profile, comparison, 0.0)
 
 
-def _gaussian_form(r: Recheck) -> dict:
+def _gaussian_form(r: DocumentRecheck) -> dict:
     """Calibrated again as ``gaussian`` calibrates (for the N answers and total (ε, δ) the calibration states,
     and the release's K, radius and dimension): the release, its σs and its spent ε must be the ones found."""
     from darrm_opt.mechanisms.gaussian_mean import gaussian_mean_table
@@ -294,7 +294,7 @@ def _gaussian_form(r: Recheck) -> dict:
     return gaussian_document(gaussian_mean_table(cal.params), cal)
 
 
-def _job_plan_form(r: Recheck) -> dict:
+def _job_plan_form(r: DocumentRecheck) -> dict:
     """The chosen offer for the job the file states: a data-independent one rebuilt from the table (its spend
     and details by the kind's ``offer_spend`` and ``offer_details``), a data-dependent one planned again by
     the kind's data-dependent planner (seeded: the same job gets the same plan)."""
@@ -345,7 +345,7 @@ def form_of(kind: str, data: Mapping[str, Any]) -> Form:
     return max(forms, key=lambda f: (sum(k in data for k in f.marks), -len(f.marks)))
 
 
-def check_document(recheck: Recheck) -> Form:
+def check_document(recheck: DocumentRecheck) -> Form:
     """Refuse ``recheck.data`` unless it is, field for field, the document its writer writes for the recomputed
     table (module docstring): TableFileError (exit 2) for a missing or unknown field or an unknown schema
     version, TableFileMismatch (exit 1) for a value that differs. Returns the form it was read as."""

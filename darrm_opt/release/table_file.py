@@ -29,7 +29,11 @@ from darrm_opt.model.params import Params
 
 
 @dataclass(frozen=True)
-class CertifiedTable:
+class ShrunkTable:
+    """A table whose float64 values certify: the exact table times ``shrink`` ≤ 1, with its certificate (the
+    ``darrm-opt solve`` baselines and :func:`certify_or_shrink`; a release's table is a
+    :class:`darrm_opt.privacy.table.CertifiedTable`)."""
+
     name: str
     gamma: tuple[float, ...]
     certificate: Certificate
@@ -43,7 +47,7 @@ class CertifiedTable:
 
 
 def certify_or_shrink(params: Params, gamma, *, name: str = "gamma", max_tries: int = 6,
-                      first: Certificate | None = None, **kwargs) -> CertifiedTable:
+                      first: Certificate | None = None, **kwargs) -> ShrunkTable:
     """Certify ``gamma``; if it fails by a relative excess below 1e-6 (float rounding of a tight table),
     scale it down by 1e-12, 1e-10, ... until it certifies. Raises CertificationFailed otherwise. With
     ``wide`` (see :func:`darrm_opt.certify.certificate.certify_and_separate`) the table keeps its sweep.
@@ -62,7 +66,7 @@ def certify_or_shrink(params: Params, gamma, *, name: str = "gamma", max_tries: 
         cert, res = certify_and_separate(params, g, **kwargs)
         step *= 100
         tries += 1
-    return CertifiedTable(name, tuple(float(x) for x in g), cert, factor,
+    return ShrunkTable(name, tuple(float(x) for x in g), cert, factor,
                           sweep=res if kwargs.get("wide") is not None else None)
 
 
@@ -82,13 +86,13 @@ class Unavailable:
 BASELINE_NAMES = ("sub", "dsub", "const", "const_opt")
 
 
-def _sub_table(params: Params, **kwargs) -> CertifiedTable | Unavailable:
+def _sub_table(params: Params, **kwargs) -> ShrunkTable | Unavailable:
     if not params.m_is_integer:
         return Unavailable("sub", f"γ_Sub needs an integer m (m = {params.m:g})")
     return certify_or_shrink(params, gamma_sub(params.K, params.m), name="γ_Sub", **kwargs)
 
 
-def _dsub_table(params: Params, **kwargs) -> CertifiedTable | Unavailable:
+def _dsub_table(params: Params, **kwargs) -> ShrunkTable | Unavailable:
     if not params.m_is_integer:
         return Unavailable("dsub", f"γ_DSub needs an integer m (m = {params.m:g})")
     if not (params.pure and params.delta == 0):
@@ -97,7 +101,7 @@ def _dsub_table(params: Params, **kwargs) -> CertifiedTable | Unavailable:
 
 
 def _constant_tables(params: Params, const: str, delta_prime: float, unit: Certificate | None = None,
-                     **kwargs) -> dict[str, CertifiedTable | Unavailable]:
+                     **kwargs) -> dict[str, ShrunkTable | Unavailable]:
     """γ_const (eq. 16) and γ_const_opt ≡ c* = bound / max f(γ ≡ 1), both certified by linearity from one
     sweep of γ ≡ 1 (:mod:`darrm_opt.certify.linear`); by their own sweep only where that sweep bounds nothing."""
     unit = certify(params, np.ones(params.K + 1), **kwargs) if unit is None else unit
@@ -105,13 +109,13 @@ def _constant_tables(params: Params, const: str, delta_prime: float, unit: Certi
         "const": lambda: float(gamma_const(params, const, delta_prime)[0]),
         "const_opt": lambda: best_constant(params, unit),
     }
-    out: dict[str, CertifiedTable | Unavailable] = {}
+    out: dict[str, ShrunkTable | Unavailable] = {}
     for name, value in values.items():
         label = "γ_" + name
         try:
             c = value()
             if constant_certified(params, unit, c):
-                out[name] = CertifiedTable(label, (c,) * (params.K + 1), constant_certificate(params, unit, c),
+                out[name] = ShrunkTable(label, (c,) * (params.K + 1), constant_certificate(params, unit, c),
                                            unit=unit)
             else:
                 out[name] = certify_or_shrink(params, np.full(params.K + 1, c), name=label, **kwargs)
@@ -122,7 +126,7 @@ def _constant_tables(params: Params, const: str, delta_prime: float, unit: Certi
 
 def baseline_tables(params: Params, *, const: str = "simple", delta_prime: float = 0.1, reduce: bool = True,
                     wide: float | None = None, decimals: int | None = None,
-                    **kwargs) -> dict[str, CertifiedTable | Unavailable]:
+                    **kwargs) -> dict[str, ShrunkTable | Unavailable]:
     """Certified γ_Sub, γ_DSub, γ_const (eq. 16) and γ_const_opt (the best certified constant) for ``params``.
 
     γ_Sub needs an integer m; γ_DSub pure DP (Δ = δ = 0) and an integer m. A baseline that is undefined,
@@ -133,15 +137,15 @@ def baseline_tables(params: Params, *, const: str = "simple", delta_prime: float
     ``wide``: γ_Sub and γ_DSub keep their sweeps with the multisets near the bound, from which
     :func:`certified_decimals` certifies their printed decimals (``source``); the constants need none.
     With ``reduce`` γ_Sub, γ_DSub, γ ≡ 1 and (``decimals``) the rounded-down γ_Sub and γ_DSub share one sweep
-    (:func:`darrm_opt.certify.certificate.certify_many`); ``CertifiedTable.printed`` holds the latter.
+    (:func:`darrm_opt.certify.certificate.certify_many`); ``ShrunkTable.printed`` holds the latter.
     """
     kwargs["reduce"] = reduce
     shared = _shared_certificates(params, decimals, kwargs)
-    out: dict[str, CertifiedTable | Unavailable] = {}
+    out: dict[str, ShrunkTable | Unavailable] = {}
     for name, make in (("sub", _sub_table), ("dsub", _dsub_table)):
         try:
             table = make(params, wide=wide, first=shared.get(name), **kwargs)
-            if isinstance(table, CertifiedTable) and table.shrink == 1.0:
+            if isinstance(table, ShrunkTable) and table.shrink == 1.0:
                 table = replace(table, printed=shared.get(name + "/printed"))
             out[name] = table
         except (CertificationFailed, InvalidParameter) as exc:
@@ -189,7 +193,7 @@ def certified_decimals(params: Params, gamma, decimals: int = 6, *, unit: Certif
     (:mod:`darrm_opt.certify.monotone`); any other from ``source``, γ's certificate and the sweep behind it
     with its multisets near the bound (``Solution.sweep`` of ``solve(wide=wide_margin(params, decimals))``),
     where :func:`darrm_opt.certify.rounded.certify_rounded` can decide it. ``printed``: the certificate of
-    ``round_down(gamma, decimals)`` if already computed (``CertifiedTable.printed``)."""
+    ``round_down(gamma, decimals)`` if already computed (``ShrunkTable.printed``)."""
     g = np.asarray(gamma, dtype=np.float64)
     if printed is not None and printed.certified:
         return [f"{x:.{decimals}f}" for x in round_down(g, decimals)], printed
@@ -214,17 +218,6 @@ def certified_decimals(params: Params, gamma, decimals: int = 6, *, unit: Certif
 
 # ---------------------------------------------------------------------------------------------------------
 # Table files (the JSON view of `darrm-opt solve`, or a user's own table)
-
-def stored_profile(path: str | Path):
-    """The ``privacy_profile`` of a table file (a PrivacyProfile), None when the file has none. Call after
-    :func:`load_table` (which reports unreadable files)."""
-    from darrm_opt.privacy.profile import profile_from_dict
-
-    data = _read_json(Path(path))
-    if not isinstance(data, dict) or data.get("privacy_profile") is None:
-        return None
-    return profile_from_dict(data["privacy_profile"])
-
 
 #: integer literals longer than this cannot be a table value (a float64 holds ~17 significant digits)
 MAX_INT_DIGITS = 40

@@ -42,7 +42,7 @@ def verify_file(path: str | Path, **options: Any) -> FileVerdict:
     raises TableFileError as :func:`darrm_opt.release.table_file.load_any_table` does. ``options`` go to the
     certificate's sweep (``executor``, ``progress``, ``workers``); the profile check takes the executor."""
     from darrm_opt.privacy.profile import profile_from_dict
-    from darrm_opt.release.document_check import Recheck, check_document
+    from darrm_opt.release.document_check import DocumentRecheck, check_document
     from darrm_opt.release.table_file import read_table_document
 
     source = f"table file {str(path)!r}"
@@ -65,7 +65,7 @@ def verify_file(path: str | Path, **options: Any) -> FileVerdict:
         table = m.table(params, gamma, cert, data.get("teachers") or None, profile)
     except InvalidParameter as exc:
         raise TableFileError(f"{source}: {exc}") from None
-    form = check_document(Recheck(data, m, params, gamma, cert, table, source))
+    form = check_document(DocumentRecheck(data, m, params, gamma, cert, table, source))
     return FileVerdict(m, params, gamma, cert, check, form.name)
 
 

@@ -80,14 +80,19 @@ def test_nan_is_refused_naming_vectors(client, table):
     body = f'{{"table_id": "{table["table"]["id"]}", "ledger_id": "{ledger["id"]}", "vectors": [[{rows}]]}}'
     r = client.post("/v1/aggregate", content=body, headers={"content-type": "application/json"})
     assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "vectors"]
-    assert "row 0" in r.json()["detail"][0]["msg"]
+    assert "JSON numbers only" in r.json()["detail"][0]["msg"]  # NaN is not JSON: refused as the body is read
+    rows = ", ".join(["[0.5, 1.5, 0.5, 0.5]"] * 8)  # a number outside [0, 1]: refused naming its row
+    body = f'{{"table_id": "{table["table"]["id"]}", "ledger_id": "{ledger["id"]}", "vectors": [[{rows}]]}}'
+    r = client.post("/v1/aggregate", content=body, headers={"content-type": "application/json"})
+    assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "vectors"]
+    assert "row 0" in r.json()["detail"][0]["msg"], r.text
 
 
 def test_an_unknown_field_is_named_and_an_unknown_table_is_a_404(client, table):
     ledger = make_ledger(client, 8.0, 1e-3)
     r = client.post("/v1/aggregate", json={"table_id": table["table"]["id"], "ledger_id": ledger["id"],
-                                           "vectors": [[[0.5] * 4] * 8], "idempotency_key": "k"})
-    assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "idempotency_key"]
+                                           "vectors": [[[0.5] * 4] * 8], "request_key": "k"})
+    assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "request_key"]
     r = client.post("/v1/aggregate", json={"table_id": "0" * 32, "ledger_id": ledger["id"],
                                            "vectors": [[[0.5] * 4] * 8]})
     assert r.status_code == 404

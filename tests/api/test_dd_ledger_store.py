@@ -10,8 +10,8 @@ import threading
 import pytest
 
 from darrm_opt.errors import BudgetExceeded
-from darrm_opt.ledger.data_dependent import DataDependentPolicy
 from darrm_opt.ledger.db import Database, migrate
+from darrm_opt.ledger.dd_account import DataDependentPolicy
 from darrm_opt.ledger.dd_store import DataDependentStore
 
 pytestmark = pytest.mark.postgres

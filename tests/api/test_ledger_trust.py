@@ -27,7 +27,7 @@ from darrm_opt.ledger.core import Debit
 from darrm_opt.ledger.db import Database
 from darrm_opt.ledger.local import Ledger
 from darrm_opt.ledger.schema import SpendRecord
-from darrm_opt.ledger.store import DebitWriter
+from darrm_opt.ledger.writer import DebitWriter
 from darrm_opt.mechanisms import certify_table, mechanism_for
 from darrm_opt.model.baselines import gamma_sub
 from darrm_opt.model.neighbours import PateParams

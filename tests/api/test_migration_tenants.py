@@ -11,7 +11,7 @@ from sqlalchemy import text
 
 from darrm_opt.ledger.db import Database, alembic_config, migration_connection
 from darrm_opt.ledger.keys import add_key, load_keys
-from darrm_opt.ledger.store import LedgerStore
+from darrm_opt.ledger.views import LedgerStore
 
 
 def _migrate(db: Database, revision: str, down: bool = False) -> None:

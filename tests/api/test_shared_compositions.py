@@ -1,8 +1,9 @@
 """Exact compositions shared through the database (darrm_opt.ledger.compositions), on SQLite and PostgreSQL:
 one process computes a composition, another reads the same float; a fresh claim is waited for, a stale one
-taken over; a database that fails means computing locally; and the debit writer gives each tenant at most
-one fine composition at a time, and, while another tenant is served, its share of the time; the child
-processes that compute them run at the server's niceness + FINE_NICE."""
+taken over; a database that fails means computing locally; and the composition scheduler
+(darrm_opt.ledger.scheduler) gives each tenant at most one fine composition at a time, and, while another
+tenant is served, its share of the time; the child processes that compute them run at the server's
+niceness + FINE_NICE."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ import pytest
 from darrm_opt.ledger.compositions import SharedCompositions
 from darrm_opt.ledger.core import NeedsExact
 from darrm_opt.ledger.db import Database, migrate
-from darrm_opt.ledger.store import DebitWriter
+from darrm_opt.ledger.scheduler import CompositionScheduler
 from darrm_opt.privacy import pld
 from darrm_opt.privacy.gaussian_profile import GaussianProfile
 
@@ -109,12 +110,78 @@ def test_a_fresh_claim_is_waited_for_and_a_stale_one_taken_over(db):
     assert heir.peek(pld.composition_key(parts2, DELTA)) == (value, False)  # stored for the others
 
 
+HOLDER = """
+import sys, time
+from darrm_opt.ledger.compositions import SharedCompositions
+from darrm_opt.ledger.db import Database
+from darrm_opt.privacy.gaussian_profile import GaussianProfile
+def compute():
+    print("computing", flush=True)
+    time.sleep(float(sys.argv[2]))
+    return 4.5
+shared = SharedCompositions(Database(sys.argv[1]))
+print(shared.obtain([(GaussianProfile(float.fromhex(sys.argv[3]), (1.0, 1.0)), 17)], 1e-05, False, compute), flush=True)
+"""
+
+
+def _holder(db, sigma: float, seconds: float) -> subprocess.Popen:  # noqa: ANN001
+    """A process that claims the composition of σ (17 answers) and computes it for ``seconds``."""
+    p = subprocess.Popen([sys.executable, "-c", HOLDER, db.url.render_as_string(hide_password=False), str(seconds),
+                          sigma.hex()], stdout=subprocess.PIPE, text=True)
+    assert p.stdout is not None and p.stdout.readline().strip() == "computing"
+    return p
+
+
+def test_a_claim_lives_while_its_holder_computes_and_dies_with_it(db):
+    """Issue 38, item 1: a holder computing longer than STALE_S keeps its claim (renewed); once it is
+    SIGKILLed another process takes the claim over within STALE_S + a poll, not minutes."""
+    from darrm_opt.ledger.compositions import STALE_S
+
+    sigma = _new_sigma(8.0)
+    parts = [(_profile(sigma), 17)]
+    holder = _holder(db, sigma, 600)
+    try:
+        time.sleep(STALE_S + 1.0)  # older than the stale time: alive only because it is renewed
+        assert SharedCompositions(db).obtain(parts, DELTA, False, lambda: 9.0, wait_s=0) is None
+        holder.kill()
+        holder.wait(10)
+        t = time.monotonic()
+        heir = SharedCompositions(db, poll_s=0.02)
+        assert heir.obtain(parts, DELTA, False, lambda: 2.0) == 2.0 and heir.computed == 1
+        assert time.monotonic() - t < 5.0
+    finally:
+        holder.kill()
+        holder.wait(10)
+
+
+def test_a_live_holder_slower_than_the_stale_time_is_waited_for(db):
+    from darrm_opt.ledger.compositions import STALE_S
+
+    sigma = _new_sigma(9.0)
+    holder = _holder(db, sigma, STALE_S + 2.0)
+    try:
+        waiter = SharedCompositions(db, poll_s=0.02)
+
+        def computes():
+            raise AssertionError("the live holder computes it")
+
+        assert waiter.obtain([(_profile(sigma), 17)], DELTA, False, computes) == 4.5 and waiter.computed == 0
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "4.5"
+    finally:
+        holder.kill()
+        holder.wait(10)
+
+
 def test_a_failing_database_means_computing_locally():
     dead = Database("postgresql://nobody@127.0.0.1:1/none")
     parts = [(_profile(7.5), 9)]
     shared = SharedCompositions(dead)
     assert shared.obtain(parts, DELTA, False, lambda: 2.5) == 2.5 and shared.computed == 1
     dead.dispose()
+
+
+#: the debits the schedulers under test hand back (none: their executors run nothing)
+_requeued: list = []
 
 
 class _Recorder:
@@ -130,16 +197,14 @@ class _Recorder:
         pass
 
 
-def test_each_tenant_has_one_fine_composition_at_a_time(tmp_path):
-    database = Database(f"sqlite:///{tmp_path / 'w.db'}")
-    migrate(database)
-    writer = DebitWriter(database)
+def test_each_tenant_has_one_fine_composition_at_a_time():
+    writer = CompositionScheduler(_requeued.append)
     recorder, shared = _Recorder(), _Recorder()
     writer._exact_fine, writer._exact = recorder, shared
     try:
         def need(ledger: str, tenant: str, coarse: bool = False, near: bool = True) -> NeedsExact:
             n = NeedsExact([(_profile(3.0), 10)], DELTA, coarse, ledger, near=near)
-            writer._park(n, [types.SimpleNamespace(tenant=tenant, parked=0, future=None)])
+            writer.park(n, [types.SimpleNamespace(tenant=tenant, parked=0, future=None)])
             return n
 
         a1, a2, b1 = need("A1", "a"), need("A2", "a", coarse=True), need("B1", "b")
@@ -156,7 +221,6 @@ def test_each_tenant_has_one_fine_composition_at_a_time(tmp_path):
     finally:
         writer._warming.clear()
         writer.stop()
-        database.dispose()
 
 
 class _Clock:
@@ -167,30 +231,28 @@ class _Clock:
         return self.now
 
 
-def _share_writer(tmp_path, **kwargs):  # noqa: ANN003, ANN202
-    database = Database(f"sqlite:///{tmp_path / 's.db'}")
-    migrate(database)
+def _share_writer():  # noqa: ANN202
     clock = _Clock()
-    writer = DebitWriter(database, exact_share=0.1, exact_burst_s=1.0, clock=clock, **kwargs)
+    writer = CompositionScheduler(_requeued.append, exact_share=0.1, exact_burst_s=1.0, clock=clock)
     recorder = _Recorder()
     writer._exact_fine, writer._exact = recorder, _Recorder()
 
     def need(ledger: str, tenant: str) -> NeedsExact:
         n = NeedsExact([(_profile(3.0), 10)], DELTA, False, ledger, near=True)
-        writer._park(n, [types.SimpleNamespace(tenant=tenant, parked=0, future=None)])
+        writer.park(n, [types.SimpleNamespace(tenant=tenant, parked=0, future=None)])
         return n
 
-    return database, clock, writer, recorder, need
+    return clock, writer, recorder, need
 
 
-def test_a_tenant_near_its_budget_gets_its_share_of_the_time_while_another_is_served(tmp_path):
-    database, clock, writer, recorder, need = _share_writer(tmp_path)
+def test_a_tenant_near_its_budget_gets_its_share_of_the_time_while_another_is_served():
+    clock, writer, recorder, need = _share_writer()
     try:
-        writer._saw("b")  # tenant b's debits are coming
+        writer.saw("b")  # tenant b's debits are coming
         a1 = need("A1", "a")
         assert recorder.started == [a1]  # within a's burst
         clock.now += 3.0  # a1 ran 3 s while b was served: 1 - 3 = -2 s of credit, 20 s at 10 %
-        writer._saw("b")
+        writer.saw("b")
         writer._charge("a", clock.now - 3.0)
         assert writer._share_wait("a") == pytest.approx(20.0)
         a2 = need("A2", "a")
@@ -199,10 +261,10 @@ def test_a_tenant_near_its_budget_gets_its_share_of_the_time_while_another_is_se
         b1 = need("B1", "b")  # b is not held back by a's debt
         assert recorder.started == [a1, b1]
         clock.now += 10.0
-        writer._saw("b")
+        writer.saw("b")
         assert writer._share_wait("a") == pytest.approx(10.0)  # 1 s of credit regained in 10 s
         clock.now += 10.0
-        writer._saw("b")
+        writer.saw("b")
         assert writer._share_wait("a") == 0.0  # paid back: a2 starts at the timer's next look (within 1 s)
         deadline = time.monotonic() + 5
         while len(recorder.started) < 3 and time.monotonic() < deadline:
@@ -211,18 +273,17 @@ def test_a_tenant_near_its_budget_gets_its_share_of_the_time_while_another_is_se
     finally:
         writer._warming.clear()
         writer.stop()
-        database.dispose()
 
 
-def test_a_tenant_alone_is_not_held_back(tmp_path):
-    database, clock, writer, recorder, need = _share_writer(tmp_path)
+def test_a_tenant_alone_is_not_held_back():
+    clock, writer, recorder, need = _share_writer()
     try:
-        writer._saw("a")
+        writer.saw("a")
         a1 = need("A1", "a")
         clock.now += 30.0  # 30 s of compositions with no other tenant: nothing charged
         writer._charge("a", clock.now - 30.0)
         assert writer._share_wait("a") == 0.0 and len(writer._shares) == 0
-        writer._saw("b")
+        writer.saw("b")
         clock.now += 0.5
         writer._charge("a", clock.now - 3.0)  # b came during this one: charged, 1 - 3 = -2 s
         assert writer._share_wait("a") == pytest.approx(20.0)
@@ -238,28 +299,24 @@ def test_a_tenant_alone_is_not_held_back(tmp_path):
     finally:
         writer._warming.clear()
         writer.stop()
-        database.dispose()
 
 
-def test_a_writer_without_a_share_never_waits(tmp_path):
-    database = Database(f"sqlite:///{tmp_path / 'n.db'}")
-    migrate(database)
-    writer = DebitWriter(database)
+def test_a_scheduler_without_a_share_never_waits():
+    writer = CompositionScheduler(_requeued.append)
     recorder = _Recorder()
     writer._exact_fine = recorder
     try:
-        writer._saw("b")
+        writer.saw("b")
         for ledger in ("A1", "A2", "A3"):
             n = NeedsExact([(_profile(3.0), 10)], DELTA, False, ledger, near=True)
-            writer._park(n, [types.SimpleNamespace(tenant="a", parked=0, future=None)])
+            writer.park(n, [types.SimpleNamespace(tenant="a", parked=0, future=None)])
             writer._next_fine("a")
         assert len(recorder.started) == 3 and writer._timers == set()
         with pytest.raises(ValueError, match="exact_share"):
-            DebitWriter(database, exact_share=0.0)
+            CompositionScheduler(_requeued.append, exact_share=0.0)
     finally:
         writer._warming.clear()
         writer.stop()
-        database.dispose()
 
 
 def _niceness() -> int:
@@ -274,13 +331,13 @@ def test_composition_processes_run_at_the_servers_niceness_plus_fine_nice():
     import multiprocessing
     import os
 
-    from darrm_opt.ledger import store
+    from darrm_opt.ledger import scheduler
 
     base = os.getpriority(os.PRIO_PROCESS, 0)
-    want = min(19, base + store.FINE_NICE)
-    lowered = concurrent.futures.ThreadPoolExecutor(1, initializer=store._lower_priority)
+    want = min(19, base + scheduler.FINE_NICE)
+    lowered = concurrent.futures.ThreadPoolExecutor(1, initializer=scheduler._lower_priority)
     with concurrent.futures.ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"),
-                                                initializer=store._lower_process_priority) as child:
+                                                initializer=scheduler._lower_process_priority) as child:
         got = lowered.submit(lambda: child.submit(_niceness).result()).result()
     lowered.shutdown()
     assert got == want

@@ -1,6 +1,6 @@
 """Data-dependent ledgers: PATE's data-dependent accounting published as a sanitised ε.
 
-``data_dependent_ledgers`` (darrm_opt.ledger.data_dependent): the public policy, the query counts, the
+``data_dependent_ledgers`` (darrm_opt.ledger.dd_account): the public policy, the query counts, the
 private account (``state``: never served) and the one published, sanitised ε (NULL until sealed).
 The data-independent ledgers (``ledgers``) are unchanged.
 

@@ -64,6 +64,19 @@ def _num(name: str, value: object, *, low: float = 0.0, strict: bool = True) -> 
     return x
 
 
+#: the range of a noise scale (σ, σ₁, σ_SS): its square and the reciprocal of its square are finite, nonzero
+#: floats, so every cost computed from it is a number
+SCALE_RANGE = (1e-100, 1e100)
+
+
+def _scale(name: str, value: object) -> float:
+    x = _num(name, value)
+    low, high = SCALE_RANGE
+    if not low <= x <= high:
+        raise InvalidParameter(name, f"must be a noise scale in [{low:g}, {high:g}]", value)
+    return x
+
+
 def _int(name: str, value: object, low: int = 1) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or int(value) < low:
         raise InvalidParameter(name, f"must be an integer >= {low}", value)
@@ -99,8 +112,9 @@ class DataDependentPolicy:
             raise InvalidParameter("aggregator", f"must be one of {', '.join(AGGREGATORS)}", self.aggregator)
         object.__setattr__(self, "K", _int("K", self.K))
         object.__setattr__(self, "classes", _int("classes", self.classes, 2))
-        for name in ("beta", "sigma_ss", "grid"):
+        for name in ("beta", "grid"):
             object.__setattr__(self, name, _num(name, getattr(self, name)))
+        object.__setattr__(self, "sigma_ss", _scale("sigma_ss", self.sigma_ss))
         object.__setattr__(self, "order", _num("order", self.order, low=1.0))
         delta = _num("delta", self.delta)
         if not delta < 1.0:
@@ -128,12 +142,12 @@ class DataDependentPolicy:
             if not c < 1.0:
                 raise InvalidParameter("confidence", "must satisfy 0 <= confidence < 1", self.confidence)
             object.__setattr__(self, "confidence", c)
-        object.__setattr__(self, "sigma", _num("sigma", self.sigma))
+        object.__setattr__(self, "sigma", _scale("sigma", self.sigma))
         if self.aggregator != "gnmax":
             if self.threshold is None or self.sigma1 is None:
                 raise InvalidParameter("threshold", f"{self.aggregator} needs threshold and sigma1", self.threshold)
             object.__setattr__(self, "threshold", _num("threshold", self.threshold, strict=False))
-            object.__setattr__(self, "sigma1", _num("sigma1", self.sigma1))
+            object.__setattr__(self, "sigma1", _scale("sigma1", self.sigma1))
         elif self.threshold is not None or self.sigma1 is not None:
             raise InvalidParameter("threshold", "plain GNMax takes no threshold or sigma1", self.threshold)
         if not gnmax_shape(self.sigma, self.order, self.classes).conditions:
@@ -194,16 +208,36 @@ class DataDependentState:
     rdp: float = 0.0
     reach: tuple[float, ...] = ()
     published: float | None = None
+    #: the answers of the last :data:`KEPT_KEYS` requests sent with an idempotency key: (key, digest of the
+    #: request, answers), oldest first (private like the votes they answer)
+    keyed: tuple[tuple[str, str, tuple[int, ...]], ...] = ()
 
     def to_json(self) -> str:
-        return json.dumps({"queries": self.queries, "answered": self.answered, "rdp": self.rdp,
-                           "reach": list(self.reach), "published": self.published}, separators=(",", ":"))
+        d: dict[str, Any] = {"queries": self.queries, "answered": self.answered, "rdp": self.rdp,
+                             "reach": list(self.reach), "published": self.published}
+        if self.keyed:
+            d["keyed"] = [[k, digest, list(answers)] for k, digest, answers in self.keyed]
+        return json.dumps(d, separators=(",", ":"))
 
     @classmethod
     def from_json(cls, text: str) -> DataDependentState:
         d = json.loads(text)
         return cls(int(d["queries"]), int(d["answered"]), float(d["rdp"]), tuple(float(x) for x in d["reach"]),
-                   None if d["published"] is None else float(d["published"]))
+                   None if d["published"] is None else float(d["published"]),
+                   tuple((str(k), str(digest), tuple(int(a) for a in answers))
+                         for k, digest, answers in d.get("keyed", ())))
+
+    def answers_of(self, key: str) -> tuple[str, tuple[int, ...]] | None:
+        """(digest, answers) of the request first sent with ``key``, if it is among the kept ones."""
+        return next(((digest, answers) for k, digest, answers in self.keyed if k == key), None)
+
+    def keep(self, key: str, digest: str, answers: tuple[int, ...]) -> DataDependentState:
+        """This state with the answers of ``key`` kept (the oldest key dropped beyond :data:`KEPT_KEYS`)."""
+        return replace(self, keyed=(*self.keyed, (key, digest, answers))[-KEPT_KEYS:])
+
+
+#: the idempotency keys a data-dependent ledger remembers (its last keyed requests)
+KEPT_KEYS = 64
 
 
 def new_state(policy: DataDependentPolicy) -> DataDependentState:
