@@ -301,3 +301,14 @@ def test_job_profile_is_the_epsilon_delta_pair() -> None:
     jp = job_profile(p, 100)
     assert jp.delta(svt_epsilon(p)) == pytest.approx(ptr_delta(p, 100), rel=1e-12)
     assert jp.delta(svt_epsilon(p)) >= ptr_delta(p, 100)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.floats(0.0, 30.0), st.floats(0.0, 0.5), st.floats(0.0, 40.0))
+def test_pair_profile_never_below_the_exact_profile(eps: float, delta: float, other: float) -> None:
+    from darrm_opt.privacy.stability import dp_pair_profile
+
+    prof = dp_pair_profile(eps, delta)
+    true = delta + (1 - delta) * max(0.0, math.exp(eps) - math.exp(other)) / (1 + math.exp(eps))
+    assert prof.delta(other) >= true * (1 - 1e-15)
+    assert prof.delta(other) <= true + 1e-12
