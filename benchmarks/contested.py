@@ -10,7 +10,8 @@ Beta(9, 1)), C = 10 with ``paper``, C = 10 with Dirichlet(3, 1/9…)} × Q ∈ {
 uniform over L = 126..224) at Q = 100 and 1000, (2, 1e-5), where GNMax calibrated by PLD errs 0.00938 and 0.0743
 (the issue's figures).
 
-Each job runs in a fresh interpreter (its peak RSS is the row's memory). The stability release's figures are
+Each job runs in a fresh interpreter (its peak RSS is the row's memory, today's planning included with
+--compare; CPU s is the stability plan's, today's in brackets). The stability release's figures are
 exact (:func:`darrm_opt.privacy.stability.job_error`, ⊥ counted as an error), for the parameters that
 :func:`darrm_opt.planning.stability_plan.plan_stability` chose within the budget (ε, δ of the whole job).
 """
@@ -92,7 +93,7 @@ def main() -> None:
         return
     rows = [a.only] if a.only is not None else range(len(JOBS))
     print(f"{'job':<22} {'Q':>5} {'(ε, δ)':>10} {'stability':>10} {'c':>3} {'answered':>10} {'⊥ share':>9} "
-          f"{'today':>24} {'CPU s':>6} {'peak MB':>8}")
+          f"{'today (CPU s)':>30} {'CPU s':>6} {'peak MB':>8}")
     for i in rows:
         cmd = [sys.executable, __file__, "--child", str(i)] + (["--compare"] if a.compare else [])
         r = subprocess.run(cmd, capture_output=True, text=True)
@@ -103,8 +104,10 @@ def main() -> None:
         s = d["stability"]
         today = d.get("today")
         shown = "–" if today is None else (f"{today[0]} {today[1]:.3g}" if today[1] is not None else today[0])
+        if today is not None:
+            shown += f" ({d['today_cpu']:.0f})"
         print(f"{d['name']:<22} {d['Q']:>5} {str(tuple(d['budget'])):>10} {s['expected_error']:>10.3g} "
-              f"{s['cutoff']:>3} {s['expected_answered']:>10.6g} {s['bottom_share']:>9.3g} {shown:>24} "
+              f"{s['cutoff']:>3} {s['expected_answered']:>10.6g} {s['bottom_share']:>9.3g} {shown:>30} "
               f"{d['cpu']:>6.1f} {d['rss_mb']:>8.0f}", flush=True)
 
 
