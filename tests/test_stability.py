@@ -312,3 +312,16 @@ def test_pair_profile_never_below_the_exact_profile(eps: float, delta: float, ot
     true = delta + (1 - delta) * max(0.0, math.exp(eps) - math.exp(other)) / (1 + math.exp(eps))
     assert prof.delta(other) >= true * (1 - 1e-15)
     assert prof.delta(other) <= true + 1e-12
+
+
+def test_ptr_delta_keeps_the_digits_of_tiny_tails() -> None:
+    """Where Pr[ν > T + z] is far below float64's resolution of 1 − Pr[ν ≤ T + z], δ still sums it: against
+    Pr[ν − ρ > T] for c = 1 (ν, ρ ~ DLap(2)) summed term by term, Σ_{y, k > T} p(y)·p(y − k), all positive."""
+    t, T = 2, 120
+    p = SvtParams(1, t, t, T, 1)
+    y = np.arange(-1500, 1501)
+    k = np.arange(T + 1, T + 1200)
+    exact = float((dlap_pmf(t, y)[:, None] * dlap_pmf(t, y[:, None] - k[None, :])).sum())
+    assert 0 < exact < 1e-20
+    assert ptr_delta(p, 1) >= exact
+    assert ptr_delta(p, 1) == pytest.approx(exact, rel=1e-9)

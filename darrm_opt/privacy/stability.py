@@ -113,6 +113,16 @@ def dlap_cdf(t: int, x: np.ndarray) -> np.ndarray:
     return np.where(x < 0, low, high)
 
 
+def dlap_log_cdf(t: int, x: np.ndarray) -> np.ndarray:
+    """log Pr[X ≤ x] = −x/t − log(1 + q) for x < 0 and log1p(−q^{x+1}/(1 + q)) for x ≥ 0: near 1 (x ≥ 0) from the
+    small tail itself, so that 1 − Pr[X ≤ x]^m = −expm1(m·log Pr[X ≤ x]) keeps the tail's relative precision."""
+    x = np.asarray(x, dtype=np.float64)
+    lq1 = math.log1p(math.exp(-1.0 / t))
+    low = np.minimum(x, 0.0) / t - lq1
+    high = np.log1p(-np.exp(-(np.maximum(x, 0.0) + 1.0) / t - lq1))
+    return np.where(x < 0, low, high)
+
+
 def dlap_sf(t: int, x: np.ndarray) -> np.ndarray:
     """Pr[X > x] = Pr[X < −x] = Pr[X ≤ −x − 1] (symmetry)."""
     return dlap_cdf(t, -np.asarray(x, dtype=np.float64) - 1.0)
@@ -190,9 +200,7 @@ def ptr_delta(p: SvtParams, queries: int) -> float:
     the sum over |z| ≤ Z in float64 (non-negative terms) raised by DELTA_MARGIN, plus Pr[|ρ| > Z]."""
     m = min(p.cutoff, _positive_int("queries", queries, 1 << 62))
     z = _rho_support(p.t_rho)
-    cdf = dlap_cdf(p.t_nu, p.threshold + z)
-    with np.errstate(divide="ignore"):
-        bracket = -np.expm1(m * np.log(cdf))
+    bracket = -np.expm1(m * dlap_log_cdf(p.t_nu, p.threshold + z))
     total = float(np.sum(dlap_pmf(p.t_rho, z) * bracket))
     return min(1.0, total * (1 + DELTA_MARGIN) + _rho_tail(p.t_rho))
 
