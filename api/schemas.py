@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import re
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
-from darrm_opt.certify.certificate import Certificate
-from darrm_opt.certify.pairs import PairCertificate
+from darrm_opt.mechanisms import table_output_union
+from darrm_opt.mechanisms.outputs import BinaryTableOut, TableOutBase, Teachers
 
 #: ids of tables, ledgers and jobs (hex digests and uuids; other safe words simply are not found)
 ID_PATTERN = r"^[A-Za-z0-9_-]{1,64}$"
@@ -31,6 +31,10 @@ def _plain_text(value: str) -> str:
 PlainText = Annotated[str, AfterValidator(_plain_text)]
 
 
+#: a binary DaRRM table's fields (:mod:`darrm_opt.mechanisms.outputs`), which a DaRRM plan's answer extends
+TableOut = BinaryTableOut
+
+
 class ErrorOut(BaseModel):
     detail: str
 
@@ -41,9 +45,6 @@ class BudgetExceededOut(BaseModel):
     delta_target: float = Field(..., description="the ledger's fixed δ (its delta_budget)")
     composition: str
     answers: int
-
-
-Teachers = Literal["shared", "disjoint-private", "disjoint-nonprivate"]
 
 
 #: the most teachers a request may name (the kinds' own limits and DARRM_MAX_MULTISETS refuse far fewer, with
@@ -104,105 +105,11 @@ class TableRequest(BaseModel):
                                      description="highs (default), gurobi or cbc")
 
 
-class TableOut(BaseModel):
-    """A certified binary table: shared-data (the paper's setting), disjoint-private, or the PATE setting
-    (disjoint-nonprivate: no m, no teacher Δ, ``epsilon`` the per-answer ε)."""
-
-    id: str = Field(..., description="hash of the table's content: kind, parameters, setting and γ")
-    kind: str = Field(..., description="the mechanism: darrm (teachers on shared data or disjoint-private) | "
-                                       "darrm-pate (the PATE setting)")
-    K: int
-    m: float | None = Field(..., description="null for disjoint-nonprivate")
-    epsilon: float = Field(..., description="each teacher's epsilon; the answer's epsilon for disjoint-nonprivate")
-    teacher_delta: float | None = Field(..., description="null for disjoint-nonprivate")
-    delta: float
-    prior: str
-    teachers: Teachers = "shared"
-    setting: dict[str, Any] | None = Field(None, description="the teacher setting, what it implies and its "
-                                                             "total_cap (disjoint-private)")
-    solver: str
-    gamma: list[float] = Field(..., description="γ(0..K), certified")
-    #: the library's own dataclasses: every corner multiset (shared data), every (l, l ± 1) pair (PATE)
-    certificate: Certificate | PairCertificate
-    privacy_profile: dict[str, Any] | None = Field(
-        None, description="the table's certified privacy profile: swept (ε, δ) statements, envelope vertices, "
-                          "the dominating pair's atoms (P-mass, Q-mass) and infinite-loss mass")
-    expected_error: float
-    solve_seconds: float
-    created_at: datetime
-
-
-class MulticlassTableOut(BaseModel):
-    """A certified multi-class table: γ[g] for the gap g between the top two vote counts (g = 0: a tie), or
-    for the top-two rule (p, q) over the states (g₁, min(g₂, gap_cap))."""
-
-    id: str = Field(..., description="hash of the table's content: kind, parameters (classes included), γ")
-    kind: str = Field(..., description="the mechanism: darrm-multiclass | darrm-multiclass-top2")
-    K: int
-    classes: int
-    gap_cap: int | None = Field(None, description="darrm-multiclass-top2: the cap G on the second gap g₂")
-    teachers: Literal["disjoint-nonprivate"]
-    setting: dict[str, Any] | None = None
-    target_epsilon: float = Field(..., description="each answer's epsilon")
-    delta: float = Field(..., description="each answer's delta")
-    prior: str
-    solver: str
-    gamma: list[float] = Field(..., description="γ(0..K) by gap, certified")
-    certificate: dict[str, Any] = Field(..., description="every neighbouring histogram type checked "
-                                                         "(darrm_opt.certify.multiclass)")
-    privacy_profile: dict[str, Any] | None = None
-    expected_error: float
-    solve_seconds: float
-    created_at: datetime
-
-
-class GaussianTableOut(BaseModel):
-    """A Gaussian release (GNMax, or Confident-GNMax whose ⊥ answers are written −1): no γ table, its
-    parameters define it; its certificate states the per-answer (ε₀, δ₀) read off its exact Gaussian pair."""
-
-    id: str = Field(..., description="hash of the table's content: kind, parameters (σ, classes), setting")
-    kind: Literal["gnmax", "confident-gnmax"]
-    K: int
-    classes: int
-    teachers: Literal["disjoint-nonprivate"]
-    setting: dict[str, Any] | None = None
-    sigma: float | None = Field(None, description="gnmax: the noise N_Z(0, σ²) per class")
-    threshold: float | None = Field(None, description="confident-gnmax: ⊥ (−1) unless top count + N_Z(0, σ₁²) ≥ T")
-    sigma1: float | None = None
-    sigma2: float | None = None
-    prior: str
-    solver: str
-    gamma: list[float] = Field(..., description="empty: the release has no table")
-    certificate: dict[str, Any]
-    privacy_profile: dict[str, Any] | None = None
-    expected_error: float
-    solve_seconds: float
-    created_at: datetime
-
-
-class GaussianMeanTableOut(BaseModel):
-    """A Gaussian mean release (docs/gaussian-mean.md): no γ; its parameters define it."""
-
-    id: str = Field(..., description="hash of the table's content: kind, parameters, setting")
-    kind: Literal["gaussian-mean"]
-    K: int
-    dim: int = Field(..., description="l: the length of each teacher's vector")
-    radius: float = Field(..., description="the clip radius R of each teacher's vector (L2)")
-    lattice: float = Field(..., description="the lattice step g (a power of two)")
-    noise: int = Field(..., description="n: the discrete Gaussian N_Z(0, n²) on the lattice sum; σ = n·g/K")
-    delta: float = Field(..., description="δ₀ of the per-answer statement")
-    teachers: Literal["disjoint-nonprivate"]
-    setting: dict[str, Any] | None = None
-    solver: str
-    gamma: list[float] = Field(..., description="empty")
-    certificate: dict[str, Any] = Field(..., description="the per-answer statement of the Gaussian pair")
-    privacy_profile: dict[str, Any] | None = None
-    expected_error: float = Field(..., description="dim·σ², the expected squared error of a released mean")
-    solve_seconds: float
-    created_at: datetime
-
-
-AnyTableOut = TableOut | MulticlassTableOut | GaussianTableOut | GaussianMeanTableOut
+#: a served table of any registered kind (each kind's ``output_model``), discriminated on ``kind``
+if TYPE_CHECKING:
+    AnyTableOut = TableOutBase
+else:
+    AnyTableOut = table_output_union()
 
 
 class TableListOut(BaseModel):

@@ -30,7 +30,8 @@ from darrm_opt.model.objective import expected_error, expected_pmf
 from darrm_opt.model.params import Prior
 from darrm_opt.model.shaped import ShapedPateParams, slope_cap
 from darrm_opt.optimize.shaped import solve_shaped
-from darrm_opt.planning.shaped_plan import FLOOR, calibrate_shaped, gdp_mu, shaped_profile
+from darrm_opt.planning.shaped_plan import FLOOR, calibrate_shaped, shaped_profile
+from darrm_opt.privacy.gaussian_profile import gdp_mu
 from darrm_opt.privacy.gnmax import gnmax_gamma
 from darrm_opt.privacy.pld import exact_epsilon
 

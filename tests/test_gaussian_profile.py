@@ -83,9 +83,9 @@ def test_composed_discrete_pair_is_within_1e_5_of_gaussian_dp(q, eps, delta):
     """σ calibrated by Gaussian DP to (ε, δ) over Q answers: the ledger's composition of the discrete pair
     spends ε within 1e-5 (it spent 2.001 and 8.03 under privacy-bucket rounding, moving the plan's σ by
     0.3 %)."""
-    from darrm_opt.planning.gaussian_plan import _gdp_mu
+    from darrm_opt.privacy.gaussian_profile import gdp_mu
 
-    sigma = math.sqrt(2 * q) / _gdp_mu(eps, delta)
+    sigma = math.sqrt(2 * q) / gdp_mu(eps, delta)
     got = exact_epsilon([(GaussianProfile(sigma, (1, 1)), q)], delta)
     assert abs(got - eps) < 1e-5
 

@@ -20,7 +20,8 @@ from darrm_opt.model.objective import expected_error, expected_pmf
 from darrm_opt.model.shaped import ShapedPateParams, noise_table, slope_cap, target_delta
 from darrm_opt.optimize.shaped import solve_shaped
 from darrm_opt.planning.job import Job
-from darrm_opt.planning.shaped_plan import calibrate_shaped, gdp_mu, shaped_profile
+from darrm_opt.planning.shaped_plan import calibrate_shaped, shaped_profile
+from darrm_opt.privacy.gaussian_profile import gdp_mu
 from darrm_opt.privacy.gnmax import gnmax_gamma
 from darrm_opt.privacy.pld import exact_epsilon
 

@@ -63,13 +63,13 @@ def solve(
         setting = kind.setting(teachers and teachers.value)
         check_setting_options(setting, [k for k, v in given.items() if v is not None], cli_spelling,
                               m_needed=not kind.labels, target_needed=not kind.labels)
-        view = SOLVE_VIEWS.get(kind.kind, _generic_view)
+        view = solve_view(kind)
         view(kind, K=K, m=m, epsilon=epsilon, teacher_delta=teacher_delta, delta=delta, prior=prior, solver=solver,
              mode=mode, fmt=fmt, out=out, quiet=quiet, baselines=baselines, dask_scheduler=dask_scheduler,
              teachers=setting, target_epsilon=target_epsilon, classes=classes)
 
 
-def _darrm_view(kind, *, K, m, epsilon, teacher_delta, delta, prior, solver, mode, fmt, out, quiet,  # noqa: ANN001
+def darrm_view(kind, *, K, m, epsilon, teacher_delta, delta, prior, solver, mode, fmt, out, quiet,  # noqa: ANN001
                 baselines, dask_scheduler, teachers, **_: object) -> None:
     """γ_opt of DaRRM next to the certified baselines (table view: every printed column certified)."""
     from darrm_opt.certify.rounded import wide_margin
@@ -97,14 +97,14 @@ def _darrm_view(kind, *, K, m, epsilon, teacher_delta, delta, prior, solver, mod
     write_output(text, out)
 
 
-def _pate_view(kind, *, K, delta, prior, solver, fmt, out, target_epsilon, **_: object) -> None:  # noqa: ANN001
+def pate_view(kind, *, K, delta, prior, solver, fmt, out, target_epsilon, **_: object) -> None:  # noqa: ANN001
     """γ_opt in the PATE setting next to GNMax calibrated exactly at the same (ε, δ)."""
     from darrm_opt.cli.solve_pate import solve_pate_output
 
     write_output(solve_pate_output(K, target_epsilon, delta, prior, solver, fmt is OutputFormat.json), out)
 
 
-def _multiclass_view(kind, *, K, classes, teachers, target_epsilon, delta, prior, solver, fmt, out,  # noqa: ANN001
+def multiclass_view(kind, *, K, classes, teachers, target_epsilon, delta, prior, solver, fmt, out,  # noqa: ANN001
                      baselines, **_: object) -> None:
     """Multi-class γ_opt next to GNMax and Confident-GNMax at the same (ε, δ)."""
     from darrm_opt.cli.solve_multiclass import solve_multiclass_command
@@ -138,9 +138,15 @@ def _generic_view(kind, *, K, m, epsilon, teacher_delta, delta, prior, solver, f
     write_output("\n".join(lines) + "\n", out)
 
 
-#: the views of ``solve`` by kind; a kind without one gets the generic view
-SOLVE_VIEWS: dict[str, Callable[..., None]] = {"darrm": _darrm_view, "darrm-pate": _pate_view,
-                                               "darrm-multiclass": _multiclass_view}
+def solve_view(kind) -> Callable[..., None]:  # noqa: ANN001 - a Mechanism
+    """The view of ``solve`` that ``kind`` names (its ``solve_view``, "module:function"), else the generic
+    view."""
+    if kind.solve_view is None:
+        return _generic_view
+    import importlib
+
+    module, _, name = kind.solve_view.partition(":")
+    return getattr(importlib.import_module(module), name)
 
 
 def _output(params, sol, base, fmt: OutputFormat, t0: float, executor, reporter, teachers) -> str:

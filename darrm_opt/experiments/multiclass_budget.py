@@ -33,6 +33,7 @@ import numpy as np
 
 from darrm_opt.errors import InvalidParameter
 from darrm_opt.model.multiclass import MulticlassParams, MulticlassPrior
+from darrm_opt.privacy.calibrate import arithmetic, bisect, geometric, walk
 
 #: per-answer δ₀ tried for DaRRM, as fractions of δ/Q (δ₀·Q must stay below δ: the infinite-loss mass adds up)
 DELTA_FRACTIONS = (0.0, 0.1, 0.5)
@@ -77,15 +78,15 @@ def darrm_over_answers(K: int, C: int, prior: MulticlassPrior, Q: int, epsilon: 
         fit = _darrm_at(K, C, prior, lo, d0, Q, delta, solver)
         if fit[0] > epsilon:
             continue
-        found = (lo, *fit)
-        for _ in range(BISECTION_STEPS):
-            mid = math.sqrt(lo * hi)
-            res = _darrm_at(K, C, prior, mid, d0, Q, delta, solver)
-            if res[0] <= epsilon:
-                lo, found = mid, (mid, *res)
-            else:
-                hi = mid
-        e0, total, acc, err = found
+        at = {lo: fit}
+
+        def fits(e0: float, d0: float = d0, at: dict = at) -> bool:
+            if e0 not in at:
+                at[e0] = _darrm_at(K, C, prior, e0, d0, Q, delta, solver)
+            return at[e0][0] <= epsilon
+
+        e0, _ = bisect(fits, lo, hi, geometric, done=BISECTION_STEPS)
+        total, acc, err = at[e0]
         if best is None or acc > best.accuracy:
             best = DarrmChoice(acc, err, e0, d0, total)
     return best
@@ -113,13 +114,15 @@ def rdp_epsilon(sigma: float, Q: int, delta: float) -> float:
 
 def rdp_sigma_over_answers(Q: int, epsilon: float, delta: float) -> float:
     """The smallest σ (relative 1e-9) with :func:`rdp_epsilon` ≤ ε, by bisection."""
+    def ok(s: float) -> bool:
+        return rdp_epsilon(s, Q, delta) <= epsilon
+
     lo, hi = 1e-3, 1.0
-    while rdp_epsilon(hi, Q, delta) > epsilon:
-        lo, hi = hi, hi * 2.0
-    while hi - lo > 1e-9 * hi:
-        mid = 0.5 * (lo + hi)
-        lo, hi = (mid, hi) if rdp_epsilon(mid, Q, delta) > epsilon else (lo, mid)
-    return hi
+    if not ok(hi):
+        lo, top = walk(ok, hi, lambda s, _: s * 2.0)
+        assert top is not None  # a walk without an end ends where ok holds
+        hi = top
+    return bisect(ok, hi, lo, arithmetic, done=lambda g, b: g - b <= 1e-9 * g)[0]
 
 
 @dataclass(frozen=True)
@@ -303,12 +306,15 @@ def shaped_over_answers(K: int, C: int, prior: MulticlassPrior, Q: int, epsilon:
             miss = s
     if fit is None:
         return None
-    for _ in range(steps if miss is not None else 0):
-        mid = math.sqrt(fit[0] * miss)  # type: ignore[operator]
-        res = at(mid)
-        if res[0] <= epsilon:
-            fit = (mid, res)
-        else:
-            miss = mid
+    if miss is not None:
+        seen = {fit[0]: fit[1]}
+
+        def fits(x: float) -> bool:
+            if x not in seen:
+                seen[x] = at(x)
+            return seen[x][0] <= epsilon
+
+        good, _ = bisect(fits, fit[0], miss, geometric, done=steps)
+        fit = (good, seen[good])
     s, (total, acc, err) = fit
     return ShapedChoice(acc, err, s * sigma0, total)

@@ -52,6 +52,7 @@ import numpy as np
 
 from darrm_opt.privacy import accounting
 from darrm_opt.privacy.adaptive import EXACT_DOMINATING, adaptive_parts
+from darrm_opt.privacy.calibrate import bisect, integer
 from darrm_opt.privacy.parallel import capped
 from darrm_opt.privacy.pld import (
     EXACT_MAX_ANSWERS,
@@ -414,14 +415,15 @@ def _pay_in_order(batch: list[Debit], indices: list[int], state: LedgerState, pr
     """Each debit in arrival order is paid if the ledger's spend with it fits, else refused. The longest
     prefix that fits is found first by bisection (the spend grows with the answers), which needs
     O(log n) evaluations of the exact composition instead of n."""
-    lo, hi, best = 0, len(indices), None  # the first lo debits fit together (with spend best)
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        acc = state.account([batch[i] for i in indices[:mid]], profile_of)
-        if state.fits(acc):
-            lo, best = mid, acc
-        else:
-            hi = mid - 1
+    spends = {}
+
+    def fits(n: int) -> bool:
+        spends[n] = state.account([batch[i] for i in indices[:n]], profile_of)
+        return state.fits(spends[n])
+
+    # the first lo debits fit together (with spend best); len(indices) + 1 debits is the bracket's bad end
+    lo, _ = bisect(fits, 0, len(indices) + 1, integer, done=lambda g, b: b - g <= 1)
+    best = spends.get(lo) if lo > 0 else None
     if best is not None:
         spend = state.stated(best)
         for i in indices[:lo]:

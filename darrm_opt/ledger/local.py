@@ -55,14 +55,9 @@ def database_url(spec: str | None) -> str:
 def largest_batch(fits: Callable[[int], bool], upper: int) -> int:
     """The most answers (< ``upper``) for which ``fits(n)`` holds, by bisection: the spend grows with the
     count, so ``fits`` is monotone (``fits(0)`` always holds, ``fits(upper)`` does not)."""
-    lo, hi = 0, upper
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if fits(mid):
-            lo = mid
-        else:
-            hi = mid
-    return lo
+    from darrm_opt.privacy.calibrate import bisect, integer
+
+    return bisect(fits, 0, upper, integer, done=lambda g, b: b - g <= 1)[0]
 
 
 def open_ledger(url: str | None, name: str, find: Callable[[Database], str]) -> tuple[Database, str]:

@@ -2,7 +2,8 @@
 registry (:mod:`darrm_opt.mechanisms.registry`). Front ends find a kind here and never test which kind
 they hold: by name (:func:`mechanism`), by its parameters (:func:`mechanism_for`), by a request's teachers
 and classes (:func:`kind_for`), from a document (:func:`table_from_document`) or a database row
-(:func:`table_from_row`)."""
+(:func:`table_from_row`). A served table's wire form is its kind's ``output_model``, and the service's table
+output the union of them all (:func:`table_output_union`)."""
 
 from __future__ import annotations
 
@@ -16,11 +17,13 @@ from darrm_opt.errors import DarrmError, InvalidParameter, TableFileError
 from darrm_opt.privacy.profile import profile_from_dict
 from darrm_opt.privacy.table import CertifiedTable
 
-from .base import Mechanism, Solved
+from .base import Example, Mechanism, Solved
+from .outputs import TableOutBase
 from .registry import MECHANISMS
 
-__all__ = ["MECHANISMS", "Mechanism", "Solved", "certify_table", "kind_for", "mechanism", "mechanism_for",
-           "params_key", "plan_job", "table_document", "table_from_document", "table_from_row", "SCHEMA_VERSION"]
+__all__ = ["MECHANISMS", "Example", "Mechanism", "Solved", "TableOutBase", "certify_table", "kind_for",
+           "mechanism", "mechanism_for", "params_key", "plan_job", "table_document", "table_from_document",
+           "table_from_row", "table_output_union", "SCHEMA_VERSION"]
 
 #: the version of the table document (``kind`` and ``schema_version`` name what a document holds)
 SCHEMA_VERSION = 1
@@ -59,6 +62,20 @@ def kind_for(teachers: str | None = None, classes: int | None = None) -> Mechani
         raise InvalidParameter("teachers", "a multi-class table (with classes) must be for 'disjoint-nonprivate' "
                                "teachers", teachers)
     raise InvalidParameter("teachers", f"no kind of table for {setting} teachers without classes", teachers)
+
+
+def table_output_union() -> Any:
+    """The wire form of a served table of any registered kind: the union of every kind's ``output_model``,
+    discriminated on ``kind`` (``Annotated[Union[...], Field(discriminator="kind")]``; a registry of one kind
+    gives its model alone, with no discriminator)."""
+    from typing import Annotated, Union
+
+    from pydantic import Field
+
+    models = tuple(m.output_model for m in MECHANISMS.values())
+    if len(models) == 1:
+        return models[0]
+    return Annotated[Union[models], Field(discriminator="kind")]  # noqa: UP007 - a Union over a tuple of types
 
 
 def params_key(params: Any, teachers: str | None = None) -> str:

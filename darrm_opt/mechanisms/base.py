@@ -15,7 +15,10 @@ A kind supplies:
 - what drives the time and memory of its solve (``solve_cost_key``: the curve of measured solves it follows
   and its size on it, :mod:`darrm_opt.mechanisms.cost`);
 - its sampler (answers with exact coins from a CSPRNG);
-- its expected error under its prior, and its certificate read back from a document.
+- its expected error under its prior, and its certificate read back from a document;
+- how a served table of it looks on the wire (``output_model``: a model of :mod:`darrm_opt.mechanisms.outputs`
+  with ``kind: Literal["<its name>"]``), the ``solve`` command's view of it (``solve_view``) and small
+  instances of it (``examples``) that the tests serve through every front end.
 
 Tables of every kind are :class:`darrm_opt.privacy.table.CertifiedTable`, identified by their content hash.
 """
@@ -33,6 +36,8 @@ from darrm_opt.certify.verdict import Verdict
 from darrm_opt.errors import CertificationFailed, InvalidParameter
 from darrm_opt.privacy.profile import Profile
 from darrm_opt.privacy.table import CertifiedTable
+
+from .outputs import TableOutBase
 
 Progress = Callable[..., None]
 
@@ -59,6 +64,16 @@ class Solved:
     solver: str
     seconds: float
     solution: Any = field(repr=False, compare=False, default=None)
+
+
+@dataclass(frozen=True)
+class Example:
+    """A small instance of a kind, for tests and documentation: ``params`` solve (or calibrate) in well under a
+    second; ``job`` (the fields of a :class:`darrm_opt.planning.job.Job`) is a job the kind's ``plan`` serves in
+    a few seconds (None for a kind that makes no offer)."""
+
+    params: Any
+    job: Mapping[str, Any] | None = None
 
 
 class Mechanism(ABC):
@@ -89,6 +104,17 @@ class Mechanism(ABC):
     absent_reason: ClassVar[str] = ""
     #: a votes file's form: "csv" (rows of K votes) or "npy" (an array (rows, K, dim) in an .npy/.npz file)
     votes_file: ClassVar[str] = "csv"
+    #: a served table of this kind on the wire: a model of :mod:`darrm_opt.mechanisms.outputs` whose ``kind``
+    #: is ``Literal["<this kind>"]`` (the service's table output is the union of every kind's, by ``kind``)
+    output_model: ClassVar[type[TableOutBase]]
+    #: the ``solve`` command's view of this kind, as "module:function" of a front-end module (called with the
+    #: mechanism and the command's options); None: the generic view (the certified table, its verdict, values)
+    solve_view: ClassVar[str | None] = None
+
+    @abstractmethod
+    def examples(self) -> tuple[Example, ...]:
+        """Small instances of this kind (at least one), each solved in well under a second: the tests walk
+        the registry and serve each through every endpoint and command that takes a table."""
 
     # --- parameters ---------------------------------------------------------------------------------------
     def table_size(self, params: Any) -> int:

@@ -10,23 +10,36 @@ table, and the teachers' (ε, Δ) caps a ledger's total).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
 from darrm_opt.certify.certificate import Certificate
 from darrm_opt.model.params import Params
 
-from .base import Mechanism, SolveCostKey, Solved
+from .base import Example, Mechanism, SolveCostKey, Solved
+from .outputs import BinaryTableOut
+
+
+class DarrmTableOut(BinaryTableOut):
+    """A served darrm table."""
+
+    kind: Literal["darrm"]
 
 
 class Darrm(Mechanism):
     kind = "darrm"
+    output_model = DarrmTableOut
+    solve_view = "darrm_opt.cli.solve:darrm_view"
     params_type = Params
     settings = ("shared", "disjoint-private")
     summary = "DaRRM majority of 0/1 votes, teachers each (ε, Δ)-DP on the same data (or on disjoint shards)"
     profile_on_read_max_K = 25  # its sweeps cost about as much as the certificate's
     document_fields = ("K", "m", "epsilon", "teacher_delta", "delta", "gamma")
+
+    def examples(self) -> tuple[Example, ...]:
+        return (Example(Params(5, 2), {"K": 5, "queries": 20, "budget_epsilon": 3.0, "budget_delta": 0.01,
+                                       "teachers": "shared", "epsilon": 0.2, "teacher_delta": 1e-4}),)
 
     def params_from(self, data: Mapping[str, Any]) -> Params:
         return Params(K=data.get("K"), m=data.get("m"), epsilon=data.get("epsilon", 0.1),  # type: ignore[arg-type]

@@ -8,24 +8,37 @@ class of T with probability γ(g), else a uniform class of all C (MC-1, :mod:`da
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
 from darrm_opt.certify.multiclass import MulticlassCertificate
 from darrm_opt.model.multiclass import MulticlassParams, MulticlassPrior
 
-from .base import Mechanism, SolveCostKey, Solved
+from .base import Example, Mechanism, SolveCostKey, Solved
+from .outputs import MulticlassTableOut
+
+
+class DarrmMulticlassTableOut(MulticlassTableOut):
+    """A served darrm-multiclass table."""
+
+    kind: Literal["darrm-multiclass"]
 
 
 class DarrmMulticlass(Mechanism):
     kind = "darrm-multiclass"
+    output_model = DarrmMulticlassTableOut
+    solve_view = "darrm_opt.cli.solve:multiclass_view"
     per_answer_offers = True
     params_type = MulticlassParams
     settings = ("disjoint-nonprivate",)
     labels = True
     document_fields = ("K", "classes", "teachers", "target_epsilon", "delta", "gamma")
     summary = "multi-class DaRRM: a class label from class-label votes of non-private teachers (PATE setting)"
+
+    def examples(self) -> tuple[Example, ...]:
+        return (Example(MulticlassParams(5, 3, 1.0, 1e-5), {"K": 5, "classes": 3, "queries": 10,
+                                                             "budget_epsilon": 4.0, "budget_delta": 1e-5}),)
 
     def params_from(self, data: Mapping[str, Any]) -> MulticlassParams:
         delta = 0.0 if data.get("delta") is None else data["delta"]

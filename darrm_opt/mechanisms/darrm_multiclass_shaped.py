@@ -11,7 +11,7 @@ normal, shape β, scale α) and its J slopes; its certificate checks (MC-2) unde
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -19,15 +19,23 @@ from darrm_opt.certify.shaped import ShapedMulticlassCertificate
 from darrm_opt.errors import InvalidParameter
 from darrm_opt.model.shaped import ShapedMulticlassParams
 
-from .base import Mechanism, SolveCostKey, Solved
+from .base import Example, Mechanism, SolveCostKey, Solved
+from .outputs import ShapedTableOut
 
 #: the target shapes ``plan`` calibrates (K = 250, C = 10, Q = 100, (2, 1e-5), paper prior: β = 3 6.8e-4
 #: against β = 2 9.4e-4; benchmarks/shaped_tables.py)
 PLAN_SHAPES = (3.0,)
 
 
+class DarrmMulticlassShapedTableOut(ShapedTableOut):
+    """A served darrm-multiclass-shaped table."""
+
+    kind: Literal["darrm-multiclass-shaped"]
+
+
 class DarrmMulticlassShaped(Mechanism):
     kind = "darrm-multiclass-shaped"
+    output_model = DarrmMulticlassShapedTableOut
     # today's multi-class rule keeps its shaped tables far above GNMax (0.028 → 6.8e-4 against 4.0e-5 at
     # K = 250, C = 10, Q = 100; docs/shaped-tables.md) and calibrating one costs ~45 s there: planned when
     # asked for (plan --mechanism darrm-multiclass-shaped)
@@ -42,6 +50,11 @@ class DarrmMulticlassShaped(Mechanism):
     document_fields = ("K", "classes", "teachers", "beta", "target_scale", "slopes", "slope_max", "gamma")
     absent_fields = ("m", "teacher_delta")
     absent_reason = "non-private teachers have no allowance m and no teacher Δ"
+
+    def examples(self) -> tuple[Example, ...]:
+        return (Example(ShapedMulticlassParams(5, 3, 3.0, 2.0, 8, 1.0), {"K": 5, "classes": 3, "queries": 10,
+                                                                          "budget_epsilon": 4.0,
+                                                                          "budget_delta": 1e-5}),)
 
     def params_from(self, data: Mapping[str, Any]) -> ShapedMulticlassParams:
         family = data.get("target_family", "gennorm")

@@ -10,7 +10,7 @@ answer iff every ordered neighbouring histogram type's hockey-stick divergence a
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -18,12 +18,20 @@ from darrm_opt.certify.multiclass import MulticlassCertificate
 from darrm_opt.model.multiclass import MulticlassPrior
 from darrm_opt.model.top2 import DEFAULT_CAP, Top2Params
 
-from .base import Mechanism, SolveCostKey, Solved
+from .base import Example, Mechanism, SolveCostKey, Solved
 from .darrm_multiclass import histogram_types_failure, histogram_types_verdict
+from .outputs import MulticlassTableOut
+
+
+class DarrmMulticlassTop2TableOut(MulticlassTableOut):
+    """A served darrm-multiclass-top2 table."""
+
+    kind: Literal["darrm-multiclass-top2"]
 
 
 class DarrmMulticlassTop2(Mechanism):
     kind = "darrm-multiclass-top2"
+    output_model = DarrmMulticlassTop2TableOut
     per_answer_offers = True
     # at K = 250, C = 10, Q = 100, (2, 1e-5) its plan takes ~7 min and several GB (three LPs at ε₀ ≈ 0.05, where the
     # cutting planes need many rounds) for 2.2e-2 against GNMax's 4.0e-5 (benchmarks/multiclass_top2.py):
@@ -36,6 +44,10 @@ class DarrmMulticlassTop2(Mechanism):
     document_fields = ("K", "classes", "teachers", "target_epsilon", "delta", "gap_cap", "gamma")
     summary = ("top-two multi-class DaRRM (PATE setting): the plurality, else the runner-up, else a uniform class, "
                "by both top gaps")
+
+    def examples(self) -> tuple[Example, ...]:
+        return (Example(Top2Params(5, 3, 1.0, 1e-5, cap=2), {"K": 5, "classes": 3, "queries": 10,
+                                                              "budget_epsilon": 4.0, "budget_delta": 1e-5}),)
 
     def params_from(self, data: Mapping[str, Any]) -> Top2Params:
         delta = 0.0 if data.get("delta") is None else data["delta"]

@@ -10,7 +10,7 @@ even K the tie L = K/2 is answered by a fair coin, so its table states γ(K/2) =
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -18,7 +18,8 @@ from darrm_opt.certify.pairs import PairCertificate
 from darrm_opt.errors import InvalidParameter
 from darrm_opt.model.neighbours import PateParams
 
-from .base import Mechanism, Solved
+from .base import Example, Mechanism, Solved
+from .outputs import BinaryTableOut
 
 
 def check_tie(K: int, gamma: np.ndarray) -> np.ndarray:
@@ -30,8 +31,16 @@ def check_tie(K: int, gamma: np.ndarray) -> np.ndarray:
     return gamma
 
 
+class DarrmPateTableOut(BinaryTableOut):
+    """A served darrm-pate table."""
+
+    kind: Literal["darrm-pate"]
+
+
 class DarrmPate(Mechanism):
     kind = "darrm-pate"
+    output_model = DarrmPateTableOut
+    solve_view = "darrm_opt.cli.solve:pate_view"
     per_answer_offers = True
     params_type = PateParams
     settings = ("disjoint-nonprivate",)
@@ -40,6 +49,10 @@ class DarrmPate(Mechanism):
     document_fields = ("K", "teachers", "epsilon", "delta", "gamma")  # epsilon: the per-answer ε
     absent_fields = ("m", "teacher_delta")
     absent_reason = "non-private teachers have no allowance m and no teacher Δ"
+
+    def examples(self) -> tuple[Example, ...]:
+        return (Example(PateParams(5, 0.5, 1e-5), {"K": 5, "queries": 10, "budget_epsilon": 2.0,
+                                                    "budget_delta": 1e-5}),)
 
     def params_from(self, data: Mapping[str, Any]) -> PateParams:
         """Documents state the per-answer ε as ``epsilon``, requests as ``target_epsilon``; δ defaults to 0."""

@@ -12,23 +12,31 @@ ledger composes. ``plan`` calibrates α so that Q answers compose within the job
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
 from darrm_opt.certify.shaped import ShapedCertificate
 from darrm_opt.model.shaped import ShapedPateParams
 
-from .base import Mechanism, SolveCostKey, Solved
+from .base import Example, Mechanism, SolveCostKey, Solved
 from .darrm_pate import check_tie
+from .outputs import ShapedTableOut
 
 #: the target shapes ``plan`` calibrates, the most accurate offered (K = 250, Q = 100, (2, 1e-5): β = 3 under
 #: the paper's prior, β = 2, GNMax's curve, under Beta(9, 1): benchmarks/shaped_tables.py)
 PLAN_SHAPES = (2.0, 3.0)
 
 
+class DarrmPateShapedTableOut(ShapedTableOut):
+    """A served darrm-pate-shaped table."""
+
+    kind: Literal["darrm-pate-shaped"]
+
+
 class DarrmPateShaped(Mechanism):
     kind = "darrm-pate-shaped"
+    output_model = DarrmPateShapedTableOut
     params_type = ShapedPateParams
     settings = ("disjoint-nonprivate",)
     search_details = ("scales_tried",)
@@ -38,6 +46,10 @@ class DarrmPateShaped(Mechanism):
     document_fields = ("K", "teachers", "beta", "target_scale", "slopes", "slope_max", "gamma")
     absent_fields = ("m", "teacher_delta", "classes")
     absent_reason = "non-private teachers have no allowance m and no teacher Δ; the votes are 0/1"
+
+    def examples(self) -> tuple[Example, ...]:
+        return (Example(ShapedPateParams(6, 3.0, 2.0, 8, 1.0), {"K": 7, "queries": 10, "budget_epsilon": 2.0,
+                                                                 "budget_delta": 1e-5}),)
 
     def params_from(self, data: Mapping[str, Any]) -> ShapedPateParams:
         family = data.get("target_family", "gennorm")

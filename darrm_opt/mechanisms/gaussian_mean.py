@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
 from fractions import Fraction
 from functools import lru_cache
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 
@@ -31,7 +31,8 @@ from darrm_opt.privacy.gaussian_profile import GaussianProfile
 from darrm_opt.privacy.table import CertifiedTable
 from darrm_opt.sampling import RandomBytes, system_random
 
-from .base import Mechanism, Solved
+from .base import Example, Mechanism, Solved
+from .outputs import MeanTableOut
 
 #: the clipped vector is scaled by this much less than R/‖z‖ (float rounding), then checked exactly
 _CLIP_SLACK = 1 - 1e-10
@@ -188,8 +189,15 @@ class GaussianMeanSampler:
         return np.asarray(sums, dtype=np.int64).reshape(-1, p.dim).astype(np.float64) * (p.lattice / p.K)
 
 
+class GaussianMeanTableOut(MeanTableOut):
+    """A served gaussian-mean table."""
+
+    kind: Literal["gaussian-mean"]
+
+
 class GaussianMean(Mechanism):
     kind = "gaussian-mean"
+    output_model = GaussianMeanTableOut
     params_type = GaussianMeanParams
     settings = ("disjoint-nonprivate",)
     summary = "the noisy mean of K teachers' vectors (PCA-PATE / autoencoded PATE), exact discrete Gaussian noise"
@@ -200,6 +208,9 @@ class GaussianMean(Mechanism):
 
     def table_size(self, params: Any) -> int:
         return 0
+
+    def examples(self) -> tuple[Example, ...]:
+        return (Example(GaussianMeanParams(5, 2, 1.0, 2.0**-12, 8192, 1e-6)),)
 
     def params_from(self, data: Mapping[str, Any]) -> GaussianMeanParams:
         return GaussianMeanParams(data.get("K"), data.get("dim"), data.get("radius"),  # type: ignore[arg-type]

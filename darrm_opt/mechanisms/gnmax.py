@@ -22,7 +22,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from functools import lru_cache
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 
@@ -31,7 +31,8 @@ from darrm_opt.errors import InvalidParameter
 from darrm_opt.model.gnmax import ConfidentGnmaxParams, GnmaxParams, abstain_probability, confident_error, gnmax_error
 from darrm_opt.privacy.gaussian_profile import GaussianProfile
 
-from .base import Mechanism, Solved
+from .base import Example, Mechanism, Solved
+from .outputs import GaussianTableOut
 
 #: the per-answer δ₀ at which a Gaussian table's certificate states its ε₀
 DELTA0 = 1e-10
@@ -87,6 +88,23 @@ def _certificate(profile: GaussianProfile) -> GaussianPldCertificate:
     pair = ", ".join(f"N_Z({s:g}, {x:g}^2)" for s, x in zip(profile.shifts, profile.coordinate_sigmas))
     return GaussianPldCertificate(ok, eps, DELTA0, d, f"N_Z(0, σ²) per coordinate against {pair}", CERT_INTERVAL,
                                "" if ok else f"δ(ε₀) = {d:g} > δ₀ = {DELTA0:g}")
+
+
+#: the job of the Gaussian kinds' examples: 3 classes, one answer within (4, 1e-3) (a few seconds to calibrate;
+#: more answers at a smaller δ take a minute)
+_EXAMPLE_JOB = {"K": 5, "classes": 3, "queries": 1, "budget_epsilon": 4.0, "budget_delta": 1e-3}
+
+
+class GnmaxTableOut(GaussianTableOut):
+    """A served gnmax release."""
+
+    kind: Literal["gnmax"]
+
+
+class ConfidentGnmaxTableOut(GaussianTableOut):
+    """A served confident-gnmax release."""
+
+    kind: Literal["confident-gnmax"]
 
 
 class _GaussianKind(Mechanism):
@@ -170,9 +188,13 @@ class _GaussianKind(Mechanism):
 
 class Gnmax(_GaussianKind):
     kind = "gnmax"
+    output_model = GnmaxTableOut
     params_type = GnmaxParams
     summary = "GNMax: the argmax of the vote histogram plus discrete Gaussian noise per class (PATE setting)"
     document_fields = ("K", "classes", "teachers", "sigma")
+
+    def examples(self) -> tuple[Example, ...]:
+        return (Example(GnmaxParams(5, 3, 2.0), _EXAMPLE_JOB),)
 
     def params_from(self, data: Mapping[str, Any]) -> GnmaxParams:
         return GnmaxParams(data.get("K"), data.get("classes"), data.get("sigma"),  # type: ignore[arg-type]
@@ -240,10 +262,14 @@ class Gnmax(_GaussianKind):
 
 class ConfidentGnmax(_GaussianKind):
     kind = "confident-gnmax"
+    output_model = ConfidentGnmaxTableOut
     params_type = ConfidentGnmaxParams
     summary = ("Confident-GNMax: ⊥ (written −1) unless the top count plus discrete Gaussian noise reaches T, "
                "else GNMax (PATE setting)")
     document_fields = ("K", "classes", "teachers", "threshold", "sigma1", "sigma2")
+
+    def examples(self) -> tuple[Example, ...]:
+        return (Example(ConfidentGnmaxParams(5, 3, 3.0, 2.5, 2.0), _EXAMPLE_JOB),)
 
     def params_from(self, data: Mapping[str, Any]) -> ConfidentGnmaxParams:
         return ConfidentGnmaxParams(data.get("K"), data.get("classes"), data.get("threshold"),  # type: ignore[arg-type]

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from darrm_opt.errors import InvalidParameter
+from darrm_opt.privacy.calibrate import arithmetic, bisect
 from darrm_opt.privacy.gnmax import log_q_tilde
 from darrm_opt.privacy.query_costs import discrete_gnmax_shape, gnmax_sensitivity_at_distance
 from darrm_opt.privacy.smooth_sensitivity import CONVERSIONS, dp_tail, gnss_rdp
@@ -114,14 +115,11 @@ def plan_data_dependent(pool: object, K: int, queries: int, budget_epsilon: floa
         top = search.evaluate(math.exp(hi0), float(lam))
         if top is None or top.total > eps:
             continue
-        lo, hi = lo0, hi0
-        for _ in range(steps):
-            mid = 0.5 * (lo + hi)
-            r = search.evaluate(math.exp(mid), float(lam))
-            if r is not None and r.total <= eps:
-                hi = mid
-            else:
-                lo = mid
+        def fits(u: float, lam: float = float(lam)) -> bool:
+            r = search.evaluate(math.exp(u), lam)
+            return r is not None and r.total <= eps
+
+        hi, _ = bisect(fits, hi0, lo0, arithmetic, done=steps)
         found = search.evaluate(math.exp(hi), float(lam))
         if found is not None and found.total <= eps and (best is None or found.sigma < best.sigma):
             best = found

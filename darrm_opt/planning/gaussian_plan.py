@@ -4,11 +4,13 @@ The ε that Q answers of a Gaussian release spend at δ_B, spent(σ), is the led
 dominating pair (:func:`darrm_opt.privacy.pld.exact_epsilon`), decreasing in σ. The plan takes the smallest
 σ with spent(σ) ≤ ε_B, to a relative SIGMA_RTOL:
 
-1. a start from Gaussian DP: μ with δ_μ(ε_B) = δ_B (Balle–Wang Thm 8; Dong, Roth, Su 2022 Cor. 3.3), the
+1. a start from Gaussian DP: μ with δ_μ(ε_B) = δ_B (:func:`darrm_opt.privacy.gaussian_profile.gdp_mu`; Balle–Wang
+   Thm 8; Dong, Roth, Su 2022 Cor. 3.3), the
    per-answer μ/√Q, σ₀ = ‖shifts‖/(μ/√Q) (the discrete pair spends within about 1e-6 of it);
 2. a bracket [σ_lo, σ_hi] around σ₀ with spent(σ_hi) ≤ ε_B < spent(σ_lo), found by steps of relative
-   size STEP growing fourfold each time;
-3. Illinois false position (log spent against log σ) on it until its relative width is SIGMA_RTOL or its
+   size STEP growing fourfold each time (:func:`darrm_opt.privacy.calibrate.walk`);
+3. Illinois false position (log spent against log σ; :func:`darrm_opt.privacy.calibrate.bisect` with the
+   midpoint rule :class:`_Illinois`) on it until its relative width is SIGMA_RTOL or its
    fitting end spends at least (1 − EPS_RTOL)·ε_B. The chosen σ's spent ε is that composition's, ≤ ε_B by
    construction, and checked again.
 
@@ -37,7 +39,8 @@ from darrm_opt.model.gnmax import (
     abstain_probability,
     gnmax_error,
 )
-from darrm_opt.privacy.gaussian_profile import GaussianProfile
+from darrm_opt.privacy.calibrate import bisect, integer, reach, walk
+from darrm_opt.privacy.gaussian_profile import GaussianProfile, gdp_mu
 from darrm_opt.privacy.pld import EXACT_MAX_ANSWERS, exact_epsilon
 
 from .job import Job, Offer
@@ -60,20 +63,6 @@ CONFIDENT_SHARE = 0.05
 ABSTAIN_RATIO = 0.1
 
 
-def _gdp_mu(epsilon: float, delta: float) -> float:
-    """μ with δ_μ(ε) = δ (Balle–Wang Thm 8), by bisection on log μ."""
-    def d(mu: float) -> float:  # Thm 8 in logs (no overflow of e^ε)
-        return GaussianProfile(1.0, (mu,), discrete=False).delta(epsilon)
-
-    lo, hi = 1e-6, 1.0
-    while d(hi) < delta and hi < 1e6:
-        hi *= 2
-    for _ in range(100):
-        mid = math.sqrt(lo * hi)
-        lo, hi = (mid, hi) if d(mid) < delta else (lo, mid)
-    return lo
-
-
 def calibrate(profile_of: Callable[[float], GaussianProfile], queries: int, budget_epsilon: float,
               budget_delta: float) -> tuple[float, float]:
     """(the smallest s found with spent(s) ≤ ε_B, its spent ε by the ledger's exact composition) for the
@@ -90,59 +79,75 @@ def calibrate(profile_of: Callable[[float], GaussianProfile], queries: int, budg
         raise InvalidParameter("queries", f"a Gaussian plan needs the exact composition of at most "
                                           f"{EXACT_MAX_ANSWERS} answers", queries)
 
+    cache: dict[float, float] = {}
+
     def spent(s: float) -> float:
-        return exact_epsilon([(profile_of(s), queries)], budget_delta)
+        if s not in cache:
+            cache[s] = exact_epsilon([(profile_of(s), queries)], budget_delta)
+        return cache[s]
+
+    def fits(s: float) -> bool:
+        return spent(s) <= budget_epsilon
 
     unit = profile_of(1.0)
-    s0 = math.sqrt(queries) / _gdp_mu(budget_epsilon, budget_delta) * unit.mu  # μ(s) = unit.mu / s
+    s0 = math.sqrt(queries) / gdp_mu(budget_epsilon, budget_delta) * unit.mu  # μ(s) = unit.mu / s
     if s0 / (1 + STEP) > MAX_SIGMA:
         raise InvalidParameter("budget_epsilon", f"too small for a Gaussian release: it needs σ ≈ {s0:.3g} > "
                                                  f"{MAX_SIGMA:g}", budget_epsilon)
-    top, step = min(s0, MAX_SIGMA), STEP
-    e_top = spent(top)
-    while e_top > budget_epsilon:
-        if top >= MAX_SIGMA:
-            raise InvalidParameter("budget_epsilon", f"no σ ≤ {MAX_SIGMA:g} fits the budget", budget_epsilon)
-        top, step = min(top * (1 + step), MAX_SIGMA), step * 4
-        e_top = spent(top)
-    step = STEP
-    lo = top / (1 + step)
-    e_lo = spent(lo)
-    while e_lo <= budget_epsilon:
-        if lo < MIN_SIGMA:  # a budget this large fits any σ worth having
-            return lo, e_lo
-        top, e_top, step = lo, e_lo, step * 4
-        lo = top / (1 + step)
-        e_lo = spent(lo)
-    moved = 0  # the end the last step moved (1: σ_lo, -1: σ_hi); moved again, the other end's value is halved
-    fa = math.log(e_lo / budget_epsilon) if math.isfinite(e_lo) else 1.0
-    fb = math.log(e_top / budget_epsilon) if e_top > 0 else -1.0  # ε = 0 spends nothing (a δ target ≥ δ(0))
-    while top / lo - 1 > SIGMA_RTOL and e_top < budget_epsilon * (1 - EPS_RTOL):
-        a, b = math.log(lo), math.log(top)
-        x = a - fa * (b - a) / (fb - fa) if fb != fa else 0.5 * (a + b)
-        x = min(max(x, a + 0.01 * (b - a)), b - 0.01 * (b - a))
-        mid = math.exp(x)
-        e = spent(mid)
-        f = math.log(e / budget_epsilon) if e > 0 else -1.0
-        if e <= budget_epsilon:
-            top, e_top, fb = mid, e, f
-            fa, moved = (fa / 2 if moved == -1 else fa), -1
-        else:
-            lo, e_lo, fa = mid, e, f
-            fb, moved = (fb / 2 if moved == 1 else fb), 1
-    final = spent(top)
+    top = reach(lambda s: fits(s) or s >= MAX_SIGMA, min(s0, MAX_SIGMA),
+                lambda s, i: min(s * (1 + STEP * 4 ** i), MAX_SIGMA))
+    if not fits(top):
+        raise InvalidParameter("budget_epsilon", f"no σ ≤ {MAX_SIGMA:g} fits the budget", budget_epsilon)
+    top, lo = walk(lambda s: not fits(s), top, lambda s, i: s / (1 + STEP * 4 ** i),
+                   end=lambda s, i: i > 0 and s < MIN_SIGMA)
+    if lo is None:  # a budget this large fits any σ worth having
+        return top, spent(top)
+    top, _ = bisect(fits, top, lo, _Illinois(spent, budget_epsilon, lo, top),
+                    done=lambda t, b: t / b - 1 <= SIGMA_RTOL or spent(t) >= budget_epsilon * (1 - EPS_RTOL))
+    final = exact_epsilon([(profile_of(top), queries)], budget_delta)
     if final > budget_epsilon:  # pragma: no cover - top was checked above
         raise AssertionError("a calibrated σ spends more than the budget")
     return top, final
 
 
+class _Illinois:
+    """The midpoint rule of step 3 (module docstring): the root of log(spent/ε_B) linear in log σ between
+    the bracket's ends, kept 1 % inside it; an end that moves twice in a row halves the other end's value
+    (the Illinois rule). Called by :func:`darrm_opt.privacy.calibrate.bisect` with (σ_hi, σ_lo)."""
+
+    def __init__(self, spent: Callable[[float], float], budget: float, lo: float, top: float) -> None:
+        self.spent, self.budget = spent, budget
+        e_lo, e_top = spent(lo), spent(top)
+        self.fa = math.log(e_lo / budget) if math.isfinite(e_lo) else 1.0
+        self.fb = math.log(e_top / budget) if e_top > 0 else -1.0  # ε = 0 spends nothing (a δ target ≥ δ(0))
+        self.ends = (top, lo)
+        self.moved = 0  # the end the last step moved (1: σ_lo, -1: σ_hi)
+
+    def _f(self, s: float) -> float:
+        e = self.spent(s)
+        return math.log(e / self.budget) if e > 0 else -1.0
+
+    def __call__(self, top: float, lo: float) -> float:
+        if top != self.ends[0]:
+            self.fb, self.fa, self.moved = self._f(top), (self.fa / 2 if self.moved == -1 else self.fa), -1
+        elif lo != self.ends[1]:
+            self.fa, self.fb, self.moved = self._f(lo), (self.fb / 2 if self.moved == 1 else self.fb), 1
+        self.ends = (top, lo)
+        a, b = math.log(lo), math.log(top)
+        fa, fb = self.fa, self.fb
+        x = a - fa * (b - a) / (fb - fa) if fb != fa else 0.5 * (a + b)
+        x = min(max(x, a + 0.01 * (b - a)), b - 0.01 * (b - a))
+        return math.exp(x)
+
+
 def classes_and_prior(job: Job) -> tuple[int, str]:
     """(C, prior spec): 0/1 votes are C = 2 with a 0/1-vote prior (DaRRM's error, as darrm and darrm-pate
     report); class labels keep a class-label prior even for C = 2 (the error against the true class, as
-    darrm-multiclass reports), so that every offer for a job states the same error."""
+    darrm-multiclass reports), so that every offer for a job states the same error (a job's class-label prior
+    is written without the ``labels:`` prefix: :func:`darrm_opt.planning.job.normal_prior`)."""
     if job.classes is None:
         return 2, job.prior
-    return job.classes, LABELS + job.prior if job.classes == 2 and not job.prior.startswith(LABELS) else job.prior
+    return job.classes, LABELS + job.prior if job.classes == 2 else job.prior
 
 
 def plan_gnmax(mech: Any, job: Job) -> Offer | None:
@@ -178,11 +183,11 @@ def plan_confident(mech: Any, job: Job) -> Offer | None:
     s1, s2 = prof.sigmas[0], prof.sigmas[1]
     base = ConfidentGnmaxParams(job.K, C, 0.0, s1, s2, prior)
     allowed = ABSTAIN_RATIO * gnmax_error(job.K, C, s2, base.prior)
-    lo, hi = -math.ceil(20 * s1) - 1, job.K  # Pr[⊥] grows with T; at lo it is below any allowance
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        ok = abstain_probability(ConfidentGnmaxParams(job.K, C, float(mid), s1, s2, prior)) <= allowed
-        lo, hi = (mid, hi) if ok else (lo, mid)
+    def ok(t: int) -> bool:
+        return abstain_probability(ConfidentGnmaxParams(job.K, C, float(t), s1, s2, prior)) <= allowed
+
+    # Pr[⊥] grows with T; at the low end it is below any allowance
+    lo, _ = bisect(ok, -math.ceil(20 * s1) - 1, job.K, integer, done=lambda g, b: b - g <= 1)
     params = ConfidentGnmaxParams(job.K, C, float(lo), s1, s2, prior)
     table = mech.certify_table(params, np.zeros(0), teachers=SETTING)
     return Offer(mech.kind, table, table.expected_error, spent, mech.offer_details(table, "exact"),

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from darrm_opt.errors import InvalidParameter
+from darrm_opt.model.gnmax import LABELS
 from darrm_opt.model.params import finite_number
 
 TEACHERS = ("shared", "disjoint-private", "disjoint-nonprivate")
@@ -77,6 +78,7 @@ class Job:
             c = self.classes
             if isinstance(c, bool) or not isinstance(c, int) or c < 2:
                 raise InvalidParameter("classes", "must be an integer >= 2", c)
+        object.__setattr__(self, "prior", normal_prior(self.prior, self.classes))
         if self.epsilon is not None:
             e = finite_number("epsilon", self.epsilon)
             if e <= 0:
@@ -85,6 +87,26 @@ class Job:
 
     def canonical(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
+
+
+def normal_prior(prior: object, classes: int | None) -> str:
+    """The one spelling of a job's prior, so that every kind reads the same prior whatever its spelling:
+    for class-label votes (``classes`` set) a class-label prior written without the ``labels:`` prefix (the
+    votes are class labels whatever the prefix says), and for C = 2 ``beta:A,B`` (one p ~ Beta(A, B) shared
+    by the teachers, each voting the true class with probability p) as ``dirichlet:A,B``, the same law of
+    the histogram (π = (p, 1 − p) ~ Dirichlet(A, B); its counts are Beta-binomial). 0/1-vote priors
+    (``classes`` None) are kept as written. InvalidParameter naming ``prior`` when it is not a string."""
+    if not isinstance(prior, str):
+        raise InvalidParameter("prior", "must be a string such as 'paper' or 'beta:9,1'", prior)
+    text = prior.strip()
+    if classes is None:
+        return text
+    if text.startswith(LABELS):
+        text = text[len(LABELS):].strip()
+    kind, sep, rest = text.partition(":")
+    if classes == 2 and kind == "beta" and sep:
+        return f"dirichlet:{rest}"
+    return text
 
 
 #: the two accountings an offer can be run under

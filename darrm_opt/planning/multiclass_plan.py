@@ -24,6 +24,7 @@ from typing import Any
 from darrm_opt.errors import InvalidParameter
 from darrm_opt.model.multiclass import MulticlassParams, MulticlassPrior
 from darrm_opt.privacy import accounting
+from darrm_opt.privacy.calibrate import bisect, geometric, reach
 
 from .job import Job, Offer
 
@@ -38,16 +39,11 @@ def _generic_fit(budget_epsilon: float, budget_delta: float, delta0: float, quer
         s = accounting.tightest([(e, delta0, queries)], budget_delta)
         return s.delta <= budget_delta and s.epsilon <= budget_epsilon
 
-    lo = budget_epsilon / queries
-    while not fits(lo):
-        lo = math.nextafter(lo, 0.0)
+    lo = reach(fits, budget_epsilon / queries, lambda e, _: math.nextafter(e, 0.0))
     hi = budget_epsilon
     if fits(hi):
         return hi
-    while hi / lo - 1 > 1e-4:
-        mid = math.sqrt(lo * hi)
-        lo, hi = (mid, hi) if fits(mid) else (lo, mid)
-    return lo
+    return bisect(fits, lo, hi, geometric, done=lambda g, b: b / g - 1 <= 1e-4)[0]
 
 
 def plan_multiclass(mech: Any, job: Job) -> Offer | None:

@@ -47,6 +47,7 @@ from darrm_opt.planning.plan import (
     screen_interval,
 )
 from darrm_opt.privacy import accounting
+from darrm_opt.privacy.calibrate import bisect, geometric, walk
 from darrm_opt.privacy.pair_profile import pate_profile
 from darrm_opt.privacy.pld import exact_epsilon
 from darrm_opt.privacy.profile import PrivacyProfile
@@ -141,18 +142,18 @@ class _PateSearch:
 
     def largest_fitting(self, delta: float) -> Candidate:
         """The largest per-answer ε (to EPS_RTOL) whose table fits at this δ (module docstring)."""
-        lo = self(_basic_share(self.budget[0], self.queries), delta)
-        hi: Candidate | None = None
-        while lo.fits and lo.m < MAX_EPSILON:
-            nxt = self(min(MAX_EPSILON, 2.0 * lo.m), delta)
-            if not nxt.fits:
-                hi = nxt
-                break
-            lo = nxt
-        while hi is not None and hi.m / lo.m - 1.0 > EPS_RTOL:
-            mid = self(math.sqrt(lo.m * hi.m), delta)
-            lo, hi = (mid, hi) if mid.fits else (lo, mid)
-        return lo
+        def fits(e: float) -> bool:
+            return self(e, delta).fits
+
+        start = _basic_share(self.budget[0], self.queries)
+        if not fits(start):
+            return self(start, delta)
+        lo, hi = walk(lambda e: not fits(e), start, lambda e, _: min(MAX_EPSILON, 2.0 * e),
+                      end=lambda e, _: e >= MAX_EPSILON)
+        if hi is None:
+            return self(lo, delta)
+        lo, _ = bisect(fits, lo, hi, geometric, done=lambda g, b: b / g - 1.0 <= EPS_RTOL)
+        return self(lo, delta)
 
 
 def _basic_share(budget_epsilon: float, queries: int) -> float:

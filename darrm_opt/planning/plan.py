@@ -37,6 +37,7 @@ from darrm_opt import solvers
 from darrm_opt.errors import InvalidParameter
 from darrm_opt.model.params import Params, Prior, finite_number
 from darrm_opt.optimize.optimizer import Solution, solve
+from darrm_opt.privacy.calibrate import bisect, walk
 from darrm_opt.privacy.pld import EXACT_MAX_ANSWERS, epsilon_at, exact_epsilon, profile_pld, self_compose
 from darrm_opt.privacy.profile import PrivacyProfile, profile_and_certificate
 
@@ -212,37 +213,33 @@ class _Search:
                 return None
             ratio = self.req.budget_epsilon / one.spent_epsilon if one.spent_epsilon > 0 else math.inf
             start = min(K, max(1.0, ratio ** (1 / 1.3)))  # spent ε grows about like m^1.3 near m = 1
-        lo, hi = _bracket(self, delta, self(round(start, 6), delta), K, best_error)
+        budget = self.req.budget_epsilon
+
+        def fits(m: float) -> bool:
+            return self(m, delta).fits
+
+        lo, hi = _bracket(self, delta, round(start, 6), K, best_error)
         if lo is None or hi is None:
-            return lo
-        for _ in range(MAX_STEPS):
-            if hi.m / lo.m - 1.0 <= M_RTOL or lo.spent_epsilon >= FILL * self.req.budget_epsilon:
-                break
-            mid = self(_false_position(lo, hi, self.req.budget_epsilon), delta)
-            lo, hi = (mid, hi) if mid.fits else (lo, mid)
-        return lo
+            return None if lo is None else self(lo, delta)
+        lo, _ = bisect(fits, lo, hi, lambda g, b: _false_position(self(g, delta), self(b, delta), budget),
+                       done=lambda g, b: b / g - 1.0 <= M_RTOL or self(g, delta).spent_epsilon >= FILL * budget,
+                       max_steps=MAX_STEPS)
+        return self(lo, delta)
 
 
-def _bracket(search: _Search, delta: float, c: Candidate, K: float,
-             best_error: float) -> tuple[Candidate | None, Candidate | None]:
-    """(lo, hi): lo fits, hi does not (hi None when m = K fits), stepping m by a factor GROW from ``c``;
-    (None, None) when m = 1 does not fit or a table that does not fit errs at least ``best_error``."""
-    if c.fits:
-        lo = c
-        while lo.m < K:
-            nxt = search(round(min(K, lo.m * GROW), 6), delta)
-            if not nxt.fits:
-                return lo, nxt
-            lo = nxt
-        return lo, None
-    hi = c
-    while True:
-        if hi.expected_error >= best_error or hi.m <= 1.0:
-            return None, None
-        nxt = search(round(max(1.0, hi.m / GROW), 6), delta)
-        if nxt.fits:
-            return nxt, hi
-        hi = nxt
+def _bracket(search: _Search, delta: float, m: float, K: float,
+             best_error: float) -> tuple[float | None, float | None]:
+    """(lo, hi): m = lo fits, m = hi does not (hi None when m = K fits), stepping m by a factor GROW from
+    ``m`` (:func:`darrm_opt.privacy.calibrate.walk`); (None, hi) when m = 1 does not fit or a table that
+    does not fit errs at least ``best_error``."""
+    def fits(x: float) -> bool:
+        return search(x, delta).fits
+
+    if fits(m):
+        return walk(lambda x: not fits(x), m, lambda x, _: round(min(K, x * GROW), 6), end=lambda x, _: x >= K)
+    hi, lo = walk(fits, m, lambda x, _: round(max(1.0, x / GROW), 6),
+                  end=lambda x, _: search(x, delta).expected_error >= best_error or x <= 1.0)
+    return lo, hi
 
 
 def _false_position(lo: Candidate, hi: Candidate, budget: float) -> float:

@@ -8,7 +8,8 @@ table tried, never inferred from the target (the table's profile meets the targe
 may exceed it between them).
 
 The first α is the Gaussian's: Q-fold μ-GDP composes to √Q·μ-GDP (Dong, Roth, Su 2022, Cor. 3.3), and
-the μ_B with δ_{μ_B}(ε_B) = δ_B gives α₀ = √2·√Q/μ_B (the target of shape 2 at that scale is the curve
+the μ_B with δ_{μ_B}(ε_B) = δ_B (:func:`darrm_opt.privacy.gaussian_profile.gdp_mu`)
+gives α₀ = √2·√Q/μ_B (the target of shape 2 at that scale is the curve
 of GNMax at the job's budget). ε_Q is smooth in log α, so each next scale is the root of
 ε_Q = ε_B(1 − EPS_RTOL/2) on the secant through the last two tables tried: until a bracket [α_lo, α_hi]
 (ε_Q(α_lo) > ε_B ≥ ε_Q(α_hi)) is found, extrapolated by a factor in [1.02, 2] in the needed direction
@@ -28,13 +29,13 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from scipy import optimize, stats
 
 from darrm_opt.errors import DarrmError, InvalidParameter
 from darrm_opt.model.multiclass import MulticlassPrior
 from darrm_opt.model.params import Prior
 from darrm_opt.model.shaped import ShapedMulticlassParams, ShapedPateParams, slope_cap
 from darrm_opt.optimize.shaped import solve_shaped, solve_shaped_multiclass
+from darrm_opt.privacy.gaussian_profile import gdp_mu
 from darrm_opt.privacy.pair_profile import family_profile, multiclass_family, pate_family
 from darrm_opt.privacy.pld import exact_epsilon
 from darrm_opt.privacy.profile import PrivacyProfile
@@ -65,24 +66,6 @@ def shaped_multiclass_profile(params: ShapedMulticlassParams, gamma) -> PrivacyP
     eps, target = params.slope_points()
     return family_profile(multiclass_family(params.K, params.C, np.asarray(gamma, dtype=np.float64)),
                           (float(eps[-1]), float(target[-1])))
-
-
-def gdp_mu(epsilon: float, delta: float) -> float:
-    """The μ with δ_μ(ε) = Φ(−ε/μ + μ/2) − e^ε Φ(−ε/μ − μ/2) = δ (Dong, Roth, Su 2022, Cor. 2.13)."""
-    def f(mu: float) -> float:
-        return float(stats.norm.cdf(-epsilon / mu + mu / 2) - math.exp(epsilon) * stats.norm.cdf(-epsilon / mu - mu / 2)
-                     - delta)
-
-    hi = 1.0
-    while f(hi) < 0:
-        hi *= 2.0
-    lo = 1e-9
-    while f(lo) > 0:  # δ_μ(ε) increases with μ: a budget this small needs a smaller μ
-        lo /= 1e3
-        if lo < 1e-300:
-            raise InvalidParameter("budget_epsilon", "too small for any Gaussian-shaped table: δ_μ(ε) exceeds "
-                                   "budget_delta at every representable μ", epsilon)
-    return float(optimize.brentq(f, lo, hi, xtol=1e-300, rtol=1e-14))
 
 
 @dataclass(frozen=True)

@@ -50,6 +50,7 @@ import numpy as np
 
 from darrm_opt.errors import InvalidParameter
 from darrm_opt.model.gaussian_params import MU_MAX, GaussianMeanParams, gaussian_lattice
+from darrm_opt.privacy.calibrate import arithmetic, bisect, reach, walk
 from darrm_opt.privacy.gaussian_profile import GaussianProfile
 from darrm_opt.privacy.pld import EXACT_MAX_ANSWERS, exact_epsilon
 
@@ -105,22 +106,20 @@ def composed_profile(profile: GaussianProfile, queries: int) -> GaussianProfile:
 
 def epsilon_of(profile: GaussianProfile, delta: float) -> float:
     """The smallest ε (to 10⁻¹² relative, rounded up) with δ(ε) ≤ ``delta`` for a continuous Gaussian pair
-    (Balle–Wang Thm 8, bisection: δ(ε) is decreasing)."""
+    (Balle–Wang Thm 8, bisection by :mod:`darrm_opt.privacy.calibrate`: δ(ε) is decreasing)."""
     delta = _check("delta", delta, 0.0, 1.0)
     if profile.delta(0.0) <= delta:
         return 0.0
+    def ok(e: float) -> bool:
+        return profile.delta(e) <= delta
+
     lo, hi = 0.0, 1.0
-    while profile.delta(hi) > delta:
-        lo, hi = hi, hi * 2
-        if hi > 1e6:
+    if not ok(hi):
+        lo, top = walk(ok, hi, lambda e, _: e * 2, end=lambda e, _: e * 2 > 1e6)
+        if top is None:
             return math.inf
-    while hi - lo > 1e-12 * hi:
-        mid = (lo + hi) / 2
-        if profile.delta(mid) > delta:
-            lo = mid
-        else:
-            hi = mid
-    return hi
+        hi = top
+    return bisect(ok, hi, lo, arithmetic, done=lambda g, b: g - b <= 1e-12 * g)[0]
 
 
 def composed_epsilon(profile: GaussianProfile, queries: int, delta: float) -> float:
@@ -148,19 +147,9 @@ def exact_sigma(queries: int, epsilon: float, delta: float, sensitivity: float) 
     def ok(sigma: float) -> bool:
         return GaussianProfile(sigma, (sensitivity * math.sqrt(n),), discrete=False).delta(epsilon) <= delta
 
-    hi = eq15_sigma(n, epsilon, delta, sensitivity)
-    while not ok(hi):
-        hi *= 2
-    lo = hi / 2
-    while ok(lo):
-        lo /= 2
-    while hi - lo > 1e-10 * hi:
-        mid = (lo + hi) / 2
-        if ok(mid):
-            hi = mid
-        else:
-            lo = mid
-    return hi
+    hi = reach(ok, eq15_sigma(n, epsilon, delta, sensitivity), lambda s, _: s * 2)
+    lo = reach(lambda s: not ok(s), hi / 2, lambda s, _: s / 2)
+    return bisect(ok, hi, lo, arithmetic, done=lambda g, b: g - b <= 1e-10 * g)[0]
 
 
 def choose_dim(eigenvalues: Sequence[float] | np.ndarray, sigma: float) -> int:

@@ -250,3 +250,27 @@ class GaussianProfile:
         except (KeyError, TypeError, ValueError):
             raise InvalidParameter("privacy_profile", "a Gaussian profile needs sigma and shifts") from None
         return prof
+
+
+def gdp_mu(epsilon: float, delta: float) -> float:
+    """The μ of μ-Gaussian DP with δ_μ(ε) = δ: the largest μ found with
+
+        δ_μ(ε) = Φ(−ε/μ + μ/2) − e^ε Φ(−ε/μ − μ/2) < δ
+
+    (Balle and Wang 2018, Thm 8; Dong, Roth, Su 2022, Cor. 2.13), evaluated in logs by
+    :meth:`GaussianProfile.delta` (no overflow of e^ε). δ_μ(ε) increases with μ: a bracket is walked from
+    [10⁻⁶, 1] (doubling the top up to 10⁶, dividing the bottom by 10³ down to 10⁻³⁰⁰) and bisected on log μ
+    in 100 steps (:mod:`darrm_opt.privacy.calibrate`). Q answers of a μ₀-GDP mechanism are √Q·μ₀-GDP
+    (Dong, Roth, Su 2022, Cor. 3.3), so a per-answer μ is this μ/√Q. InvalidParameter naming
+    ``budget_epsilon`` when δ_μ(ε) ≥ δ at every representable μ."""
+    from darrm_opt.privacy.calibrate import bisect, geometric, reach
+
+    def ok(mu: float) -> bool:
+        return GaussianProfile(1.0, (mu,), discrete=False).delta(epsilon) < delta
+
+    hi = reach(lambda mu: mu >= 1e6 or not ok(mu), 1.0, lambda mu, _: mu * 2)
+    lo = reach(lambda mu: mu < 1e-300 or ok(mu), 1e-6, lambda mu, _: mu / 1e3)
+    if not ok(lo):
+        raise InvalidParameter("budget_epsilon", "too small for any Gaussian release: δ_μ(ε) exceeds budget_delta "
+                               "at every representable μ", epsilon)
+    return bisect(ok, lo, hi, geometric, done=100)[0]

@@ -35,7 +35,7 @@ Calibrating one GNMax answer to a target (ε, δ) (:data:`GNMAX_METHODS`, looses
 * ``rdp-improved``: Prop. 8 + the improved conversion ε = ε_RDP + log(1 − 1/λ) − (log δ + log λ)/(λ − 1)
   (Canonne, Kamath & Steinke 2020, Prop. 12; ``dp_accounting.rdp.compute_epsilon``): σ = 14.63.
 * ``analytic-gaussian``: the exact (ε, δ) of the Gaussian mechanism with L2 sensitivity √2 (Balle & Wang
-  2018, Thm. 8; ``dp_accounting.get_sigma_gaussian``): σ = 12.90.
+  2018, Thm. 8; :func:`darrm_opt.privacy.gnmax_continuous.calibrate_gaussian_sigma`): σ = 12.90.
 * ``exact-one-bit``: with two classes GNMax releases one bit, 1{L + N₁ > K − L + N₂}; it is DaRRM with
   γ_GNMax(l) = erf(|2l − K|/(2σ)), and in the PATE setting (one record moves L by one) its exact
   (ε, δ) is the maximum over neighbouring pairs (l, l ± 1) and outputs of Pr[o | l] − e^ε Pr[o | l′]
@@ -49,6 +49,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from scipy import integrate, special
@@ -561,19 +562,18 @@ def gnmax_gamma(K: int, sigma: float) -> np.ndarray:
 
 
 def _smallest_sigma(ok: Callable[[float], bool], start: float) -> float:
-    """The smallest σ (to relative 1e-13) with ``ok(σ)``, for a monotone ``ok`` (False below, True above)."""
-    hi = start
-    while not ok(hi):
-        hi *= 2.0
-        if hi > 1e12:
-            raise InvalidParameter("target_epsilon", "no GNMax noise level meets this (ε, δ)", start)
-    lo = hi / 2.0
-    while ok(lo) and lo > 1e-12:
-        hi, lo = lo, lo / 2.0
-    while hi - lo > 1e-13 * hi:
-        mid = 0.5 * (lo + hi)
-        lo, hi = (lo, mid) if ok(mid) else (mid, hi)
-    return hi
+    """The smallest σ (to relative 1e-13) with ``ok(σ)``, for a monotone ``ok`` (False below, True above): a
+    bracket walked from ``start`` by doublings (up to 10¹²) then halvings (down to 10⁻¹²), bisected
+    (:mod:`darrm_opt.privacy.calibrate`)."""
+    from darrm_opt.privacy.calibrate import arithmetic, bisect, reach, walk
+
+    hi = reach(lambda s: s > 1e12 or ok(s), start, lambda s, _: s * 2.0)
+    if hi > 1e12:
+        raise InvalidParameter("target_epsilon", "no GNMax noise level meets this (ε, δ)", start)
+    good, bad = walk(lambda s: not ok(s), hi, lambda s, _: s / 2.0, end=lambda s, i: i > 0 and s <= 1e-12)
+    if bad is None:
+        return good
+    return bisect(ok, good, bad, arithmetic, done=lambda g, b: g - b <= 1e-13 * g)[0]
 
 
 def calibrate_gnmax_rdp_improved(target_epsilon: float, target_delta: float,
@@ -595,16 +595,57 @@ def calibrate_gnmax_rdp_improved(target_epsilon: float, target_delta: float,
     return GnmaxCalibration(sigma=sigma, order=order, epsilon=e, method="rdp-improved")
 
 
+def gaussian_delta(epsilon: float, sigma: float, sensitivity: float = math.sqrt(2.0)) -> float:
+    """Balle & Wang (2018) Thm. 8: the exact δ(ε) of the Gaussian mechanism with this L2 sensitivity."""
+    a, b = sensitivity / (2 * sigma), epsilon * sigma / sensitivity
+    return float(special.ndtr(a - b) - math.exp(epsilon) * special.ndtr(-a - b))
+
+
+def gaussian_delta_mp(epsilon: float, sigma: float, sensitivity: float = math.sqrt(2.0)) -> Any:
+    """:func:`gaussian_delta` in 50-digit arithmetic (an ``mpmath.mpf``)."""
+    import mpmath
+
+    with mpmath.workdps(50):
+        s, e, d = mpmath.mpf(sigma), mpmath.mpf(epsilon), mpmath.sqrt(2) if sensitivity == math.sqrt(2.0) \
+            else mpmath.mpf(sensitivity)
+        a, b = d / (2 * s), e * s / d
+        return mpmath.ncdf(a - b) - mpmath.exp(e) * mpmath.ncdf(-a - b)
+
+
+def calibrate_gaussian_sigma(epsilon: float, delta: float) -> float | None:
+    """The smallest σ (to float resolution) for which GNMax's Gaussian release is (ε, δ)-DP exactly; None
+    for δ = 0 (no Gaussian mechanism is pure DP). GNMax's one σ calibration at a per-answer (ε, δ): a
+    bracket [10⁻⁶, σ_hi] (σ_hi doubled from 1 until δ(ε) ≤ δ), 200 bisection steps on the float δ(ε) of
+    Balle & Wang (2018) Thm. 8, then σ raised until its 50-digit δ(ε) is within δ."""
+    if delta <= 0:
+        return None
+    from darrm_opt.privacy.calibrate import arithmetic, bisect, reach
+
+    def ok(s: float) -> bool:
+        return gaussian_delta(epsilon, s) <= delta
+
+    import mpmath
+
+    sigma, _ = bisect(ok, reach(ok, 1.0, lambda s, _: s * 2.0), 1e-6, arithmetic, done=200)
+    while gaussian_delta_mp(epsilon, sigma) > mpmath.mpf(delta):
+        sigma = math.nextafter(sigma, math.inf) * (1 + 1e-12)
+    return sigma
+
+
 def calibrate_gnmax_analytic(target_epsilon: float, target_delta: float) -> GnmaxCalibration:
     """Smallest σ with one GNMax answer (ε, δ)-DP as a Gaussian mechanism of L2 sensitivity √2 (changing
     one vote moves two counts by one), by the analytic Gaussian mechanism (Balle & Wang 2018, Thm. 8):
-    δ(ε) = Φ(Δ/(2σ) − εσ/Δ) − e^ε Φ(−Δ/(2σ) − εσ/Δ), Δ = √2 (``dp_accounting.get_sigma_gaussian``).
-    σ is nudged up until dp_accounting's exact ε at σ is within the target."""
-    from dp_accounting import get_epsilon_gaussian, get_sigma_gaussian
+    δ(ε) = Φ(Δ/(2σ) − εσ/Δ) − e^ε Φ(−Δ/(2σ) − εσ/Δ), Δ = √2: GNMax's one σ calibration
+    (:func:`calibrate_gaussian_sigma`, exact in 50 digits), nudged up
+    until dp_accounting's ε at σ (``get_epsilon_gaussian``) is within the target too."""
+    from dp_accounting import get_epsilon_gaussian
 
     eps = _positive("target_epsilon", target_epsilon)
     delta = _delta(target_delta)
-    sigma = math.sqrt(2.0) * float(get_sigma_gaussian(eps, delta))
+    found = calibrate_gaussian_sigma(eps, delta)
+    if found is None:
+        raise InvalidParameter("target_delta", "must be > 0 for a Gaussian mechanism", target_delta)
+    sigma = found
     while float(get_epsilon_gaussian(sigma / math.sqrt(2.0), delta)) > eps:
         sigma *= 1.0 + 1e-12
     return GnmaxCalibration(sigma=sigma, order=None, epsilon=float(get_epsilon_gaussian(sigma / math.sqrt(2.0),

@@ -18,50 +18,18 @@ from __future__ import annotations
 
 import math
 
-import mpmath
 import numpy as np
 from numpy.polynomial.hermite_e import hermegauss
 from scipy import special
 
 from darrm_opt.errors import DarrmError
 from darrm_opt.model.multiclass import MulticlassPrior, normaliser
+from darrm_opt.privacy.gnmax import calibrate_gaussian_sigma, gaussian_delta, gaussian_delta_mp
+
+__all__ = ["calibrate_gaussian_sigma", "gaussian_delta", "gaussian_delta_mp", "gnmax_error", "rdp_sigma"]
 
 #: Gauss–Hermite nodes for GNMax's accuracy integral.
 GH_NODES = 120
-
-
-def gaussian_delta(epsilon: float, sigma: float, sensitivity: float = math.sqrt(2.0)) -> float:
-    """Balle & Wang (2018) Thm. 8: the exact δ(ε) of the Gaussian mechanism with this L2 sensitivity."""
-    a, b = sensitivity / (2 * sigma), epsilon * sigma / sensitivity
-    return float(special.ndtr(a - b) - math.exp(epsilon) * special.ndtr(-a - b))
-
-
-def gaussian_delta_mp(epsilon: float, sigma: float, sensitivity: float = math.sqrt(2.0)) -> mpmath.mpf:
-    with mpmath.workdps(50):
-        s, e, d = mpmath.mpf(sigma), mpmath.mpf(epsilon), mpmath.sqrt(2) if sensitivity == math.sqrt(2.0) \
-            else mpmath.mpf(sensitivity)
-        a, b = d / (2 * s), e * s / d
-        return mpmath.ncdf(a - b) - mpmath.exp(e) * mpmath.ncdf(-a - b)
-
-
-def calibrate_gaussian_sigma(epsilon: float, delta: float) -> float | None:
-    """The smallest σ (to float resolution) for which GNMax's Gaussian release is (ε, δ)-DP exactly; None
-    for δ = 0 (no Gaussian mechanism is pure DP)."""
-    if delta <= 0:
-        return None
-    lo, hi = 1e-6, 1.0
-    while gaussian_delta(epsilon, hi) > delta:
-        hi *= 2.0
-    for _ in range(200):
-        mid = 0.5 * (lo + hi)
-        if gaussian_delta(epsilon, mid) > delta:
-            lo = mid
-        else:
-            hi = mid
-    sigma = hi
-    while gaussian_delta_mp(epsilon, sigma) > mpmath.mpf(delta):
-        sigma = math.nextafter(sigma, math.inf) * (1 + 1e-12)
-    return sigma
 
 
 def rdp_sigma(epsilon: float, delta: float) -> float | None:

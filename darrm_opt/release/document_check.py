@@ -33,6 +33,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from darrm_opt.errors import DarrmError, InvalidParameter, TableFileError, TableFileMismatch
+from darrm_opt.mechanisms.registry import MECHANISMS
 
 
 @dataclass(frozen=True)
@@ -316,8 +317,8 @@ def _job_plan_form(r: DocumentRecheck) -> dict:
     return job_plan_document(offer, [offer], {}, job)
 
 
-_ALL = ("darrm", "darrm-pate", "darrm-pate-shaped", "darrm-multiclass", "gnmax", "confident-gnmax",
-        "darrm-multiclass-shaped", "darrm-multiclass-top2", "gaussian-mean")
+#: every registered kind (the plain table document and the job-plan document hold any kind)
+_ALL = tuple(MECHANISMS)
 _SOLVE_MARKS = ("baselines", "baseline_certificates", "baseline_unavailable", "setting", "mode", "iterations",
                 "active_constraints", "objective_gap")
 
