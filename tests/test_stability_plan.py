@@ -44,3 +44,8 @@ def test_plan_on_a_small_job_is_within_budget_and_least_among_its_candidates() -
 def test_plan_refuses_a_zero_delta() -> None:
     with pytest.raises(InvalidParameter, match="budget_delta"):
         plan_stability(25, None, "paper", 10, 1.0, 0.0)
+
+
+def test_distance_law_reads_a_job_prior() -> None:
+    a, b = distance_law(30, 2, "beta:9,1"), distance_law(30, 2, "labels:dirichlet:9,1")
+    assert (a.mass == b.mass).all() and (a.wrong == b.wrong).all() and a.wrong.sum() > 0

@@ -43,7 +43,6 @@ CUTOFFS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)
 #: the ε split's first grid, then this many golden-section steps around its best point
 SPLITS = (0.15, 0.3, 0.45, 0.6, 0.75)
 GOLDEN_STEPS = 4
-LABELS = "labels:"
 
 
 @dataclass(frozen=True)
@@ -80,11 +79,13 @@ class StabilityPlan:
 
 
 def distance_law(K: int, classes: int | None, prior: str) -> DistanceLaw:
-    """The law of d for 0/1 votes (``classes`` None: a DaRRM prior) or C class labels (a multi-class prior;
-    ``labels:SPEC`` read as SPEC)."""
+    """The law of d for 0/1 votes (``classes`` None: a DaRRM prior) or C class labels (a multi-class prior,
+    spelled as a job's: :func:`darrm_opt.planning.job.normal_prior`)."""
+    from darrm_opt.planning.job import normal_prior
+
     if classes is None:
         return binary_law(K, prior)
-    return multiclass_law(K, classes, prior.removeprefix(LABELS))
+    return multiclass_law(K, classes, normal_prior(prior, classes))
 
 
 def least_threshold(scale: int, t_rho: int, t_nu: int, cutoff: int, queries: int, budget_delta: float) -> int:
