@@ -9,6 +9,7 @@ is exact up to 2⁻¹²⁸, as it says).
 * :mod:`~darrm_opt.sampling.bernoulli`: exact Bernoulli(p) for rational p, the fixed-width dyadic coins
   (:class:`FixedWidthCoins`), and Bernoulli(exp(−γ)) (Canonne, Kamath, Steinke 2020, Alg. 1).
 * :mod:`~darrm_opt.sampling.discrete_gaussian`: N_ℤ(0, σ²) for a real σ or a lattice scale n (Alg. 2, 3).
+* :mod:`~darrm_opt.sampling.discrete_laplace`: DLap(t), Pr[y] ∝ exp(−|y|/t) for an integer t (Alg. 2).
 * :mod:`~darrm_opt.sampling.pool`: discrete Gaussian samples drawn ahead (:class:`NoisePool`, issue 33).
 * :mod:`~darrm_opt.sampling.rounded_gaussian`: a Gaussian rounded to a grid (the GNSS release's noise).
 """
@@ -23,6 +24,7 @@ from darrm_opt.sampling.bernoulli import (
     exact_bernoulli,
 )
 from darrm_opt.sampling.discrete_gaussian import MAX_N, DiscreteGaussian, discrete_gaussian
+from darrm_opt.sampling.discrete_laplace import discrete_laplace
 from darrm_opt.sampling.pool import POOL_BLOCK, NoisePool, noise_pool
 from darrm_opt.sampling.rounded_gaussian import sample_gnss_noise
 from darrm_opt.sampling.source import TWO64, RandomBytes, SystemRandom, system_random, uint64_words
@@ -49,6 +51,7 @@ __all__ = [
     "bernoulli_exp_exact",
     "bernoulli_exp_fraction",
     "discrete_gaussian",
+    "discrete_laplace",
     "exact_bernoulli",
     "noise_pool",
     "sample_gnss_noise",
