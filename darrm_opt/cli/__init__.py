@@ -17,6 +17,8 @@ from darrm_opt.cli.common import usage_error_line
 
 #: the exceptions of the click that Typer uses (its own vendored copy in recent releases, click before)
 _click_errors: Any = importlib.import_module(typer.BadParameter.__module__)
+#: what an interrupted prompt raises (click's Abort, which typer re-exports; its own exceptions module may lack it)
+_ABORTS: tuple[type[BaseException], ...] = tuple({getattr(_click_errors, "Abort", typer.Abort), typer.Abort})
 
 
 class _OneLineErrors(TyperGroup):
@@ -37,7 +39,7 @@ class _OneLineErrors(TyperGroup):
         except _click_errors.ClickException as exc:
             typer.echo(usage_error_line(exc), err=True)
             code = exc.exit_code
-        except (_click_errors.Abort, typer.Abort):
+        except _ABORTS:
             typer.echo("aborted", err=True)
             code = 1
         else:

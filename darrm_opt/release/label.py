@@ -31,7 +31,7 @@ import numpy as np
 
 from darrm_opt.errors import InvalidParameter
 from darrm_opt.mechanisms import mechanism, plan_job, table_from_row
-from darrm_opt.mechanisms.samplers import RandomBytes, system_random
+from darrm_opt.sampling import RandomBytes, system_random
 from darrm_opt.planning.job import GUARANTEES, Job
 from darrm_opt.privacy.table import CertifiedTable
 from darrm_opt.release.votes import Votes, read_votes
