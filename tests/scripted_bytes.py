@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import random
 
+import numpy as np
+from scipy import stats
+
 
 class Script:
     """Hands out fixed chunks in order and checks the size of each request."""
@@ -29,3 +32,23 @@ class Counting:
     def __call__(self, n: int) -> bytes:
         self.reads.append(n)
         return bytes([self.fill]) * n if self.fill is not None else self.rng.randbytes(n)
+
+
+def seeded(seed: int):
+    """Fixed bytes: a seeded stream (tests only; releases use the OS CSPRNG)."""
+    rng = np.random.default_rng(seed)
+    return rng.bytes
+
+
+def chi2_pvalue(counts: np.ndarray, probs: np.ndarray, min_expected: float = 5.0) -> float:
+    """Pearson's chi-square p-value, cells with expected count below ``min_expected`` pooled."""
+    n = counts.sum()
+    exp = probs / probs.sum() * n
+    keep = exp >= min_expected
+    obs = np.append(counts[keep], counts[~keep].sum())
+    ex = np.append(exp[keep], exp[~keep].sum())
+    if ex[-1] < min_expected:
+        obs[-2] += obs[-1]
+        ex[-2] += ex[-1]
+        obs, ex = obs[:-1], ex[:-1]
+    return float(stats.chisquare(obs, ex).pvalue)

@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
+from scripted_bytes import chi2_pvalue, seeded
 
 from darrm_opt.errors import InvalidParameter
 from darrm_opt.mechanisms import mechanism, plan_job, table_document, table_from_document
@@ -29,27 +30,6 @@ from darrm_opt.planning.job import Job
 from darrm_opt.privacy.gaussian_profile import GaussianProfile
 from darrm_opt.privacy.pld import exact_epsilon
 from darrm_opt.privacy.profile import profile_from_dict
-
-
-def seeded(seed: int):
-    """Fixed bytes: a seeded stream (tests only; releases use the OS CSPRNG)."""
-    rng = np.random.default_rng(seed)
-    return rng.bytes
-
-
-def chi2_pvalue(counts: np.ndarray, probs: np.ndarray, min_expected: float = 5.0) -> float:
-    """Pearson's chi-square p-value, cells with expected count below ``min_expected`` pooled."""
-    n = counts.sum()
-    exp = probs / probs.sum() * n
-    keep = exp >= min_expected
-    obs = np.append(counts[keep], counts[~keep].sum())
-    ex = np.append(exp[keep], exp[~keep].sum())
-    if ex[-1] < min_expected:
-        obs[-2] += obs[-1]
-        ex[-2] += ex[-1]
-        obs, ex = obs[:-1], ex[:-1]
-    return float(stats.chisquare(obs, ex).pvalue)
-
 
 # --- the discrete Gaussian sampler ----------------------------------------------------------------------
 

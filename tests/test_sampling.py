@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from scipy import stats
 from scipy.special import logsumexp
-from scripted_bytes import Counting, Script
+from scripted_bytes import Counting, Script, chi2_pvalue, seeded
 
 from darrm_opt.errors import InvalidParameter
 from darrm_opt.model.gnmax import discrete_gaussian_pmf
@@ -42,25 +42,6 @@ from darrm_opt.sampling import pool as pool_module
 
 TWO64 = 1 << 64
 EDGES = [0.0, 1.0, 0.5, 1 / 3, 0.1, 3e-5, 2.0**-64, 2.0**-65, 1 - 2.0**-53, 5e-324, 2.2250738585072014e-308]
-
-
-def seeded(seed: int):
-    """Fixed bytes: a seeded stream (tests only; releases use the OS CSPRNG)."""
-    rng = np.random.default_rng(seed)
-    return rng.bytes
-
-
-def chi2_pvalue(counts: np.ndarray, probs: np.ndarray, min_expected: float = 5.0) -> float:
-    n = counts.sum()
-    exp = probs / probs.sum() * n
-    keep = exp >= min_expected
-    obs = np.append(counts[keep], counts[~keep].sum())
-    ex = np.append(exp[keep], exp[~keep].sum())
-    if ex[-1] < min_expected:
-        obs[-2] += obs[-1]
-        ex[-2] += ex[-1]
-        obs, ex = obs[:-1], ex[:-1]
-    return float(stats.chisquare(obs, ex).pvalue)
 
 
 def _u64(*values: int) -> bytes:

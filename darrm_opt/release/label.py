@@ -31,10 +31,10 @@ import numpy as np
 
 from darrm_opt.errors import InvalidParameter
 from darrm_opt.mechanisms import mechanism, plan_job, table_from_row
-from darrm_opt.sampling import RandomBytes, system_random
 from darrm_opt.planning.job import GUARANTEES, Job
 from darrm_opt.privacy.table import CertifiedTable
 from darrm_opt.release.votes import Votes, read_votes
+from darrm_opt.sampling import RandomBytes, system_random
 
 #: idempotency keys of a labelling job's debits: KEY_PREFIX + "START-STOP" (records START to STOP − 1)
 KEY_PREFIX = "label:"
