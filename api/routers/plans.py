@@ -226,8 +226,12 @@ def _job_plan(body: PlanRequestIn, request: Request, response: Response):  # noq
     if teachers == "disjoint-private" and body.epsilon is not None and body.teacher_delta is not None:
         cap = (body.epsilon, body.teacher_delta)
     ledger = None
-    if doc is not None and body.create_ledger is not None:  # the ledger the chosen offer runs on
+    if body.create_ledger is not None and doc is not None:  # the ledger the chosen offer runs on
         ledger = _RUN_LEDGERS[doc["run"]["ledger"]](s, body, job, cap, doc["run"], principal(request).tenant)
+    elif body.create_ledger is not None and job.accounting == "worst-case":
+        # planned in the background: a worst-case plan runs on a plain ledger with the budget whichever offer
+        # wins, so it is opened at once and named in the 202 (as a shared-setting plan's is)
+        ledger = _ledger(s, body, job, cap, principal(request).tenant)
     return _answer(key, status, doc, ledger, response)
 
 
