@@ -31,7 +31,7 @@ from typing import Any, BinaryIO
 import numpy as np
 
 from darrm_opt.errors import InvalidParameter
-from darrm_opt.release.votes_csv import _cells, _delimiter, _is_header, _number, read_vote_rows
+from darrm_opt.release.votes_csv import _number, data_rows, read_vote_rows
 
 FORMS = ("auto", "labels", "counts")
 NPY_MAGIC = b"\x93NUMPY"
@@ -104,21 +104,9 @@ def _array(data: bytes, name: str) -> tuple[np.ndarray, list[int] | None]:
 def _text_rows(text: str) -> tuple[np.ndarray, list[int]]:
     """The rows of CSV/TSV ``text`` as a (rows, columns) array of non-negative integers, and the line number
     (1-based, as an editor shows it) of each row."""
-    delimiter: str | None = ""
     rows: list[list[int]] = []
     lines: list[int] = []
-    first = True
-    for number, raw in enumerate(text.removeprefix("\ufeff").splitlines(), start=1):
-        line = raw.strip()
-        if not line or line.startswith("#"):
-            continue
-        if delimiter == "":
-            delimiter = _delimiter(line)
-        cells = _cells(line, delimiter)
-        if first:
-            first = False
-            if _is_header(cells):
-                continue
+    for number, cells, _ in data_rows(text):
         if rows and len(cells) != len(rows[0]):
             raise _fail(f"row {number} has {len(cells)} values; every row needs as many as the first "
                         f"({len(rows[0])})")
@@ -247,16 +235,10 @@ def _table_labels(data: bytes, K: int | None, classes: int | None, form: str) ->
         text = data.decode("utf-8")
     except UnicodeDecodeError:
         return None
-    data_lines = [line.strip() for line in text.removeprefix("\ufeff").splitlines()
-                  if line.strip() and not line.strip().startswith("#")][:2]
-    if not data_lines:
+    first = next(data_rows(text), None)
+    if first is None:
         return None
-    delimiter = _delimiter(data_lines[0])
-    cells = _cells(data_lines[0], delimiter)
-    if _is_header(cells):
-        if len(data_lines) < 2:
-            return None
-        cells = _cells(data_lines[1], delimiter)
+    cells = first[1]
     if len(cells) != K or (classes == K and form == "auto"):
         return None
     return read_vote_rows(text, K, None if classes in (None, 2) else classes)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterator
 
 import numpy as np
 
@@ -45,15 +46,11 @@ def _is_header(cells: list[str]) -> bool:
     return all(_NAME.fullmatch(c) is not None and _number(c) is None for c in cells)
 
 
-def read_vote_rows(text: str, K: int, classes: int | None = None) -> np.ndarray:
-    """The vote rows of CSV ``text`` as a (rows, K) integer array: each vote 0/1 (``classes`` None) or a
-    class label in [0, classes − 1]; errors name the line (1-based, as an editor shows it) and the rule."""
-    what = "values" if classes is None else "labels"
-    top = 1 if classes is None else classes - 1
-    rule = ("every vote must be 0 or 1" if classes is None else
-            f"every vote must be a class label, an integer in [0, {top}] (C = {classes} classes)")
+def data_rows(text: str) -> Iterator[tuple[int, list[str], str | None]]:
+    """The data rows of CSV/TSV ``text``: (line number, 1-based as an editor shows it; its cells; the delimiter
+    read off the first data line, None for whitespace), past a byte-order mark, blank and ``#`` lines and a header
+    row."""
     delimiter: str | None = ""
-    rows: list[list[int]] = []
     first = True
     for number, raw in enumerate(text.removeprefix("\ufeff").splitlines(), start=1):
         line = raw.strip()
@@ -66,6 +63,18 @@ def read_vote_rows(text: str, K: int, classes: int | None = None) -> np.ndarray:
             first = False
             if _is_header(cells):
                 continue
+        yield number, cells, delimiter
+
+
+def read_vote_rows(text: str, K: int, classes: int | None = None) -> np.ndarray:
+    """The vote rows of CSV ``text`` as a (rows, K) integer array: each vote 0/1 (``classes`` None) or a
+    class label in [0, classes − 1]; errors name the line (1-based, as an editor shows it) and the rule."""
+    what = "values" if classes is None else "labels"
+    top = 1 if classes is None else classes - 1
+    rule = ("every vote must be 0 or 1" if classes is None else
+            f"every vote must be a class label, an integer in [0, {top}] (C = {classes} classes)")
+    rows: list[list[int]] = []
+    for number, cells, delimiter in data_rows(text):
         if len(cells) != K:
             shown = "whitespace" if delimiter is None else repr(delimiter)
             raise InvalidParameter("votes", f"row {number} has {len(cells)} {what}; every row needs K = {K} "
