@@ -42,8 +42,8 @@ import numpy as np
 from darrm_opt.errors import InvalidParameter
 
 from .bernoulli import ExpNegTable, bernoulli_exp, bernoulli_exp_exact, bernoulli_exp_fraction
+from .discrete_laplace import laplace_rounds
 from .source import RandomBytes, system_random
-from .uniform import uniform_below
 
 #: the largest lattice scale n whose integers fit int64 (the table-free coins)
 MAX_N = 1 << 13
@@ -125,27 +125,8 @@ class DiscreteGaussian:
     # Alg. 2 and Alg. 3
 
     def laplace(self, m: int, random_bytes: RandomBytes) -> np.ndarray:
-        """m discrete Laplace samples, Pr[y] ∝ exp(−|y|/t) (Alg. 2), int64."""
-        out = np.zeros(m, dtype=np.int64)
-        pending = np.arange(m)
-        t = np.int64(self.t)
-        while pending.size:
-            u = uniform_below(self.t, pending.size, random_bytes).astype(np.int64)
-            ok = self._exp_minus_u_over_t(u, random_bytes)
-            rows = np.flatnonzero(ok)
-            v = np.zeros(rows.size, dtype=np.int64)
-            run = np.arange(rows.size)
-            while run.size:  # V: successes of Bernoulli(exp(−1)) before the first failure
-                run = run[self._exp_minus_one(run.size, random_bytes)]
-                v[run] += 1
-            x = u[rows] + t * v
-            sign = np.unpackbits(np.frombuffer(random_bytes((rows.size + 7) // 8), dtype=np.uint8),
-                                 count=rows.size).astype(bool)
-            keep = ~(sign & (x == 0))
-            ok[rows[~keep]] = False
-            out[pending[rows[keep]]] = np.where(sign, -x, x)[keep]
-            pending = pending[~ok]
-        return out
+        """m discrete Laplace samples, Pr[y] ∝ exp(−|y|/t) (Alg. 2), int64, with this σ's coins."""
+        return laplace_rounds(self.t, m, random_bytes, self._exp_minus_u_over_t, self._exp_minus_one)
 
     def __call__(self, m: int, random_bytes: RandomBytes) -> np.ndarray:
         """m independent N_ℤ(0, σ²) samples (int64)."""

@@ -11,6 +11,8 @@ round, then the sign bits of the accepted ones in one read of ⌈m/8⌉ bytes (`
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from darrm_opt.errors import InvalidParameter
@@ -28,18 +30,35 @@ def discrete_laplace(t: int, m: int, random_bytes: RandomBytes = system_random) 
     if isinstance(t, bool) or not isinstance(t, (int, np.integer)) or not 1 <= int(t) <= MAX_T:
         raise InvalidParameter("noise", f"the discrete Laplace scale must be an integer in 1..{MAX_T}", t)
     t = int(t)
+
+    def exp_minus_u_over_t(u: np.ndarray, source: RandomBytes) -> np.ndarray:
+        return bernoulli_exp_fraction(u, t, source) if t > 1 else np.ones(u.size, dtype=bool)
+
+    def exp_minus_one(n: int, source: RandomBytes) -> np.ndarray:
+        return bernoulli_exp_fraction(np.ones(n, dtype=np.int64), 1, source)
+
+    return laplace_rounds(t, m, random_bytes, exp_minus_u_over_t, exp_minus_one)
+
+
+def laplace_rounds(t: int, m: int, random_bytes: RandomBytes,
+                   exp_minus_u_over_t: Callable[[np.ndarray, RandomBytes], np.ndarray],
+                   exp_minus_one: Callable[[int, RandomBytes], np.ndarray]) -> np.ndarray:
+    """Alg. 2 on arrays with the caller's coins: ``exp_minus_u_over_t(u, bytes)`` draws Bernoulli(exp(−u_i/t))
+    and ``exp_minus_one(n, bytes)`` n Bernoulli(exp(−1)) coins; the rounds and the byte order are the module
+    docstring's. The discrete Gaussian (Alg. 3) proposes from here with coins of its own representation of σ²."""
     out = np.zeros(m, dtype=np.int64)
     pending = np.arange(m)
+    step = np.int64(t)
     while pending.size:
         u = uniform_below(t, pending.size, random_bytes).astype(np.int64)
-        ok = bernoulli_exp_fraction(u, t, random_bytes) if t > 1 else np.ones(pending.size, dtype=bool)
+        ok = exp_minus_u_over_t(u, random_bytes)
         rows = np.flatnonzero(ok)
         v = np.zeros(rows.size, dtype=np.int64)
         run = np.arange(rows.size)
         while run.size:  # V: successes of Bernoulli(exp(−1)) before the first failure
-            run = run[bernoulli_exp_fraction(np.ones(run.size, dtype=np.int64), 1, random_bytes)]
+            run = run[exp_minus_one(run.size, random_bytes)]
             v[run] += 1
-        x = u[rows] + t * v
+        x = u[rows] + step * v
         sign = np.unpackbits(np.frombuffer(random_bytes((rows.size + 7) // 8), dtype=np.uint8),
                              count=rows.size).astype(bool)
         keep = ~(sign & (x == 0))
