@@ -6,6 +6,8 @@ codes, the API into 4xx responses. Nothing else should escape to a user.
 
 from __future__ import annotations
 
+import math
+
 
 class DarrmError(Exception):
     """Base class of every darrm-opt domain error."""
@@ -24,6 +26,17 @@ class InvalidParameter(DarrmError, ValueError):
         self.value = value
         shown = "" if value is None else f" (got {value!r})"
         super().__init__(f"invalid {parameter}: {rule}{shown}")
+
+
+def positive_number(name: str, value: object) -> float:
+    """``value`` as a finite float > 0, else :class:`InvalidParameter` naming ``name``."""
+    try:
+        x = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise InvalidParameter(name, "must be a finite number > 0", value) from None
+    if not (math.isfinite(x) and x > 0.0):
+        raise InvalidParameter(name, "must be a finite number > 0", value)
+    return x
 
 
 class SolverError(DarrmError):

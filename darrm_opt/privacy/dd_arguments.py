@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 
-from darrm_opt.errors import InvalidParameter
+from darrm_opt.errors import InvalidParameter, positive_number
 
 
 def order_value(lam: object) -> float:
@@ -23,13 +23,7 @@ def order_value(lam: object) -> float:
 
 def positive_value(name: str, value: object) -> float:
     """A finite number > 0."""
-    try:
-        x = float(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        raise InvalidParameter(name, "must be a finite number > 0", value) from None
-    if not (math.isfinite(x) and x > 0.0):
-        raise InvalidParameter(name, "must be a finite number > 0", value)
-    return x
+    return positive_number(name, value)
 
 
 def count_value(name: str, value: object, low: int = 1) -> int:

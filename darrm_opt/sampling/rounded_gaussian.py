@@ -2,22 +2,11 @@
 
 from __future__ import annotations
 
-import math
 from fractions import Fraction
 
-from darrm_opt.errors import InvalidParameter
+from darrm_opt.errors import positive_number
 
 from .source import RandomBytes
-
-
-def _positive(name: str, value: object) -> float:
-    try:
-        x = float(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        raise InvalidParameter(name, "must be a finite number > 0", value) from None
-    if not (math.isfinite(x) and x > 0.0):
-        raise InvalidParameter(name, "must be a finite number > 0", value)
-    return x
 
 
 def sample_gnss_noise(mean: float, scale: float, grid: float, random_bytes: RandomBytes) -> float:
@@ -27,8 +16,8 @@ def sample_gnss_noise(mean: float, scale: float, grid: float, random_bytes: Rand
     No float Gaussian is drawn, so the low bits carry nothing about ``mean``."""
     import mpmath
 
-    scale = _positive("scale", scale)
-    grid = _positive("grid", grid)
+    scale = positive_number("scale", scale)
+    grid = positive_number("grid", grid)
     u = Fraction(int.from_bytes(random_bytes(16), "big"), 1 << 128)
     with mpmath.workdps(60):
         U = mpmath.mpf(u.numerator) / u.denominator
