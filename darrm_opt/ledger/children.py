@@ -13,6 +13,8 @@ starts its processes from whichever thread submits work (a timer's, in the debit
 healthy children.
 
 :func:`end_pool` is the clean shutdown: pending work cancelled, the children terminated (SIGTERM) and reaped.
+:class:`IdlePool` starts its children on the first task and ends them after :data:`IDLE_S` seconds without one,
+so a server that composes nothing holds no child process and no child's memory.
 """
 
 from __future__ import annotations
@@ -23,11 +25,13 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor
 from typing import Any
 
 #: seconds between two checks of the watchdog
 WATCH_S = 0.5
+#: seconds an :class:`IdlePool` keeps its children without a task
+IDLE_S = 60.0
 
 
 def _watch_parent(parent: int, then: Callable[..., Any] | None, args: tuple[Any, ...]) -> None:
@@ -73,3 +77,71 @@ def end_pool(pool: ProcessPoolExecutor, timeout: float = 5.0) -> None:
             if p.is_alive():
                 p.kill()
                 p.join(1.0)
+
+
+class IdlePool:
+    """A :func:`child_pool` started on the first :meth:`submit` and ended (:func:`end_pool`) once it has had no
+    task for ``idle_s`` seconds; a later task starts a fresh one. :meth:`shutdown` ends it for good."""
+
+    def __init__(self, workers: int, initializer: Callable[..., Any] | None = None,
+                 initargs: tuple[Any, ...] = (), idle_s: float = IDLE_S) -> None:
+        self._args = (workers, initializer, initargs)
+        self.idle_s = idle_s
+        self._lock = threading.Lock()
+        self._pool: ProcessPoolExecutor | None = None
+        self._running = 0
+        self._last = time.monotonic()
+        self._timer: threading.Timer | None = None
+        self._closed = False
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future:
+        """Run ``fn(*args, **kwargs)`` in a child (module docstring)."""
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("the pool is shut down")
+            if self._pool is None:
+                self._pool = child_pool(*self._args)
+            self._running += 1
+            future = self._pool.submit(fn, *args, **kwargs)
+        future.add_done_callback(self._done)
+        return future
+
+    def pids(self) -> list[int]:
+        """The process ids of the children now (none while idle)."""
+        with self._lock:
+            return [] if self._pool is None else pool_pids(self._pool)
+
+    def _done(self, _: Future) -> None:
+        with self._lock:
+            self._running -= 1
+            self._last = time.monotonic()
+            if self._running == 0 and self._timer is None and not self._closed:
+                self._arm(self.idle_s)
+
+    def _arm(self, delay: float) -> None:
+        self._timer = threading.Timer(delay, self._check)
+        self._timer.daemon = True
+        self._timer.start()
+
+    def _check(self) -> None:
+        with self._lock:
+            self._timer = None
+            if self._closed or self._pool is None or self._running:
+                return
+            left = self._last + self.idle_s - time.monotonic()
+            if left > 0:
+                self._arm(left)
+                return
+            pool, self._pool = self._pool, None
+        end_pool(pool)
+
+    def shutdown(self) -> None:
+        """End the children now; later submits fail."""
+        with self._lock:
+            self._closed = True
+            pool, self._pool = self._pool, None
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
+        if pool is not None:
+            end_pool(pool)

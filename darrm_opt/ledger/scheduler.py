@@ -36,14 +36,14 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
 from darrm_opt.privacy.pld import cached_exact_epsilon, canonical_parts, exact_epsilon, remember_exact_epsilon
 
 from .buckets import TenantBuckets
-from .children import child_pool, end_pool
+from .children import IdlePool
 from .compositions import SharedCompositions
 from .core import Debit, NeedsExact
 
@@ -99,7 +99,8 @@ class CompositionScheduler:
     """Computes the exact compositions that a debit writer's decisions ask for (module docstring) and hands the
     debits that waited for them back through ``requeue``. ``exact_workers``: threads that compute them;
     ``fine_processes``: the fine compositions run in child processes (at most ``exact_workers``, started when
-    first needed, at niceness +FINE_NICE), so that they take neither this process's interpreter lock nor more
+    first needed and ended after :data:`~darrm_opt.ledger.children.IDLE_S` seconds without one, at niceness
+    +FINE_NICE), so that they take neither this process's interpreter lock nor more
     than their share of the CPU from the requests it serves. A tenant has at most one fine composition computed
     at a time per process (the others it needs wait in its backlog), so a tenant whose ledgers sit at their
     budgets takes one of the ``exact_workers`` slots, never all, and another tenant's ledger near its budget is
@@ -127,13 +128,13 @@ class CompositionScheduler:
         self._exact = ThreadPoolExecutor(exact_workers, thread_name_prefix="darrm-exact")
         self._exact_fine = ThreadPoolExecutor(exact_workers, thread_name_prefix="darrm-exact-fine",
                                               initializer=_lower_priority)
-        self._fine_processes = (child_pool(exact_workers, initializer=_lower_process_priority)
+        self._fine_processes = (IdlePool(exact_workers, initializer=_lower_process_priority)
                                 if fine_processes else None)
         #: compositions of the next buckets, computed before a debit needs them (one thread: it never waits); with
         #: ``fine_processes`` the thread hands each to a child process of normal priority, so that it does not
         #: hold this process's interpreter lock while requests wait
         self._ahead = ThreadPoolExecutor(1, thread_name_prefix="darrm-exact-ahead")
-        self._ahead_process = child_pool(1) if fine_processes else None
+        self._ahead_process = IdlePool(1) if fine_processes else None
         self._ahead_running: dict[tuple[Any, float], Future] = {}
         self._ahead_wanted: collections.OrderedDict[str, tuple[Any, float]] = collections.OrderedDict()
         #: ledger id -> its pace (answers per second) and the compositions computed in advance for it
@@ -151,14 +152,14 @@ class CompositionScheduler:
         self._exact.shutdown(wait=False, cancel_futures=True)
         self._exact_fine.shutdown(wait=False, cancel_futures=True)
         if self._fine_processes is not None:
-            end_pool(self._fine_processes)
+            self._fine_processes.shutdown()
         with self._warm_lock:
             timers, self._timers = self._timers, set()
         for t in timers:
             t.cancel()
         self._ahead.shutdown(wait=False, cancel_futures=True)
         if self._ahead_process is not None:
-            end_pool(self._ahead_process)
+            self._ahead_process.shutdown()
         with self._warm_lock:
             waiting = [d for asked, late in self._warming.values() for d in asked + late]
             self._warming.clear()
@@ -366,7 +367,7 @@ class CompositionScheduler:
             return exc
         return None
 
-    def _composition(self, parts: Any, delta: float, coarse: bool, child: ProcessPoolExecutor | None,
+    def _composition(self, parts: Any, delta: float, coarse: bool, child: IdlePool | None,
                      wait_s: float | None = None) -> float | None:
         """:func:`exact_epsilon` of ``parts`` (now in this process's cache): from the cache, from the database
         (another process computed it, or is computing it: waited for up to ``wait_s``, see

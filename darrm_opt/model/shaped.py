@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 import numpy as np
-from scipy import optimize, special
+from scipy import special
 
 from darrm_opt.errors import InvalidParameter
 from darrm_opt.model.multiclass import MulticlassParams, MulticlassPrior
@@ -65,7 +65,9 @@ def target_delta(beta: float, alpha: float, eps: float) -> float:
         lo *= 2.0
         if lo < -1e15 * max(alpha, 1.0):  # F(x_ε) < exp(−1e15): 0 (exactly 0 for β = 1, ε ≥ 1/α)
             return 0.0
-    x = optimize.brentq(loss, lo, 0.5, xtol=1e-15, rtol=4 * np.finfo(float).eps)
+    from scipy.optimize import brentq
+
+    x = brentq(loss, lo, 0.5, xtol=1e-15, rtol=4 * np.finfo(float).eps)
     if x < 0:
         a = _log_cdf_left(beta, alpha, x)
     else:
@@ -82,8 +84,10 @@ def slope_cap(beta: float, alpha: float, floor: float) -> float:
     hi = 0.01
     while target_delta(beta, alpha, hi) > floor:
         hi *= 2.0
-    e = optimize.brentq(lambda t: math.log(max(target_delta(beta, alpha, t), 1e-300)) - math.log(floor),
-                        hi / 2, hi, xtol=1e-12)
+    from scipy.optimize import brentq
+
+    e = brentq(lambda t: math.log(max(target_delta(beta, alpha, t), 1e-300)) - math.log(floor), hi / 2, hi,
+               xtol=1e-12)
     digits = 5 - math.floor(math.log10(e))
     return math.ceil(e * 10**digits) / 10**digits
 

@@ -52,7 +52,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from scipy import integrate, special
+from scipy import special
 
 from darrm_opt.errors import InvalidParameter
 from darrm_opt.model.params import finite_number as _finite
@@ -220,6 +220,8 @@ def gnmax_output_probabilities(votes: object, sigma: float) -> np.ndarray:
     n = _counts(votes, "votes")
     if n.ndim != 1:
         raise InvalidParameter("votes", "must be a single histogram (1-D)", n.shape)
+    from scipy.integrate import quad
+
     m = n.size
     probs = np.empty(m)
     for i in range(m):
@@ -229,7 +231,7 @@ def gnmax_output_probabilities(votes: object, sigma: float) -> np.ndarray:
             return math.exp(-0.5 * z * z + float(np.sum(special.log_ndtr(gaps + z)))) / math.sqrt(2 * math.pi)
 
         lo = -12.0 - max(0.0, float(gaps.max(initial=0.0)))
-        probs[i] = integrate.quad(integrand, lo, 12.0, epsabs=1e-13, epsrel=1e-11, limit=200)[0]
+        probs[i] = quad(integrand, lo, 12.0, epsabs=1e-13, epsrel=1e-11, limit=200)[0]
     return probs / probs.sum()
 
 

@@ -25,13 +25,15 @@ import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
-from dp_accounting.pld.privacy_loss_distribution import PrivacyLossDistribution as PLD
 from scipy import fft as scipy_fft
 
 from darrm_opt.errors import InvalidParameter
+
+if TYPE_CHECKING:  # dp_accounting (with scipy.stats) loads on the first composition, not with the module
+    from dp_accounting.pld.privacy_loss_distribution import PrivacyLossDistribution as PLD
 
 
 class DominatingPair(Protocol):
@@ -96,7 +98,7 @@ def pair_pld(atoms: Sequence[tuple[float, float]], infinite_mass: float, interva
     pf, qf = p[finite], q[finite]
     if pf.size == 0:  # no finite loss: the pair's P-mass is at +∞ or at −∞ (put at 0, pessimistic)
         d = min(inf_mass * (1 + DELTA_MARGIN), 1.0)
-        return PLD(pld_pmf.create_pmf_pessimistic_connect_dots(interval, [0], [d]))
+        return _new_pld(pld_pmf.create_pmf_pessimistic_connect_dots(interval, [0], [d]))
     scaled = (np.log(pf) - np.log(qf)) / interval
 
     def hockey(e: np.ndarray) -> np.ndarray:
@@ -137,7 +139,7 @@ def _connect_dots(scaled: np.ndarray, hockey: Any, size: int, inf_mass: float, i
             deltas[i:i + step] = hockey(np.exp(eps[i:i + step]))
     deltas = np.minimum((deltas + inf_mass) * (1 + DELTA_MARGIN), 1.0)
     pmf = pld_pmf.create_pmf_pessimistic_connect_dots(interval, ks, deltas)
-    return PLD(pmf)
+    return _new_pld(pmf)
 
 
 def profile_pld(profile: DominatingPair, interval: float = INTERVAL) -> PLD:
@@ -246,7 +248,14 @@ def bounded(pld: PLD | Bounded) -> Bounded:
 
 
 def _pld_of(pmfs: list) -> PLD:
-    return PLD(pmfs[0]) if len(pmfs) == 1 else PLD(pmfs[0], pmfs[1])
+    return _new_pld(*pmfs[:2])
+
+
+def _new_pld(*pmfs: Any) -> PLD:
+    """A dp_accounting PLD of one PMF (symmetric) or two (remove, add)."""
+    from dp_accounting.pld.privacy_loss_distribution import PrivacyLossDistribution
+
+    return PrivacyLossDistribution(*pmfs)
 
 
 def _dense(discretization: float, lower: int, probs: np.ndarray, inf_mass: float) -> Any:
