@@ -6,6 +6,8 @@ with what the text says they print.
   be that command's output (stdout and stderr), line for line, but for lines the text elides (``...``) and
   the seconds a solve took. Blocks whose commands print nothing are not compared here (the commands' own tests
   run them).
+* Python blocks whose ``print(...)`` lines show the number they print in a comment (``# 8.393: ...``) are run
+  in a fresh folder, and each printed number must round to the one shown.
 * The REST comment (README.md and docs/rest.md: the ε a ledger states after the curl lines' one answer) is
   checked against the same ledger code run from Python; the curl lines themselves need a server and are not
   run here (tests/api run the endpoints).
@@ -13,7 +15,8 @@ with what the text says they print.
   a minute: more than this file's 20 s per snippet).
 
 Skipped, and why: every block that needs a running server (README.md's and docs/rest.md's curl lines,
-docs/tenancy.md's); the `plan` lines of README.md and docs/cli.md (35 to 60 s each on two cores).
+docs/tenancy.md's); the `plan` lines of README.md and docs/cli.md (35 to 60 s each on two cores);
+Python blocks that show no number (docs/python.md's read files a reader makes first).
 """
 
 from __future__ import annotations
@@ -89,6 +92,43 @@ def test_a_console_block_prints_what_its_page_shows(where, commands, shown, tmp_
         pattern = re.escape(TIMING.sub("<s>", line)).replace(re.escape("<s>"), r"\d+\.\d+ s\)")
         assert any(re.fullmatch(pattern, p) for p in printed), f"{where}: shown, not printed: {line!r}\n" + \
             "\n".join(printed)
+
+
+SHOWN_NUMBER = re.compile(r"^\s*print\(.*\)\s*#\s*(-?\d+(?:\.\d+)?)\b")
+
+
+def python_blocks() -> list[tuple[str, str, list[str]]]:
+    """(where, code, numbers shown after its print lines, in order) for each Python block that shows some."""
+    found = []
+    for page in PAGES:
+        text = page.read_text()
+        for m in re.finditer(r"^```python\n(.*?)^```", text, re.M | re.S):
+            shown = [n.group(1) for line in m.group(1).splitlines() if (n := SHOWN_NUMBER.match(line))]
+            if shown:
+                found.append((f"{page.relative_to(ROOT)}:{text[:m.start()].count(chr(10)) + 1}", m.group(1), shown))
+    return found
+
+
+PYTHON_BLOCKS = python_blocks()
+
+
+def test_the_readme_python_block_shows_what_it_prints():
+    assert [w for w, _, _ in PYTHON_BLOCKS if w.startswith("README.md")], PYTHON_BLOCKS
+
+
+@pytest.mark.slow  # a solve, its certified profile and 100 paid answers in a subprocess (about 5 s)
+@pytest.mark.parametrize("where, code, shown", PYTHON_BLOCKS, ids=[b[0] for b in PYTHON_BLOCKS])
+def test_a_python_block_prints_what_its_page_shows(where, code, shown, tmp_path):
+    pytest.importorskip("sqlalchemy")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    r = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0, f"{where}: {r.stderr}"
+    printed = [float(x) for x in r.stdout.split()]
+    assert len(printed) == len(shown), (where, r.stdout)
+    for value, text in zip(printed, shown):
+        decimals = len(text.partition(".")[2])
+        assert abs(value - float(text)) <= 0.5 * 10 ** -decimals, f"{where}: prints {value}, shows {text}"
 
 
 @pytest.mark.slow  # a solve, its privacy profile and one paid answer (about 3 s)
