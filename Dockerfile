@@ -8,27 +8,46 @@
 #   proves it), then the project's own files set apart under /stage;
 # - the image: the environment of `deps` (no Gurobi, CBC, plots, demo, Dask or tests), then as its last layer
 #   the project's files from /stage.
-FROM python:3.11-slim AS deps
+# Build arguments, for a machine whose registry, package index or TLS is proxied (docker/smoke.sh passes them):
+# - BASE_IMAGE: the Python 3.11 image of every stage (default python:3.11-slim; one with `python`, pip and
+#   venv on Debian, e.g. docker/debian-base.sh's, where no registry is reachable);
+# - PIP_INDEX_URL, PIP_EXTRA_INDEX_URL, PIP_TRUSTED_HOST: pip's own variables, for the build stages only;
+# - CA_BUNDLE: the name of a PEM file put in docker/ca/ (e.g. the host's /etc/ssl/certs/ca-certificates.crt),
+#   pip's whole trust store in the build stages. None of them reaches the image: its stage copies only the
+#   environment and the project's files.
+ARG BASE_IMAGE=python:3.11-slim
+FROM ${BASE_IMAGE} AS deps
+ARG PIP_INDEX_URL
+ARG PIP_EXTRA_INDEX_URL
+ARG PIP_TRUSTED_HOST
+ARG CA_BUNDLE
 
 ENV PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1
 
 WORKDIR /src
 COPY docker/requirements.lock docker/requirements.lock
-RUN python -m venv --without-pip /opt/venv \
+COPY docker/ca/ docker/ca/
+RUN if [ -n "$CA_BUNDLE" ]; then export PIP_CERT="/src/docker/ca/$CA_BUNDLE"; fi \
+    && python -m venv --without-pip /opt/venv \
     && python -m pip --python /opt/venv/bin/python install --only-binary=:all: -r docker/requirements.lock
 
 FROM deps AS project
+ARG PIP_INDEX_URL
+ARG PIP_EXTRA_INDEX_URL
+ARG PIP_TRUSTED_HOST
+ARG CA_BUNDLE
 
 COPY . .
-RUN python -m pip --python /opt/venv/bin/python install --only-binary=:all: --no-deps ".[service]" \
+RUN if [ -n "$CA_BUNDLE" ]; then export PIP_CERT="/src/docker/ca/$CA_BUNDLE"; fi \
+    && python -m pip --python /opt/venv/bin/python install --only-binary=:all: --no-deps ".[service]" \
     && python -m pip --python /opt/venv/bin/python check \
     && mkdir -p /stage/opt/venv/bin /stage/opt/venv/lib/python3.11/site-packages \
     && cd /opt/venv/lib/python3.11/site-packages \
     && mv darrm_opt darrm_opt-*.dist-info /stage/opt/venv/lib/python3.11/site-packages/ \
     && mv /opt/venv/bin/darrm-opt /stage/opt/venv/bin/
 
-FROM python:3.11-slim
+FROM ${BASE_IMAGE}
 
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \

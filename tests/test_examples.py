@@ -26,3 +26,11 @@ def test_label_toy_dataset_end_to_end(tmp_path):
     # the private labels carry the teachers' majority often enough for a useful student (0.83 on seed 0)
     assert result["label_agreement"] > 0.6 and result["student_accuracy"] > 0.7
     assert (tmp_path / "plan.json").exists() and (tmp_path / "ledger.db").exists()
+    # docs/examples.md shows a run: its lines are what the script prints (the seeded data, the plan and the
+    # ledger's exact composition are the same every run; the student's accuracy varies with the answers)
+    page = (ROOT / "docs" / "examples.md").read_text()
+    shown = page[page.index("```text\n", page.index("A run (")) + 8:].split("```")[0].strip().splitlines()
+    printed = r.stdout.strip().splitlines()
+    assert len(shown) == 4 and shown[:3] == printed[:3], (shown, printed)
+    assert shown[3].startswith("student trained on 100 private labels: test accuracy ")
+    assert printed[3].startswith("student trained on 100 private labels: test accuracy ")
