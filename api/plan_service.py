@@ -53,6 +53,15 @@ def plan_key(job: Job, teachers: str | None = None) -> str:
     return hashlib.sha256(("plan:" + text).encode()).hexdigest()[:32]
 
 
+def _free_document(key: str, job: Job, best: Offer) -> dict[str, Any]:
+    """The plan of disjoint-private teachers whose (ε, Δ) is within the budget: the plain majority, free, with
+    the teachers' cap it spends."""
+    doc = {**majority_free_document(best, job), "plan_id": key}
+    doc["plan"] = {**doc["plan"], "total_cap": {"epsilon": job.epsilon, "delta": job.teacher_delta},
+                   "note": doc["note"]}
+    return doc
+
+
 @dataclass
 class PlanState:
     """One plan run: its future, its last progress event, and its result or error once done."""
@@ -163,7 +172,9 @@ class PlanService:
     def _publish_offer(self, key: str, job: Job, best: Any, offers: list[Any], refused: dict[str, str]
                        ) -> dict[str, Any]:
         """Store and serve the chosen table; its spend is recomputed from the served table's profile by the
-        ledger's accounting and must fit the budget."""
+        ledger's accounting and must fit the budget (the plain majority, free: no table)."""
+        if best.majority_free:
+            return _free_document(key, job, best)
         table = best.table
         self.tables.store(table, solver=job.solver, solve_seconds=best.seconds,
                           params_key=params_key(table.params, table.teachers))
@@ -208,10 +219,7 @@ class PlanService:
         """Store and serve the planned table, with its plan; its spend is recomputed from its profile. The
         plain majority, free, with the teachers' cap it spends; another kind's offer as a job plan."""
         if best.majority_free:
-            doc = {**majority_free_document(best, job), "plan_id": key}
-            doc["plan"] = {**doc["plan"], "total_cap": {"epsilon": job.epsilon, "delta": job.teacher_delta},
-                           "note": doc["note"]}
-            return doc
+            return _free_document(key, job, best)
         if best.solution is None or best.mechanism != "darrm":
             return self._publish_offer(key, job, best, offers, refused)
         table = self._served(best)

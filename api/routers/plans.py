@@ -226,7 +226,8 @@ def _job_plan(body: PlanRequestIn, request: Request, response: Response):  # noq
         cap = (body.epsilon, body.teacher_delta)
     ledger = None
     if body.create_ledger is not None and doc is not None:  # the ledger the chosen offer runs on
-        ledger = _RUN_LEDGERS[doc["run"]["ledger"]](s, body, job, cap, doc["run"], principal(request).tenant)
+        run = doc.get("run", {"ledger": "plain"})  # the plain majority, free: a plain ledger with the cap
+        ledger = _RUN_LEDGERS[run["ledger"]](s, body, job, cap, run, principal(request).tenant)
     elif body.create_ledger is not None and job.accounting == "worst-case":
         # planned in the background: a worst-case plan runs on a plain ledger with the budget whichever offer
         # wins, so it is opened at once and named in the 202 (as a shared-setting plan's is)

@@ -160,6 +160,12 @@ def test_disjoint_private_plan_says_the_majority_is_free(client):
     assert doc["plan"]["total_cap"] == {"epsilon": 0.2, "delta": 1e-4} and "plain majority" in doc["note"]
     assert doc["ledger"]["total_cap"] == {"epsilon": 0.2, "delta": 1e-4}
     assert client.get(f"/v1/plans/{doc['plan_id']}").json()["plan"]["majority_free"] is True
+    # the same job with the kind named: the same entry point, the same free plan and capped ledger
+    named = client.post("/v1/plans", json={**body, "budget_epsilon": 3.0, "budget_delta": 0.01, "mechanism": "darrm",
+                                           "create_ledger": {"name": "free named"}})
+    assert named.status_code == 200, named.text
+    assert named.json()["plan"]["majority_free"] is True and named.json()["gamma"] == [1.0] * 6
+    assert named.json()["ledger"]["total_cap"] == {"epsilon": 0.2, "delta": 1e-4}
     # a budget ε below the teachers' ε: one answer composed as for shared teachers (its profile at δ_B = 0.05
     # spends less than 0.2), and the plan says why
     r = client.post("/v1/plans", json={**body, "queries": 1, "budget_epsilon": 0.15, "budget_delta": 0.05})
