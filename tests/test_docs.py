@@ -21,7 +21,7 @@ def test_the_docs_build_strict(tmp_path):
     assert r.returncode == 0, r.stdout + r.stderr
     assert "WARNING" not in r.stderr
     api = (tmp_path / "site" / "python" / "index.html").read_text()
-    for name in ("solve", "Params", "release_answers", "Ledger", "read_vote_rows", "plan"):
+    for name in ("solve", "Params", "release_answers", "Ledger", "read_vote_rows", "plan_job", "Offer"):
         assert 'id="darrm_opt.' in api and re.search(rf'id="[\w.]*\b{name}"', api), name
     cli = (tmp_path / "site" / "cli" / "index.html").read_text()  # every command's --help, rendered at build
     from darrm_opt.cli import COMMANDS
