@@ -75,12 +75,13 @@ def _offers_to(tell: Callable[..., None]) -> Callable[..., None]:
 
 
 def _composed(job: Job, kinds: Any, tell: Callable[..., None]) -> Any:
-    """The table a ledger pays for when the plan is the plain majority, free for disjoint-private teachers
-    within the budget (no table): the shared-setting plan, whose composed spend holds for them too, as a
+    """The offer a ledger pays for when the plan is the plain majority, free for disjoint-private teachers
+    within the budget (no table): the shared-setting plan, whose composed spend holds for them too, its
     table of their setting."""
     chosen, _, _ = plan_job(dataclasses.replace(job, teachers="shared"), _offers_to(tell), kinds)
     t = chosen.table
-    return mechanism(t.kind).table(t.params, t.gamma, chosen.solution.certificate, job.teachers, t.profile)
+    table = mechanism(t.kind).table(t.params, t.gamma, chosen.solution.certificate, job.teachers, t.profile)
+    return dataclasses.replace(chosen, table=table)
 
 
 def _budget(budget: Sequence[float]) -> tuple[float, float]:
@@ -137,7 +138,9 @@ def label(votes: Any, budget: Sequence[float], *, classes: int | None = None, fo
         if table is None and done < v.N:
             tell("plan", step="start", queries=job.queries)
             chosen, _, _ = plan_job(job, _offers_to(tell), kinds)
-            table = chosen.table if chosen.table is not None else _composed(job, kinds, tell)
+            if chosen.majority_free:  # no table to pay for
+                chosen = _composed(job, kinds, tell)
+            table = chosen.table
             tell("plan", step="chosen", kind=chosen.label, expected_error=chosen.expected_error,
                  epsilon_spent=chosen.epsilon_spent, table_id=table.id)
         elif table is not None:
