@@ -1,18 +1,20 @@
 """Budget plans in the service: the planned table is stored and served like any table, and the plan is cached.
 
-A plan's id is a hash of its canonical inputs (K, ε, Δ, Q, ε_B, δ_B, prior). A job of PATE's setting
-(``disjoint-nonprivate``) or with classes asks every mechanism for its offer
-(:func:`darrm_opt.mechanisms.plan_job`, :meth:`PlanService.request_job`) and stores the most accurate. The
-search for shared and disjoint-private teachers
-(:func:`darrm_opt.planning.plan.plan`) runs on the table service's solve pool; identical concurrent
-requests share one run (in-process single flight). The planned table is stored in ``gamma_tables`` under
+Every plan is a job (:class:`darrm_opt.planning.job.Job`) planned by the one entry point,
+:func:`darrm_opt.mechanisms.plan_job`, on the table service's solve pool; identical concurrent requests
+share one run (in-process single flight). A job of shared or disjoint-private teachers (:meth:`PlanService.request`)
+answers with the planned table and its plan (its id a hash of its canonical inputs K, ε, Δ, Q, ε_B, δ_B,
+prior; for disjoint-private teachers whose (ε, Δ) is within the budget, the plain majority, free); a job of
+PATE's setting (``disjoint-nonprivate``), with classes or naming a mechanism (:meth:`PlanService.request_job`)
+answers with the most accurate offer and the others beside it. The planned table is stored in ``gamma_tables`` under
 its content hash (so ``/v1/tables/{id}``, ``/v1/aggregate`` and ledgers' exact accounting see it; it becomes
 the service's solve of its parameters unless they were solved before); the plan itself (its inputs, spent ε
 and candidates) is kept in an in-memory LRU, per process. The plan's spent ε is recomputed from the served
 table's profile by the ledger's accounting and must fit the budget (else 409).
 
-200 or 202: a plan whose problems have at most ``inline_max_multisets`` corner multisets runs while the request
-waits, up to ``inline_timeout_s``; otherwise 202 with ``/v1/plans/{id}`` to poll.
+200 or 202: a plan whose problems have at most ``inline_max_multisets`` corner multisets (or that needs no
+search: the plain majority, free) runs while the request waits, up to ``inline_timeout_s``; otherwise 202
+with ``/v1/plans/{id}`` to poll.
 """
 
 from __future__ import annotations
@@ -30,10 +32,11 @@ from darrm_opt.errors import DarrmError, InvalidParameter
 from darrm_opt.mechanisms import mechanism, mechanism_for, params_key, plan_job
 from darrm_opt.model.corners import n_corners, n_multisets
 from darrm_opt.model.params import Params
-from darrm_opt.planning.job import Job
-from darrm_opt.planning.plan import Plan, PlanRequest, plan
+from darrm_opt.planning.job import Job, Offer
+from darrm_opt.planning.plan import check_shared_job, majority_free
 from darrm_opt.privacy import accounting
 from darrm_opt.privacy.pld import exact_epsilon
+from darrm_opt.release.documents import majority_free_document
 
 from .settings import DEFAULT_MAX_MULTISETS
 from .table_service import TableNotServable, TableService, jsonable
@@ -41,11 +44,22 @@ from .table_service import TableNotServable, TableService, jsonable
 CACHE_SIZE = 256
 
 
-def plan_key(req: PlanRequest, teachers: str | None = None) -> str:
-    """The plan id: a hash of the canonical inputs (and of ``teachers`` when given: disjoint-private)."""
+def plan_key(job: Job, teachers: str | None = None) -> str:
+    """The plan id of a shared or disjoint-private job: a hash of its canonical inputs (and of ``teachers``
+    when given: disjoint-private, the plain majority free)."""
+    req = check_shared_job(job)
     canonical = req.canonical() if teachers is None else {**req.canonical(), "teachers": teachers}
     text = json.dumps(canonical, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(("plan:" + text).encode()).hexdigest()[:32]
+
+
+def _free_document(key: str, job: Job, best: Offer) -> dict[str, Any]:
+    """The plan of disjoint-private teachers whose (ε, Δ) is within the budget: the plain majority, free, with
+    the teachers' cap it spends."""
+    doc = {**majority_free_document(best, job), "plan_id": key}
+    doc["plan"] = {**doc["plan"], "total_cap": {"epsilon": job.epsilon, "delta": job.teacher_delta},
+                   "note": doc["note"]}
+    return doc
 
 
 @dataclass
@@ -64,8 +78,12 @@ class PlanService:
         self._running: dict[str, PlanState] = {}
         self._failed: dict[str, str] = {}
 
-    def _inline(self, req: PlanRequest) -> bool:
-        """422 naming K when the plan's problems are too large for this service; True when run inline."""
+    def _inline(self, job: Job) -> bool:
+        """422 naming the field of an invalid job, or K when the plan's problems are too large for this
+        service; True when run inline."""
+        req = check_shared_job(job)
+        if majority_free(job) is not None:
+            return True  # no search
         settings = self.tables.settings
         size = n_multisets(req.K, n_corners(Params(K=req.K, m=1, epsilon=req.epsilon,
                                                     teacher_delta=req.teacher_delta)))
@@ -75,14 +93,18 @@ class PlanService:
                                         f"DARRM_MAX_MULTISETS = {limit}", req.K)
         return size <= settings.inline_max_multisets
 
-    def request(self, req: PlanRequest, solver: str) -> tuple[str, str, dict[str, Any] | None]:
-        """(plan id, cache status 'hit' | 'miss' | 'shared' | 'pending', the planned table or None)."""
-        self.tables.check_solver(solver)
-        key = plan_key(req)
-        inline = self._inline(req)
-        return self._single_flight(key, lambda progress: self._publish(key, plan(
-            req.K, req.epsilon, req.teacher_delta, req.queries, req.budget_epsilon, req.budget_delta, req.prior,
-            solver=solver, progress=progress)), inline)
+    def request(self, job: Job) -> tuple[str, str, dict[str, Any] | None]:
+        """A job of shared or disjoint-private teachers (``plan_job``): (plan id, cache status 'hit' | 'miss' |
+        'shared' | 'pending', the planned table with its plan, or None while it runs)."""
+        self.tables.check_solver(job.solver)
+        inline = self._inline(job)
+        key = plan_key(job, "disjoint-private" if majority_free(job) is not None else None)
+
+        def work(progress: Callable[..., None]) -> dict[str, Any]:
+            best, offers, refused = plan_job(job, progress)
+            return self._publish(key, job, best, offers, refused)
+
+        return self._single_flight(key, work, inline)
 
     def _single_flight(self, key: str, work: Callable[[Callable[..., None]], dict[str, Any]], inline: bool = True
                        ) -> tuple[str, str, dict[str, Any] | None]:
@@ -150,7 +172,9 @@ class PlanService:
     def _publish_offer(self, key: str, job: Job, best: Any, offers: list[Any], refused: dict[str, str]
                        ) -> dict[str, Any]:
         """Store and serve the chosen table; its spend is recomputed from the served table's profile by the
-        ledger's accounting and must fit the budget."""
+        ledger's accounting and must fit the budget (the plain majority, free: no table)."""
+        if best.majority_free:
+            return _free_document(key, job, best)
         table = best.table
         self.tables.store(table, solver=job.solver, solve_seconds=best.seconds,
                           params_key=params_key(table.params, table.teachers))
@@ -179,34 +203,32 @@ class PlanService:
                 "alternatives": [{**jsonable(o.to_dict()), "run": o.run()} for o in offers if o is not best],
                 "refused": refused, "plan": info}
 
-    def _served(self, result: Plan, teachers: str):  # noqa: ANN202 - a ServedTable
-        """Store the planned table (unless stored already) and serve it."""
-        sol = result.solution
-        table = mechanism_for(result.params).table(result.params, sol.gamma, sol.certificate, teachers,
-                                                   result.profile)
+    def _served(self, offer: Offer):  # noqa: ANN202 - a ServedTable
+        """Store the planned table as a shared-setting table (unless stored already) and serve it."""
+        sol, params = offer.solution, offer.table.params
+        table = mechanism_for(params).table(params, sol.gamma, sol.certificate, "shared", offer.table.profile)
         self.tables.store(table, solver=sol.solver, solve_seconds=sol.seconds,
-                          params_key=params_key(result.params, teachers))
+                          params_key=params_key(params, "shared"))
         served = self.tables.get(table.id)
         if served is None or served.profile is None:  # pragma: no cover - just stored, with a profile
             raise TableNotServable(f"planned table {table.id} could not be served")
         return served
 
-    def _publish(self, key: str, result: Plan) -> dict[str, Any]:
-        """Store and serve the planned table, with its plan; its spend is recomputed from its profile."""
-        table = self._served(result, "shared")
-        spent = exact_epsilon([(table.profile, result.queries)], result.budget_delta)
-        if spent > result.budget_epsilon:
+    def _publish(self, key: str, job: Job, best: Offer, offers: list[Offer], refused: dict[str, str]
+                 ) -> dict[str, Any]:
+        """Store and serve the planned table, with its plan; its spend is recomputed from its profile. The
+        plain majority, free, with the teachers' cap it spends; another kind's offer as a job plan."""
+        if best.majority_free:
+            return _free_document(key, job, best)
+        if best.solution is None or best.mechanism != "darrm":
+            return self._publish_offer(key, job, best, offers, refused)
+        table = self._served(best)
+        spent = exact_epsilon([(table.profile, job.queries)], job.budget_delta)
+        if spent > job.budget_epsilon:
             raise TableNotServable(f"the planned table {table.id} spends {spent:.6g} > budget "
-                                   f"{result.budget_epsilon:g}; not served as this plan")
-        info = {**result.plan_dict(), "spent_epsilon": spent}
+                                   f"{job.budget_epsilon:g}; not served as this plan")
+        info = {**best.plan, "spent_epsilon": spent}
         return {**table.to_dict(), "plan_id": key, "plan": info}
-
-    def remember(self, key: str, doc: dict[str, Any]) -> None:
-        """Keep a plan decided without a search (disjoint-private, plain majority free) for GET."""
-        with self._lock:
-            self._done[key] = doc
-            while len(self._done) > CACHE_SIZE:
-                self._done.popitem(last=False)
 
     def get(self, key: str) -> tuple[str, dict[str, Any] | None, dict[str, Any] | str | None]:
         """('done', table, None) | ('running', None, progress) | ('failed', None, error) | ('unknown', ...)."""

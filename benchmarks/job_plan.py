@@ -31,7 +31,7 @@ TARGETS = ["≤ 1.0e-3", "≤ 4.68e-3", "≤ 4.0e-5", "≤ 0.083", "–"]
 
 
 def gdp_error(K: int, C: int | None, Q: int, eps: float, delta: float, prior: str) -> float:
-    from darrm_opt.experiments.multiclass_budget import gnmax_sigma_over_answers
+    from darrm_opt.privacy.gnmax import gnmax_sigma_over_answers
 
     sigma = gnmax_sigma_over_answers(Q, eps, delta)
     if C is None:

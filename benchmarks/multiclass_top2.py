@@ -21,9 +21,9 @@ PRIORS = [("paper", "paper"), ("Dirichlet(9, 1/9…)", f"dirichlet:9,{1 / 9!r}")
 
 
 def gdp(Q: int, eps: float, delta: float, prior: str) -> float:
-    from darrm_opt.experiments.multiclass_budget import gnmax_sigma_over_answers
     from darrm_opt.experiments.multiclass_compare import gnmax_error
     from darrm_opt.model.multiclass import MulticlassPrior
+    from darrm_opt.privacy.gnmax import gnmax_sigma_over_answers
 
     return float(gnmax_error(K, C, gnmax_sigma_over_answers(Q, eps, delta), MulticlassPrior.parse(prior)))
 

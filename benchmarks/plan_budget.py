@@ -6,7 +6,7 @@
 For each setting (K teachers each (ε, Δ)-DP, Q answers, the paper's total (ε_B, δ_B) from general
 composition of its per-answer choice) it prints the paper's choice (m, δ = 1 − (1 − Δ)^m), the ε its Q
 answers really spend at δ_B by exact composition of its certified profile, and its expected error; then the
-plan (darrm_opt.planning.plan): chosen (m, δ), spent ε at δ_B, expected error, candidates tried, wall and
+plan (darrm_opt.plan_job, the darrm offer): chosen (m, δ), spent ε at δ_B, expected error, candidates tried, wall and
 CPU seconds of the plan.
 """
 
@@ -15,9 +15,10 @@ from __future__ import annotations
 import argparse
 import time
 
+from darrm_opt.mechanisms import plan_job
 from darrm_opt.model.params import Params
 from darrm_opt.optimize.optimizer import solve
-from darrm_opt.planning.plan import plan
+from darrm_opt.planning.job import Job
 from darrm_opt.privacy.pld import exact_epsilon
 from darrm_opt.privacy.profile import privacy_profile
 
@@ -37,11 +38,13 @@ def row(name, K, eps, tdelta, Q, be, bd, m_paper) -> str:
     sol = solve(params)
     paper_spent = exact_epsilon([(privacy_profile(params, sol.gamma), Q)], bd)
     t0, c0 = time.perf_counter(), time.process_time()
-    p = plan(K, eps, tdelta, Q, be, bd)
+    p, _, _ = plan_job(Job(K=K, queries=Q, budget_epsilon=be, budget_delta=bd, teachers="shared", epsilon=eps,
+                           teacher_delta=tdelta))
+    chosen = p.table.params
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     return (f"{name:<11} {K:>3} {Q:>4} ({be:g}, {bd:g})  paper m={m_paper} δ={params.delta:.3g}: "
-            f"ε={paper_spent:.3f} err={sol.expected_error:.3g}  |  plan m={p.m:.4g} δ={p.delta:.3g}: "
-            f"ε={p.spent_epsilon:.3f} err={p.expected_error:.3g}  [{len(p.candidates)} cand, "
+            f"ε={paper_spent:.3f} err={sol.expected_error:.3g}  |  plan m={chosen.m:.4g} δ={chosen.delta:.3g}: "
+            f"ε={p.epsilon_spent:.3f} err={p.expected_error:.3g}  [{len(p.plan['candidates'])} cand, "
             f"{wall:.1f} s wall, {cpu:.1f} s CPU]")
 
 

@@ -89,9 +89,9 @@ def main() -> None:
                   f"{time.perf_counter() - t0:>8.1f}")
     if args.classes:
         C = args.classes
-        from darrm_opt.experiments.multiclass_budget import gnmax_sigma_over_answers
         from darrm_opt.experiments.multiclass_compare import gnmax_error
         from darrm_opt.model.multiclass import MulticlassPrior
+        from darrm_opt.privacy.gnmax import gnmax_sigma_over_answers
 
         print()
         print(f"multi-class, C = {C} (rule MC-1; error = Pr[answer ≠ true class])")

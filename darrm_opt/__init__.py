@@ -2,22 +2,23 @@
 
 The Python API (each name is imported on first use, so ``import darrm_opt`` stays light)::
 
-    from darrm_opt import Ledger, Params, certify_table, load_certified, release_answers, solve
+    from darrm_opt import Job, Ledger, Params, certify_table, load_certified, plan_job, release_answers, solve
 
     sol = solve(Params(K=11, m=3))              # certified optimal γ (sol.gamma, sol.certificate)
     table = certify_table(sol.params, sol.gamma)  # a CertifiedTable: certificate and privacy profile
     table = load_certified("table.json")        # or a table file (``darrm-opt solve --format json``)
-    job = plan(K=11, epsilon=0.0892, teacher_delta=1e-4, queries=100, budget_epsilon=15.044, budget_delta=0.03)
+    best, offers, refused = plan_job(Job(K=11, epsilon=0.0892, teacher_delta=1e-4, teachers="shared",
+                                         queries=100, budget_epsilon=15.044, budget_delta=0.03))
     with Ledger("ledger.db", "labels", epsilon_budget=10, delta_budget=1e-3) as ledger:
         answers = release_answers(table, votes, ledger)  # pays durably first, then draws
     answers = Aggregator(table)(votes)          # no ledger: the caller accounts for the answers
     job = label("votes.npy", budget=(2, 1e-5))  # the whole job: plan, pay, release (job.labels, job.text)
 
 Every kind of release (``MECHANISMS``: DaRRM tables of each setting, shaped tables, GNMax, Confident-GNMax,
-Gaussian mean release) goes through one interface: ``mechanism(kind).solve(params, solver="highs")``. A
-whole job is planned over every kind by ``plan_job(Job(K=250, queries=100, budget_epsilon=2,
-budget_delta=1e-5, teachers="disjoint-nonprivate"))``; the PATE-setting and multi-class solvers are
-``solve_pate`` and ``solve_multiclass``; vectors are released by ``release_means``.
+Gaussian mean release) goes through one interface: ``mechanism(kind).solve(params, solver="highs")``. Every
+job, of every teachers' setting, is planned over every kind by ``plan_job(Job(...))`` (one entry point, one
+result: the chosen ``Offer``, every offer, and why the other kinds made none); the PATE-setting and
+multi-class solvers are ``solve_pate`` and ``solve_multiclass``; vectors are released by ``release_means``.
 
 Only certified tables are released. ``Ledger`` (:mod:`darrm_opt.ledger`) needs the ``service`` extra.
 """
@@ -42,7 +43,6 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and editors only
     from darrm_opt.optimize.optimizer import Solution, solve
     from darrm_opt.optimize.pate_setting import solve_pate
     from darrm_opt.planning.job import Job, Offer
-    from darrm_opt.planning.plan import Plan, plan
     from darrm_opt.privacy.profile import PrivacyProfile, privacy_profile
     from darrm_opt.privacy.table import CertifiedTable
     from darrm_opt.release.dd_ledger import DataDependentLedger
@@ -56,8 +56,6 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and editors only
 _EXPORTS = {
     "solve": "darrm_opt.optimize.optimizer",
     "Solution": "darrm_opt.optimize.optimizer",
-    "plan": "darrm_opt.planning.plan",
-    "Plan": "darrm_opt.planning.plan",
     "privacy_profile": "darrm_opt.privacy.profile",
     "PrivacyProfile": "darrm_opt.privacy.profile",
     "verify": "darrm_opt.release.verify",
@@ -98,8 +96,8 @@ __all__ = [
     "MECHANISMS", "Aggregator", "BudgetExceeded", "Certificate", "CertificationFailed", "CertifiedTable",
     "ConfidentGnmaxParams", "DarrmError", "DataDependentLedger", "GaussianMeanParams", "GnmaxParams",
     "InvalidParameter", "Job", "LabelResult", "Ledger", "MissingExtra", "MulticlassParams", "Offer", "Params",
-    "PateParams", "Plan", "PrivacyProfile", "Solution", "__version__", "certify", "certify_table", "label",
-    "load_certified", "load_table", "mechanism", "plan", "plan_job", "privacy_profile", "release_answers",
+    "PateParams", "PrivacyProfile", "Solution", "__version__", "certify", "certify_table", "label",
+    "load_certified", "load_table", "mechanism", "plan_job", "privacy_profile", "release_answers",
     "release_means", "solve", "solve_multiclass", "solve_pate", "verify",
 ]
 

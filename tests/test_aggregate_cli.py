@@ -281,13 +281,16 @@ def test_offline_ledger_composes_exactly_like_the_service(table, tmp_path):
 
 def test_python_api_exports_planning_and_profiles():
     import darrm_opt
-    from darrm_opt.planning import plan as plan_module
+    from darrm_opt import mechanisms
+    from darrm_opt.planning import job as job_module
     from darrm_opt.privacy import profile as profile_module
 
-    assert darrm_opt.plan is plan_module.plan and darrm_opt.Plan is plan_module.Plan
+    assert darrm_opt.plan_job is mechanisms.plan_job and darrm_opt.Offer is job_module.Offer
+    assert darrm_opt.Job is job_module.Job and not hasattr(darrm_opt, "Plan") and not hasattr(darrm_opt, "plan")
     assert darrm_opt.privacy_profile is profile_module.privacy_profile
-    assert set(darrm_opt.__all__) >= {"plan", "privacy_profile", "solve", "verify", "Aggregator", "Ledger",
-                                      "release_answers", "certify_table", "load_certified", "CertifiedTable"}
+    assert set(darrm_opt.__all__) >= {"plan_job", "Job", "Offer", "privacy_profile", "solve", "verify",
+                                      "Aggregator", "Ledger", "release_answers", "certify_table", "load_certified",
+                                      "CertifiedTable"}
 
 
 def test_the_python_api_exports_every_kind_and_the_job_planner():

@@ -22,7 +22,7 @@ def test_the_docs_build_strict(tmp_path):
     # mkdocs' own warnings (the notebook's kernel may warn on its line of stderr about its TCP transport)
     assert not re.search(r"^WARNING\b", r.stderr, re.M), r.stderr
     api = (tmp_path / "site" / "python" / "index.html").read_text()
-    for name in ("solve", "Params", "release_answers", "Ledger", "read_vote_rows", "plan"):
+    for name in ("solve", "Params", "release_answers", "Ledger", "read_vote_rows", "plan_job", "Offer"):
         assert 'id="darrm_opt.' in api and re.search(rf'id="[\w.]*\b{name}"', api), name
     cli = (tmp_path / "site" / "cli" / "index.html").read_text()  # every command's --help, rendered at build
     from darrm_opt.cli import COMMANDS

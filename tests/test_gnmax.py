@@ -321,3 +321,25 @@ def test_a_two_class_job_of_labels_states_the_error_against_the_true_class():
     assert m.expected_error(labels, np.zeros(0)) > m.expected_error(votes01, np.zeros(0))  # the majority errs too
     offer = m.plan(Job(K=15, queries=3, budget_epsilon=2.0, budget_delta=1e-5, classes=2))
     assert offer.table.params.canonical()["prior"] == "labels:paper"
+
+
+@pytest.mark.parametrize("q,eps,delta", [(4, 1.0, 1e-5), (50, 2.0, 1e-6)])
+def test_gnmax_sigma_over_answers_is_the_exact_gaussian_composition(q, eps, delta):
+    """dp_accounting's Gaussian PLD (sensitivity √2) composed q times meets (ε, δ) at σ and not at 0.99σ;
+    σ is √q times one answer's σ (q = 1)."""
+    from dp_accounting.pld import privacy_loss_distribution as pld_lib
+
+    from darrm_opt.privacy.gnmax import calibrate_gaussian_sigma, gnmax_sigma_over_answers
+
+    sigma = gnmax_sigma_over_answers(q, eps, delta)
+
+    def pld_eps(s):
+        one = pld_lib.from_gaussian_mechanism(s, sensitivity=math.sqrt(2.0), value_discretization_interval=1e-4)
+        return one.self_compose(q).get_epsilon_for_delta(delta)
+
+    assert eps - 5e-3 <= pld_eps(sigma) <= eps + q * 1e-4
+    assert pld_eps(0.99 * sigma) > eps
+    assert sigma == pytest.approx(math.sqrt(q) * calibrate_gaussian_sigma(eps, delta), rel=1e-11)
+    assert sigma == pytest.approx(math.sqrt(q) * gnmax_sigma_over_answers(1, eps, delta), rel=1e-11)
+    with pytest.raises(InvalidParameter, match="delta"):
+        gnmax_sigma_over_answers(q, eps, 0.0)

@@ -157,11 +157,14 @@ def test_compare_pate_setting(tmp_path):
     assert 0 < rows[0]["errors"]["opt"] <= rows[0]["errors"]["gnmax"]
 
 
-def test_compare_multiclass(tmp_path):
-    doc = json_out("compare", "--K", "5", "--classes", "3", "--queries", "2", "--total-epsilon", "2",
-                   "--delta", "1e-5", cwd=tmp_path)
-    assert doc["K"] == 5 and doc["classes"] == 3 and doc["queries"] == 2
-    assert {"darrm", "gnmax", "confident_gnmax"} <= set(doc)
+def test_multiclass_comparison_is_the_plan_of_every_mechanism(tmp_path):
+    """Class-label votes over Q answers at a total budget: ``plan --classes`` compares every mechanism's
+    offer (``compare`` has no --classes)."""
+    doc = json_out("plan", "--K", "5", "--classes", "3", "--queries", "2", "--budget", "2,1e-5", "-q", cwd=tmp_path)
+    offered = {doc["mechanism"], *(a["mechanism"] for a in doc["alternatives"])}
+    assert {"darrm-multiclass", "gnmax", "confident-gnmax"} <= offered
+    assert doc["plan"]["queries"] == 2 and doc["epsilon_spent"] <= 2.0
+    assert cli("compare", "--K", "5", "--classes", "3", cwd=tmp_path).returncode == 2
 
 
 def test_budget_per_query(tmp_path):

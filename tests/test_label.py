@@ -166,3 +166,16 @@ def test_the_pate_job_from_counts_npy_and_labels_csv(tmp_path):
     s = statements[0]
     assert (s["K"], s["classes"], s["labels"], s["accounting"], s["delta"]) == (250, 10, 1000, "worst-case", 1e-5)
     assert 0 < s["epsilon"] <= 2
+
+
+@pytest.mark.slow  # a shared-setting plan (K = 5, Q = 20)
+def test_label_of_disjoint_private_teachers_within_their_cap_pays_a_composed_table(tmp_path):
+    """The plan of disjoint-private teachers whose (ε, Δ) is within the budget is the plain majority, free,
+    which has no table to pay for: label pays the shared-setting plan's table, of their setting."""
+    votes = teachers_votes(20, 5, 2, seed=7)
+    job = darrm_opt.label(votes, budget=(3.0, 0.01), ledger_db=str(tmp_path / "l.db"), teachers="disjoint-private",
+                          epsilon=0.2, teacher_delta=1e-4)
+    s = job.statement
+    assert (s["answered_now"], s["mechanism"], s["teachers"]) == (20, "darrm", "disjoint-private")
+    assert 0 < s["epsilon"] <= 3.0 and job.labels.shape == (20,)
+    assert ledger_answers(tmp_path / "l.db")[0] == 20

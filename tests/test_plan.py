@@ -1,4 +1,5 @@
-"""Budget planning (darrm_opt.planning.plan, `darrm-opt plan`): certified, within budget, no worse than a grid."""
+"""Budget planning of the shared setting (plan_job's darrm offer, `darrm-opt plan`): certified, within budget, no
+worse than a grid."""
 
 from __future__ import annotations
 
@@ -12,9 +13,11 @@ from typer.testing import CliRunner
 from darrm_opt.certify.certificate import certify
 from darrm_opt.cli import app
 from darrm_opt.errors import InvalidParameter
+from darrm_opt.mechanisms import plan_job
 from darrm_opt.model.params import Params
 from darrm_opt.optimize.optimizer import solve
-from darrm_opt.planning.plan import BudgetInfeasible, plan
+from darrm_opt.planning.job import Job
+from darrm_opt.planning.plan import BudgetInfeasible
 from darrm_opt.privacy.pld import exact_epsilon
 from darrm_opt.privacy.profile import (
     FULL_ROUNDS,
@@ -25,6 +28,14 @@ from darrm_opt.privacy.profile import (
 )
 
 SMALL = (5, 0.2, 1e-4, 20, 3.0, 0.01)  # K, ε, Δ, Q, ε_B, δ_B: the optimum is an interior m
+
+
+def plan(K, epsilon, teacher_delta, queries, budget_epsilon, budget_delta, prior="paper"):  # noqa: ANN001, ANN201
+    """The chosen offer of a shared-setting job (the darrm kind's: the only kind of that setting)."""
+    best, offers, _ = plan_job(Job(K=K, queries=queries, budget_epsilon=budget_epsilon, budget_delta=budget_delta,
+                                   teachers="shared", prior=prior, epsilon=epsilon, teacher_delta=teacher_delta))
+    assert best.mechanism == "darrm" and offers == [best]
+    return best
 
 
 @pytest.fixture(scope="module")
@@ -40,12 +51,13 @@ def mnist_plan():
 def _check_plan(p, queries: int, budget_epsilon: float, budget_delta: float) -> None:
     """Certified γ; the stored profile is the certified one (and not below the fully confirmed hull); the
     Q-fold exact composition of the profile recomputed from γ fits the budget and is the reported one."""
-    assert certify(p.params, p.solution.gamma).certified
-    profile, cert = profile_and_certificate(p.params, p.solution.gamma)
-    assert cert.certified and profile == p.profile
-    assert p.profile.dominates(privacy_profile(p.params, p.solution.gamma, rounds=FULL_ROUNDS), tol=MARGIN)
+    params = p.table.params
+    assert certify(params, p.solution.gamma).certified and p.table.gamma == p.solution.gamma
+    profile, cert = profile_and_certificate(params, p.solution.gamma)
+    assert cert.certified and profile == p.table.profile
+    assert p.table.profile.dominates(privacy_profile(params, p.solution.gamma, rounds=FULL_ROUNDS), tol=MARGIN)
     spent = exact_epsilon([(profile, queries)], budget_delta)
-    assert spent == p.spent_epsilon <= budget_epsilon
+    assert spent == p.epsilon_spent == p.plan["spent_epsilon"] <= budget_epsilon
 
 
 @pytest.mark.slow  # a plan over K = 11 tables
@@ -56,9 +68,10 @@ def test_mnist_budget_buys_a_far_better_table(mnist_plan):
     assert p.expected_error < 1e-4
     paper = solve(Params(K=11, m=3, epsilon=0.0892, teacher_delta=1e-4))
     assert paper.expected_error > 0.04 > 400 * p.expected_error
-    assert p.m >= 6 and p.delta <= 0.030 / 100
-    assert all(c.fits == (c.spent_epsilon <= 15.044) for c in p.candidates)
-    assert any(not c.fits for c in p.candidates)  # the search met the budget's edge
+    assert p.table.params.m >= 6 and p.table.params.delta <= 0.030 / 100
+    cands = p.plan["candidates"]
+    assert all(c["fits"] == (c["spent_epsilon"] is not None and c["spent_epsilon"] <= 15.044) for c in cands)
+    assert any(not c["fits"] for c in cands)  # the search met the budget's edge
 
 
 @pytest.mark.slow  # a grid of 15 solves
@@ -66,7 +79,7 @@ def test_small_plan_fits_and_beats_a_grid_search(small_plan):
     K, eps, tdelta, Q, be, bd = SMALL
     p = small_plan
     _check_plan(p, Q, be, bd)
-    assert 1 < p.m < K
+    assert 1 < p.table.params.m < K
     best = math.inf
     for delta in (tdelta, bd / Q, 2 * bd / Q):
         for m in (1, 1.25, 1.5, 2, 3):
@@ -89,7 +102,7 @@ def test_budget_just_below_feasibility_is_refused():
     with pytest.raises(BudgetInfeasible, match="smallest epsilon reachable"):
         plan(K, eps, tdelta, Q, least * 0.999, bd)
     ok = plan(K, eps, tdelta, Q, least * 1.001, bd)  # just above: m = 1 (or barely more) fits
-    assert ok.spent_epsilon <= least * 1.001 and ok.m < 1.1
+    assert ok.epsilon_spent <= least * 1.001 and ok.table.params.m < 1.1
 
 
 def test_delta_below_what_the_answers_must_spend_is_refused():
@@ -130,13 +143,13 @@ def test_cli_json_is_a_table_that_verify_and_budget_accept(tmp_path, small_plan)
     for key in ("K", "m", "epsilon", "teacher_delta", "delta", "gamma", "certificate", "privacy_profile",
                 "expected_error"):
         assert key in doc
-    assert doc["m"] == small_plan.m and doc["gamma"] == list(small_plan.solution.gamma)
+    assert doc["m"] == small_plan.table.params.m and doc["gamma"] == list(small_plan.solution.gamma)
     assert doc["expected_error"]["opt"] == small_plan.expected_error
     assert doc["expected_error"]["opt"] <= doc["expected_error"]["const_opt"]  # as solve: baselines beside
-    assert PrivacyProfile.from_dict(doc["privacy_profile"]) == small_plan.profile
+    assert PrivacyProfile.from_dict(doc["privacy_profile"]) == small_plan.table.profile
     assert doc["plan"]["queries"] == Q and doc["plan"]["spent_epsilon"] <= be
     assert doc["plan"]["budget_epsilon"] == be and doc["plan"]["budget_delta"] == bd
-    assert len(doc["plan"]["candidates"]) == len(small_plan.candidates)
+    assert len(doc["plan"]["candidates"]) == len(small_plan.plan["candidates"])
     assert _cli("verify", str(out)).exit_code == 0
     res = _cli("budget", "--table", str(out), "--queries", str(Q), "--delta-total", str(bd), "--format", "json",
                "-q")
@@ -150,7 +163,7 @@ def test_cli_table_view_and_progress(small_plan):
     res = _cli("plan", "--K", str(K), "--epsilon", str(eps), "--teacher-delta", str(tdelta), "--queries", str(Q),
                "--budget", f"{be},{bd}")
     assert res.exit_code == 0, res.output
-    assert "γ_plan" in res.stdout and f"m={small_plan.m:.6g}" in res.stdout
+    assert "γ_plan" in res.stdout and f"m={small_plan.table.params.m:.6g}" in res.stdout
     assert re.search(r"plan: #1 m=1 δ=", res.stderr)
 
 

@@ -10,9 +10,12 @@ from typer.testing import CliRunner
 
 from darrm_opt.cli import app
 from darrm_opt.errors import InvalidParameter, TableFileError
+from darrm_opt.mechanisms import plan_job
 from darrm_opt.model.neighbours import PateParams, check_setting_options, cli_spelling
 from darrm_opt.optimize.pate_setting import solve_pate
-from darrm_opt.planning.pate_plan import EPS_RTOL, majority_free, plan_pate
+from darrm_opt.planning.job import Job
+from darrm_opt.planning.pate_plan import EPS_RTOL
+from darrm_opt.planning.plan import majority_free
 from darrm_opt.privacy import accounting
 from darrm_opt.privacy.pair_profile import pate_profile
 from darrm_opt.release.table_file import load_any_table, load_table
@@ -179,16 +182,18 @@ def test_pate_profile_is_the_brute_force_profile(K, eps, delta):
 # ---------------------------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def pate_plan():
-    return plan_pate(11, 10, 2.0, 1e-3)
+    best, _, _ = plan_job(Job(K=11, queries=10, budget_epsilon=2.0, budget_delta=1e-3), kinds=["darrm-pate"])
+    return best
 
 
 def test_pate_plan_is_the_largest_fitting_target(pate_plan):
     result = pate_plan
-    p = result.params
-    assert result.solution.certificate.certified and result.spent_epsilon <= 2.0
-    acc = accounting.account([(p.epsilon, p.delta, 10)], 1e-3, profiles=[(result.profile, 10)])
-    assert (acc.spend.epsilon, acc.spend.method) == (result.spent_epsilon, result.method)
-    assert result.method == "exact"  # the table's own profile composes tighter than Q arbitrary answers
+    p = result.table.params
+    assert result.mechanism == "darrm-pate" and result.solution.certificate.certified
+    assert result.epsilon_spent == result.plan["spent_epsilon"] <= 2.0
+    acc = accounting.account([(p.epsilon, p.delta, 10)], 1e-3, profiles=[(result.table.profile, 10)])
+    assert (acc.spend.epsilon, acc.spend.method) == (result.epsilon_spent, result.plan["accounting"])
+    assert result.plan["accounting"] == "exact"  # the table's own profile composes tighter than Q arbitrary answers
     assert acc.bounds["exact"].epsilon < acc.bounds["optimal"].epsilon
     # one step further in ε (the bisection's tolerance) at the same δ no longer fits
     step = p.epsilon * (1 + 2 * EPS_RTOL)
@@ -207,7 +212,7 @@ def test_plan_cli_pate_json_is_a_verifiable_table(tmp_path, pate_plan):
     assert r.exit_code == 0, r.output
     doc = json.loads(out.read_text())
     assert doc["plan"]["teachers"] == "disjoint-nonprivate" and doc["plan"]["spent_epsilon"] <= 2.0
-    assert doc["gamma"] == list(pate_plan.solution.gamma) and doc["epsilon"] == pate_plan.params.epsilon
+    assert doc["gamma"] == list(pate_plan.solution.gamma) and doc["epsilon"] == pate_plan.table.params.epsilon
     assert run("verify", str(out)).exit_code == 0
 
 
@@ -218,7 +223,12 @@ def test_plan_cli_disjoint_private_majority_free():
     doc = json.loads(r.output)
     assert doc["plan"]["majority_free"] and doc["gamma"] == [1.0] * 12 and doc["expected_error"] == 0.0
     assert (doc["plan"]["spent_epsilon"], doc["plan"]["spent_delta"]) == (0.5, 1e-5)
-    assert majority_free(11, 1.5, 1e-5, 10, 1.0, 1e-4) is None  # the cap is above the budget
+    job = Job(K=11, queries=10, budget_epsilon=1.0, budget_delta=1e-4, teachers="disjoint-private", epsilon=1.5,
+              teacher_delta=1e-5)
+    assert majority_free(job) is None  # the cap is above the budget
+    free, _, _ = plan_job(Job(K=11, queries=1000, budget_epsilon=1.0, budget_delta=1e-4, teachers="disjoint-private",
+                              epsilon=0.5, teacher_delta=1e-5))
+    assert free.majority_free and free.table is None and (free.epsilon_spent, free.expected_error) == (0.5, 0.0)
 
 
 def test_aggregate_pays_a_pate_table_into_a_local_ledger(pate_file, tmp_path):

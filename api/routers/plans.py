@@ -13,11 +13,9 @@ from darrm_opt.errors import InvalidParameter
 from darrm_opt.ledger.dd_store import DataDependentStore
 from darrm_opt.model.neighbours import check_setting_options, setting_note
 from darrm_opt.planning.job import Job
-from darrm_opt.planning.pate_plan import majority_free
-from darrm_opt.planning.plan import PlanRequest
 
 from ..deps import KEYED_RESPONSES, keyed, principal, services
-from ..plan_service import PlanService, plan_key
+from ..plan_service import PlanService
 from ..schemas import (
     ID_PATTERN,
     MAX_K,
@@ -196,19 +194,23 @@ def post_plan(body: PlanRequestIn, request: Request, response: Response):
     for name in ("epsilon", "teacher_delta"):
         if getattr(body, name) is None:
             raise InvalidParameter(name, f"is required with teachers {body.teachers} (the teachers' privacy)")
-    req = PlanRequest.make(body.K, body.epsilon, body.teacher_delta, body.queries, body.budget_epsilon,
-                           body.budget_delta, body.prior)
+    job = _job(body, s, body.teachers)
     cap = None
-    if body.teachers == "disjoint-private":
-        cap = (req.epsilon, req.teacher_delta)
-        free = _majority_free(request, req)
-        if free is not None:
-            return {**free, "ledger": _ledger(s, body, req, cap, principal(request).tenant)}
-    key, status, doc = _plans(request).request(req, body.solver or s.settings.default_solver)
-    ledger = _ledger(s, body, req, cap, principal(request).tenant)
-    if cap is not None and doc is not None:
+    if body.teachers == "disjoint-private" and job.epsilon is not None and job.teacher_delta is not None:
+        cap = (job.epsilon, job.teacher_delta)
+    key, status, doc = _plans(request).request(job)
+    ledger = _ledger(s, body, job, cap, principal(request).tenant)
+    if cap is not None and doc is not None and not doc["plan"].get("majority_free"):
         doc = _with_cap(doc, cap)
     return _answer(key, status, doc, ledger, response)
+
+
+def _job(body: PlanRequestIn, s, teachers: str) -> Job:  # noqa: ANN001
+    """The job a request asks to plan."""
+    return Job(K=body.K, queries=body.queries, budget_epsilon=body.budget_epsilon, budget_delta=body.budget_delta,
+               teachers=teachers, classes=body.classes, prior=body.prior, epsilon=body.epsilon,
+               teacher_delta=body.teacher_delta, solver=body.solver or s.settings.default_solver,
+               accounting=body.accounting)
 
 
 def _job_plan(body: PlanRequestIn, request: Request, response: Response):  # noqa: ANN202
@@ -216,10 +218,7 @@ def _job_plan(body: PlanRequestIn, request: Request, response: Response):  # noq
     s = services(request)
     teachers = body.teachers if "teachers" in body.model_fields_set else (
         "disjoint-nonprivate" if body.classes is not None else "shared")
-    job = Job(K=body.K, queries=body.queries, budget_epsilon=body.budget_epsilon, budget_delta=body.budget_delta,
-              teachers=teachers, classes=body.classes, prior=body.prior, epsilon=body.epsilon,
-              teacher_delta=body.teacher_delta, solver=body.solver or s.settings.default_solver,
-              accounting=body.accounting)
+    job = _job(body, s, teachers)
     kinds = None if body.mechanism in (None, "auto") else [body.mechanism]
     key, status, doc = _plans(request).request_job(job, kinds)
     cap = None
@@ -227,7 +226,8 @@ def _job_plan(body: PlanRequestIn, request: Request, response: Response):  # noq
         cap = (body.epsilon, body.teacher_delta)
     ledger = None
     if body.create_ledger is not None and doc is not None:  # the ledger the chosen offer runs on
-        ledger = _RUN_LEDGERS[doc["run"]["ledger"]](s, body, job, cap, doc["run"], principal(request).tenant)
+        run = doc.get("run", {"ledger": "plain"})  # the plain majority, free: a plain ledger with the cap
+        ledger = _RUN_LEDGERS[run["ledger"]](s, body, job, cap, run, principal(request).tenant)
     elif body.create_ledger is not None and job.accounting == "worst-case":
         # planned in the background: a worst-case plan runs on a plain ledger with the budget whichever offer
         # wins, so it is opened at once and named in the 202 (as a shared-setting plan's is)
@@ -262,20 +262,6 @@ def _ledger(s, body: PlanRequestIn, req, cap, tenant: str) -> dict | None:  # no
     if body.create_ledger is None:
         return None
     return s.ledgers.create(body.create_ledger.name, req.budget_epsilon, req.budget_delta, cap=cap, tenant=tenant)
-
-
-def _majority_free(request: Request, req: PlanRequest) -> dict[str, Any] | None:
-    """The answer for disjoint-private teachers whose (ε, Δ) fits the budget (kept for GET), else None."""
-    free = majority_free(req.K, req.epsilon, req.teacher_delta, req.queries, req.budget_epsilon, req.budget_delta,
-                         req.prior)
-    if free is None:
-        return None
-    key = plan_key(req, "disjoint-private")
-    doc = {**free.to_dict(), "plan_id": key}
-    doc["plan"] = {**doc["plan"], "total_cap": {"epsilon": req.epsilon, "delta": req.teacher_delta},
-                   "note": doc["note"]}
-    _plans(request).remember(key, doc)
-    return doc
 
 
 def _with_cap(doc: dict[str, Any], cap: tuple[float, float]) -> dict[str, Any]:

@@ -69,18 +69,11 @@ def compare(
                                            "disjoint-nonprivate (PATE)"),
     fmt: OutputFormat = typer.Option(OutputFormat.table, "--format", help="table | json"),
     out: Optional[Path] = typer.Option(None, "--out", help="write the result here instead of stdout"),
-    classes: Optional[int] = typer.Option(None, "--classes",
-                                          help="multi-class (PATE setting): DaRRM vs GNMax, Confident-GNMax"),
-    queries: int = typer.Option(1, "--queries", help="with --classes: number of answers Q sharing the budget"),
-    total_epsilon: Optional[float] = typer.Option(None, "--total-epsilon",
-                                                  help="with --classes: total ε of the Q answers (δ: --delta)"),
-    confident: bool = typer.Option(True, "--confident/--no-confident", help="with --classes: Confident-GNMax"),
-    shaped: bool = typer.Option(True, "--shaped/--no-shaped",
-                                help="with --classes: DaRRM whose LP bounds δ(ε′) by a Gaussian's profile"),
 ) -> None:
     """Expected error of γ_opt against γ_Sub, γ_DSub, γ_const, γ_const_opt and GNMax at the same per-answer
-    (mε, δ), one row per m; with --classes, multi-class DaRRM, GNMax and Confident-GNMax over Q answers at a
-    total (ε, δ).
+    (mε, δ), one row per m. For class-label votes over Q answers at a total (ε, δ), `plan --classes C
+    --queries Q --budget ε,δ` compares every mechanism's offer (multi-class DaRRM, GNMax, Confident-GNMax;
+    shaped and top-two tables with --mechanism), each calibrated so that its Q answers fit the budget.
 
     \b
     Examples:
@@ -92,18 +85,6 @@ def compare(
     from darrm_opt.experiments.compare import ERROR_KEYS
 
     with handle_errors():
-        if classes is not None:
-            stated = [f"--{n}" for n, v in (("m", m), ("epsilon", epsilon), ("teacher-delta", teacher_delta),
-                                             ("target-epsilon", target_epsilon)) if v is not None]
-            if stated:
-                from darrm_opt.errors import InvalidParameter
-
-                raise InvalidParameter(stated[0][2:], "does not apply with --classes (per answer, the budget "
-                                       "--total-epsilon, --delta over --queries is planned)")
-            with working(f"comparing over {queries} answer(s): K={K}, C={classes} (minutes at large K or Q)"):
-                text = _multiclass_text(K, classes, queries, total_epsilon, delta, prior, solver, confident, shaped,
-                                        fmt)
-            return write_output(text, out)
         check_compare_options(teachers, m, epsilon, teacher_delta, target_epsilon)
         with working(f"solving and comparing: K={K}"):
             rows = comparison_rows(K, m, epsilon, teacher_delta, delta, prior, actual, solver, teachers,
@@ -114,16 +95,3 @@ def compare(
             text = render_compare(rows, rows[0].params.epsilon, rows[0].params.teacher_delta, ERROR_KEYS)
         write_output(text, out)
 
-
-def _multiclass_text(K, classes, queries, total_epsilon, delta, prior, solver, confident, shaped, fmt) -> str:  # noqa: ANN001
-    """``compare --classes``: the budget comparison as a table or JSON."""
-    from darrm_opt.errors import InvalidParameter
-    from darrm_opt.experiments.multiclass_budget import budget_text, compare_over_answers
-
-    if total_epsilon is None:
-        raise InvalidParameter("total-epsilon", "is required with --classes (the total ε of the Q answers)")
-    if delta is None:
-        raise InvalidParameter("delta", "is required with --classes (the total δ of the Q answers)")
-    cmp = compare_over_answers(K, classes, queries, total_epsilon, delta, prior, solver=solver, confident=confident,
-                               shaped=shaped)
-    return json.dumps(cmp.to_dict(), indent=2) if fmt is OutputFormat.json else budget_text(cmp)

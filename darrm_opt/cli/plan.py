@@ -61,35 +61,43 @@ def plan(
       darrm-opt plan --K 11 --epsilon 0.0892 --teacher-delta 1e-4 \\
           --queries 100 --budget 15.044,0.030
     """
+    from darrm_opt.mechanisms import plan_job
     from darrm_opt.model.neighbours import check_setting_options, cli_spelling
-    from darrm_opt.planning.plan import plan as make_plan
 
     with handle_errors():
         given = [k for k, v in (("epsilon", epsilon), ("teacher_delta", teacher_delta)) if v is not None]
         check_setting_options((teachers or Teachers.shared).value, given, cli_spelling, target_needed=False)
         nonprivate = teachers is Teachers.disjoint_nonprivate
-        if classes is not None or mechanism_name is not None or nonprivate:
-            setting = teachers or (Teachers.disjoint_nonprivate if classes is not None else Teachers.shared)
-            return write_output(_job_plan(K, epsilon, teacher_delta, queries, budget, prior, solver, fmt, quiet,
-                                          setting, classes, mechanism_name, accounting.value), out)
-        teachers = teachers or Teachers.shared
-        budget_epsilon, budget_delta = number_pair(budget, "budget")
-        epsilon, teacher_delta = _require_teacher_privacy(epsilon, teacher_delta, teachers)
-        free = _majority_free(K, epsilon, teacher_delta, queries, budget_epsilon, budget_delta, prior, teachers)
-        if free is not None:
-            return write_output(json.dumps(free.to_dict(), indent=2) if fmt is OutputFormat.json
-                                else _free_text(free), out)
-        reporter = _PlanProgress(quiet)
+        offers_shown = classes is not None or mechanism_name is not None or nonprivate
+        setting = teachers or (Teachers.disjoint_nonprivate if classes is not None else Teachers.shared)
+        if not offers_shown:
+            epsilon, teacher_delta = _require_teacher_privacy(epsilon, teacher_delta, setting)
+        job = _job(K, epsilon, teacher_delta, queries, budget, prior, solver, setting, classes, accounting.value)
+        kinds = None if mechanism_name in (None, "auto") else [mechanism_name]
+        reporter = _PlanProgress(quiet, offers_shown)
         try:
-            result = make_plan(K, epsilon, teacher_delta, queries, budget_epsilon, budget_delta, prior,
-                               solver=solver, progress=reporter)
+            best, offers, refused = plan_job(job, reporter, kinds)
         finally:
             reporter.close()
-        if fmt is OutputFormat.json:
-            text = json.dumps(plan_document(result, baselines, teachers), indent=2)
+        if best.majority_free:
+            text = (json.dumps(majority_free_document(best, job), indent=2) if fmt is OutputFormat.json
+                    else _free_text(best, job))
+        elif offers_shown or best.solution is None or best.mechanism != "darrm":
+            text = _job_text(best, offers, refused, job, fmt)
+        elif fmt is OutputFormat.json:
+            text = json.dumps(plan_document(best, baselines, setting), indent=2)
         else:
-            text = _table_text(result) + _cap_line(result, teachers)
+            text = _table_text(best) + _cap_line(best, job)
         write_output(text, out)
+
+
+def _job(K, epsilon, teacher_delta, queries, budget, prior, solver, teachers, classes, accounting):  # noqa: ANN001, ANN202
+    from darrm_opt.planning.job import Job
+
+    budget_epsilon, budget_delta = number_pair(budget, "budget")
+    return Job(K=K, queries=queries, budget_epsilon=budget_epsilon, budget_delta=budget_delta,
+               teachers=teachers.value, classes=classes, prior=prior, epsilon=epsilon, teacher_delta=teacher_delta,
+               solver=solver, accounting=accounting)
 
 
 def _require_teacher_privacy(epsilon: float | None, teacher_delta: float | None, teachers) -> tuple[float, float]:
@@ -102,36 +110,48 @@ def _require_teacher_privacy(epsilon: float | None, teacher_delta: float | None,
     return epsilon, teacher_delta
 
 
-def _majority_free(K, epsilon, teacher_delta, queries, budget_epsilon, budget_delta, prior, teachers):
-    if teachers is not Teachers.disjoint_private:
-        return None
-    from darrm_opt.planning.pate_plan import majority_free
+def majority_free_document(offer, job) -> dict:
+    """The JSON document of the plain majority, free for disjoint-private teachers within the budget."""
+    from darrm_opt.release.documents import majority_free_document as document
 
-    return majority_free(K, epsilon, teacher_delta, queries, budget_epsilon, budget_delta, prior)
+    return document(offer, job)
 
 
-def _free_text(free) -> str:
-    return (f"plan: teachers disjoint-private, each (ε={free.teacher_epsilon:g}, Δ={free.teacher_delta:g})-DP on its "
+def _free_text(offer, job) -> str:
+    p = offer.plan
+    return (f"plan: teachers disjoint-private, each (ε={job.epsilon:g}, Δ={job.teacher_delta:g})-DP on its "
             f"own shard: by parallel composition releasing every teacher, hence any number of answers (the plain "
-            f"majority γ ≡ 1 included), is (ε={free.teacher_epsilon:g}, δ={free.teacher_delta:g})-DP in total, "
-            f"within the budget (ε={free.budget_epsilon:g}, δ={free.budget_delta:g}): the plain majority is free "
-            f"of further cost for the {free.queries} answers; E[error] = {free.expected_error:.4g}\n")
+            f"majority γ ≡ 1 included), is (ε={p['spent_epsilon']:g}, δ={p['spent_delta']:g})-DP in total, "
+            f"within the budget (ε={job.budget_epsilon:g}, δ={job.budget_delta:g}): the plain majority is free "
+            f"of further cost for the {job.queries} answers; E[error] = {offer.expected_error:.4g}\n")
 
 
-def _cap_line(result, teachers) -> str:
-    if teachers is not Teachers.disjoint_private:
+def _cap_line(offer, job) -> str:
+    if job.teachers != "disjoint-private":
         return ""
-    p = result.params
+    p = offer.table.params
     return (f"teachers: disjoint-private: their own (ε={p.epsilon:g}, Δ={p.teacher_delta:g}) would cap the total "
-            f"(the plain majority free), but it is not within the budget (ε={result.budget_epsilon:g}, "
-            f"δ={result.budget_delta:g}); the plan composes the answers as for shared teachers\n")
+            f"(the plain majority free), but it is not within the budget (ε={job.budget_epsilon:g}, "
+            f"δ={job.budget_delta:g}); the plan composes the answers as for shared teachers\n")
 
 
 class _PlanProgress(ProgressReporter):
-    """One line on stderr per evaluated (m, δ); sweeps' progress bars as ``solve`` shows them."""
+    """With ``offers``: one line on stderr per mechanism's offer. Else one line per evaluated (m, δ), and
+    sweeps' progress bars as ``solve`` shows them."""
+
+    def __init__(self, quiet: bool, offers: bool = False) -> None:
+        super().__init__(quiet)
+        self.offers = offers
 
     def __call__(self, stage: str, **info) -> None:
         if self.quiet:
+            return
+        if self.offers:
+            if stage == "offer":
+                err_console.print(f"plan: {info['kind']} offers E[error] {info['expected_error']:.4g}",
+                                  highlight=False, markup=False)
+            return
+        if stage == "offer":
             return
         if stage != "plan":
             return super().__call__(stage, **info)
@@ -143,57 +163,44 @@ class _PlanProgress(ProgressReporter):
                           highlight=False)
 
 
-def plan_document(result, baselines: bool, teachers=Teachers.shared) -> dict:
+def plan_document(offer, baselines: bool, teachers=Teachers.shared) -> dict:
     """The document ``solve --format json`` writes for the chosen (m, δ) (baselines, certificates, errors,
     privacy profile, setting), plus ``plan`` (:func:`darrm_opt.release.documents.plan_document`)."""
     from darrm_opt.release import documents
     from darrm_opt.release.table_file import baseline_tables
 
-    base = baseline_tables(result.params) if baselines else {}
-    return documents.plan_document(result, base, teachers.value)
+    base = baseline_tables(offer.table.params) if baselines else {}
+    return documents.plan_document(offer, base, teachers.value)
 
 
-def _table_text(result) -> str:
+def _table_text(offer) -> str:
     from darrm_opt.cli.render import render_gamma_table
     from darrm_opt.release.table_file import certified_decimals
 
-    params = result.params
-    shown, cert = certified_decimals(params, result.solution.gamma, 6)
-    text = render_gamma_table(params, {"γ_plan": shown}, {"γ_plan": result.expected_error}, cert,
-                              result.seconds, result.solution.solver, result.solution.mode)
+    params, sol, info = offer.table.params, offer.solution, offer.plan
+    shown, cert = certified_decimals(params, sol.gamma, 6)
+    text = render_gamma_table(params, {"γ_plan": shown}, {"γ_plan": offer.expected_error}, cert,
+                              offer.seconds, sol.solver, sol.mode)
+    q, be, bd = info["queries"], info["budget_epsilon"], info["budget_delta"]
     return text + (
-        f"plan: {result.queries} answers within (ε={result.budget_epsilon:g}, δ={result.budget_delta:g}): "
-        f"per answer m={params.m:.6g}, δ={result.delta:.6g}; the {result.queries} answers spend "
-        f"ε={result.spent_epsilon:.6g} at δ={result.budget_delta:g} (exact composition of the certified "
-        f"privacy profile); E[error] = {result.expected_error:.3g}; {len(result.candidates)} candidates tried\n")
+        f"plan: {q} answers within (ε={be:g}, δ={bd:g}): "
+        f"per answer m={params.m:.6g}, δ={float(params.delta):.6g}; the {q} answers spend "
+        f"ε={offer.epsilon_spent:.6g} at δ={bd:g} (exact composition of the certified "
+        f"privacy profile); E[error] = {offer.expected_error:.3g}; {len(info['candidates'])} candidates tried\n")
 
 
-def _job_plan(K, epsilon, teacher_delta, queries, budget, prior, solver, fmt, quiet, teachers, classes,
-              mechanism_name, accounting="worst-case") -> str:
+def _job_text(best, offers, refused, job, fmt) -> str:
     """Every mechanism's offer for the job (``plan_job``), the most accurate that ``accounting`` allows
     chosen: its table document plus ``mechanism``, ``epsilon_spent``, σ or γ, ``alternatives`` (JSON), or a
     summary (table)."""
-    from darrm_opt.mechanisms import plan_job
-    from darrm_opt.planning.job import Job
     from darrm_opt.release.documents import job_plan_document
 
-    budget_epsilon, budget_delta = number_pair(budget, "budget")
-    job = Job(K=K, queries=queries, budget_epsilon=budget_epsilon, budget_delta=budget_delta,
-              teachers=teachers.value, classes=classes, prior=prior, epsilon=epsilon, teacher_delta=teacher_delta,
-              solver=solver, accounting=accounting)
-    kinds = None if mechanism_name in (None, "auto") else [mechanism_name]
-
-    def progress(stage: str, **info) -> None:
-        if not quiet and stage == "offer":
-            err_console.print(f"plan: {info['kind']} offers E[error] {info['expected_error']:.4g}", highlight=False,
-                              markup=False)
-
-    best, offers, refused = plan_job(job, progress, kinds)
     if fmt is OutputFormat.json:
         return json.dumps(job_plan_document(best, offers, refused, job), indent=2)
+    K, queries, classes, budget_delta = job.K, job.queries, job.classes, job.budget_delta
     lines = [f"plan: {queries} answers of K={K} teachers ({'0/1 votes' if classes is None else f'{classes} classes'}, "
-             f"{teachers.value}, prior {prior}) within (ε={budget_epsilon:g}, δ={budget_delta:g}), "
-             f"accounting {accounting}",
+             f"{job.teachers}, prior {job.prior}) within (ε={job.budget_epsilon:g}, δ={budget_delta:g}), "
+             f"accounting {job.accounting}",
              f"chosen: {best.label}: E[error] = {best.expected_error:.4g}, {best.spend_text(budget_delta)}; "
              f"{_figures(best.details)}; table {best.table.id}",
              f"guarantee: {best.guarantee}",

@@ -206,23 +206,33 @@ def plan_job(job: Any, progress: Any = None, kinds: Sequence[str] | None = None
     never chosen); with ``data-dependent`` every offer. Returns (chosen offer, all offers by expected error,
     why each other kind or accounting made none: a kind's DarrmError is its refusal, keyed by its kind, or
     "KIND (data-dependent)"). InvalidParameter naming ``budget_epsilon`` when no offer the accounting allows
-    fits the job in its budget."""
-    offers, refused = [], {}
+    fits the job in its budget; when only one kind tried and refused, its own error instead (e.g. the
+    shared setting's least ε reachable). ``progress(stage, **info)`` hears of each kind's search and of each offer.
+
+    The one planning entry point of every setting and front end: the shared and disjoint-private settings'
+    search is the ``darrm`` kind's (:func:`darrm_opt.planning.plan.plan_shared`; for disjoint-private
+    teachers within the budget, the plain majority, free: an offer without a table), PATE's per-answer
+    search the ``darrm-pate`` kind's (:func:`darrm_opt.planning.pate_plan.plan_pate`)."""
+    offers, refused, errors = [], {}, {}
     asked = ([mechanism(k) for k in kinds] if kinds is not None
              else [m for m in MECHANISMS.values() if m.planned_by_default])
     ways = [(how, name) for m in asked
-            for how, name in ((m.plan, m.kind), (m.plan_data_dependent, f"{m.kind} (data-dependent)"))]
+            for how, name in ((lambda j, m=m: m.plan(j, progress), m.kind),
+                              (m.plan_data_dependent, f"{m.kind} (data-dependent)"))]
     for how, name in ways:
         try:
             offer = how(job)
         except DarrmError as exc:  # this kind cannot serve the job (its rule, its budget, its solver)
             refused[name] = str(exc)
+            errors[name] = exc
             continue
         if offer is None:
             continue
         offers.append(offer)
         if progress is not None:
             progress("offer", kind=offer.label, expected_error=offer.expected_error)
+    if not offers and len(errors) == 1:  # the one kind that serves the job says why it cannot
+        raise next(iter(errors.values()))
     if not offers:
         why = "; ".join(f"{k}: {v}" for k, v in refused.items()) or "no kind serves this job"
         raise InvalidParameter("budget_epsilon", f"no mechanism fits the job's budget ({why})", job.budget_epsilon)

@@ -222,11 +222,12 @@ class Mechanism(ABC):
         """Closed-form tables to show beside an optimal one (None: undefined for these parameters)."""
         return {}
 
-    def plan(self, job: Any) -> Any:
+    def plan(self, job: Any, progress: Any = None) -> Any:
         """This kind's most accurate certified table for a job (:class:`darrm_opt.planning.job.Job`: Q answers
         under a total budget), as a :class:`darrm_opt.planning.job.Offer` whose ``epsilon_spent`` is the
         ledger's exact composition of Q answers; None when the kind does not serve the job's setting, votes
-        or K. ``planning.job.BudgetInfeasible``-like errors are raised as InvalidParameter naming the budget."""
+        or K. ``planning.job.BudgetInfeasible``-like errors are raised as InvalidParameter naming the budget.
+        ``progress(stage, **info)``, when given, hears of the search's steps."""
         return None
 
     def plan_data_dependent(self, job: Any) -> Any:

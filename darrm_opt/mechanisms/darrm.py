@@ -139,23 +139,30 @@ class Darrm(Mechanism):
         """By K, on one curve for pure-DP teachers (4 corners) and one for approximate (Δ > 0: 8 corners)."""
         return SolveCostKey("darrm/pure" if params.pure else "darrm/approximate", float(params.K), value=params.K)
 
-    def plan(self, job):  # noqa: ANN001, ANN201
-        """The shared-setting plan (:func:`darrm_opt.planning.plan.plan`) for 0/1-vote jobs of DP-trained
-        teachers (shared or disjoint-private: the answers are composed as for shared teachers)."""
+    def plan(self, job, progress=None):  # noqa: ANN001, ANN201
+        """The shared-setting plan (:func:`darrm_opt.planning.plan.plan_shared`) for 0/1-vote jobs of
+        DP-trained teachers (shared or disjoint-private: the answers are composed as for shared teachers),
+        or, for disjoint-private teachers whose own (ε, Δ) is within the budget
+        (:func:`darrm_opt.planning.plan.majority_free`), the plain majority γ ≡ 1, free of further cost."""
         if job.classes is not None or job.teachers not in self.settings:
             return None
-        from darrm_opt.errors import InvalidParameter
         from darrm_opt.planning.job import Offer
-        from darrm_opt.planning.plan import plan
+        from darrm_opt.planning.plan import majority_free, plan_shared
 
-        for name in ("epsilon", "teacher_delta"):
-            if getattr(job, name) is None:
-                raise InvalidParameter(name, f"is required for {job.teachers} teachers (the teachers' privacy)")
-        r = plan(job.K, job.epsilon, job.teacher_delta, job.queries, job.budget_epsilon, job.budget_delta,
-                 job.prior, solver=job.solver)
-        table = self.table(r.params, r.solution.gamma, r.solution.certificate, job.teachers, r.profile)
-        return Offer(self.kind, table, r.expected_error, r.spent_epsilon, self.offer_details(table, "exact"),
-                     r.seconds)
+        cap = majority_free(job)
+        if cap is not None:
+            from darrm_opt.model.objective import expected_error
+            from darrm_opt.model.params import Prior
+
+            error = float(expected_error(np.ones(job.K + 1), Prior.parse(job.prior)))
+            free = {"teachers": "disjoint-private", "majority_free": True, "queries": job.queries,
+                    "budget_epsilon": job.budget_epsilon, "budget_delta": job.budget_delta,
+                    "spent_epsilon": cap[0], "spent_delta": cap[1], "accounting": "parallel-cap"}
+            return Offer(self.kind, None, error, cap[0], {}, 0.0, plan=free)
+        sol, profile, spent, info = plan_shared(job, progress)
+        table = self.table(sol.params, sol.gamma, sol.certificate, job.teachers, profile)
+        return Offer(self.kind, table, sol.expected_error, spent, self.offer_details(table, "exact"),
+                     info["seconds"], plan=info, solution=sol)
 
     def offer_details(self, table, composition: str) -> dict[str, Any]:  # noqa: ANN001
         """The per-answer target the plan chose: m and δ."""

@@ -99,7 +99,7 @@ class DarrmMulticlass(Mechanism):
         """By K³·C: its exact prior weights cost O(K³ C), and its LP's rows grow with K and C."""
         return SolveCostKey(self.kind, float(params.K) ** 3 * params.C, "K³·C", value=params.K)
 
-    def plan(self, job):  # noqa: ANN001, ANN201
+    def plan(self, job, progress=None):  # noqa: ANN001, ANN201
         """A per-answer multi-class table for a job with classes (:mod:`darrm_opt.planning.multiclass_plan`)."""
         from darrm_opt.planning.multiclass_plan import plan_multiclass
 

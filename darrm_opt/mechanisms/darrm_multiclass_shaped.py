@@ -141,7 +141,7 @@ class DarrmMulticlassShaped(Mechanism):
         return {"beta": p.beta, "target_scale": p.scale, "slopes": p.slopes, "slope_max": p.slope_max,
                 "gamma": list(table.gamma)}
 
-    def plan(self, job: Any) -> Any:
+    def plan(self, job: Any, progress: Any = None) -> Any:
         """The calibrated shaped multi-class table for a PATE-setting job with classes (None otherwise, or for
         K above ``max_K``): for each shape of PLAN_SHAPES the smallest scale whose Q answers compose within
         the budget, the most accurate offered, its ε the exact composition of its own profile."""

@@ -123,7 +123,7 @@ class DarrmMulticlassTop2(Mechanism):
         curve = f"{self.kind}/{'pure' if params.delta == 0 else 'approximate'}"
         return SolveCostKey(curve, float(params.K) ** 2 * params.C * (params.cap + 1), "K²·C·(G+1)", value=params.K)
 
-    def plan(self, job):  # noqa: ANN001, ANN201
+    def plan(self, job, progress=None):  # noqa: ANN001, ANN201
         """A per-answer top-two table for a PATE-setting job with C ≥ 3 classes, calibrated as darrm-multiclass
         (:func:`darrm_opt.planning.multiclass_plan.plan_per_answer`); None otherwise."""
         if job.classes is None or job.teachers != "disjoint-nonprivate" or job.classes < 3 or job.K > self.max_K:

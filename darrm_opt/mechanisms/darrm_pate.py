@@ -108,17 +108,17 @@ class DarrmPate(Mechanism):
     def certificate_from(self, data: Mapping[str, Any]) -> PairCertificate:
         return PairCertificate(**{k: data[k] for k in PairCertificate.__dataclass_fields__ if k in data})
 
-    def plan(self, job):  # noqa: ANN001, ANN201
+    def plan(self, job, progress=None):  # noqa: ANN001, ANN201
         """The PATE-setting plan (:func:`darrm_opt.planning.pate_plan.plan_pate`) for 0/1-vote jobs."""
         if job.classes is not None or job.teachers not in self.settings:
             return None
         from darrm_opt.planning.job import Offer
         from darrm_opt.planning.pate_plan import plan_pate
 
-        r = plan_pate(job.K, job.queries, job.budget_epsilon, job.budget_delta, job.prior, solver=job.solver)
-        table = self.table(r.params, r.solution.gamma, r.solution.certificate, job.teachers, r.profile)
-        return Offer(self.kind, table, r.expected_error, r.spent_epsilon, self.offer_details(table, r.method),
-                     r.seconds)
+        sol, profile, spent, info = plan_pate(job, progress)
+        table = self.table(sol.params, sol.gamma, sol.certificate, job.teachers, profile)
+        return Offer(self.kind, table, sol.expected_error, spent, self.offer_details(table, info["accounting"]),
+                     info["seconds"], plan=info, solution=sol)
 
     def sampler(self, table, random_bytes):  # noqa: ANN001, ANN201
         from .vote_samplers import BinarySampler

@@ -137,7 +137,7 @@ class DarrmPateShaped(Mechanism):
         return {"beta": p.beta, "target_scale": p.scale, "slopes": p.slopes, "slope_max": p.slope_max,
                 "gamma": list(table.gamma)}
 
-    def plan(self, job: Any) -> Any:
+    def plan(self, job: Any, progress: Any = None) -> Any:
         """The calibrated shaped table for a binary PATE-setting job (None for other settings, class labels or
         K above ``max_K``): for each shape of PLAN_SHAPES the smallest scale whose Q answers compose within
         the budget, the most accurate offered, its ε the exact composition of its own profile."""

@@ -219,7 +219,7 @@ class Gnmax(_GaussianKind):
         """The calibrated σ."""
         return {"sigma": table.params.sigma}
 
-    def plan(self, job: Any) -> Any:
+    def plan(self, job: Any, progress: Any = None) -> Any:
         from darrm_opt.planning.gaussian_plan import plan_gnmax
 
         return plan_gnmax(self, job)
@@ -299,7 +299,7 @@ class ConfidentGnmax(_GaussianKind):
         return {"sigma1": p.sigma1, "sigma2": p.sigma2, "threshold": p.threshold,
                 "abstain_probability": abstain_probability(p)}
 
-    def plan(self, job: Any) -> Any:
+    def plan(self, job: Any, progress: Any = None) -> Any:
         from darrm_opt.planning.gaussian_plan import plan_confident
 
         return plan_confident(self, job)

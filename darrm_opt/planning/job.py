@@ -124,10 +124,14 @@ GUARANTEES = {
 
 @dataclass(frozen=True)
 class Offer:
-    """A mechanism's most accurate release for a job: ``table`` (a
-    :class:`darrm_opt.privacy.table.CertifiedTable`), its expected error per answer under the job's prior,
+    """A mechanism's most accurate release for a job, the one result of planning
+    (:func:`darrm_opt.mechanisms.plan_job`): ``table`` (a :class:`darrm_opt.privacy.table.CertifiedTable`;
+    None for disjoint-private teachers whose own (ε, Δ) is within the budget: the plain majority γ ≡ 1 is
+    then free by parallel composition), its expected error per answer under the job's prior,
     ``epsilon_spent`` and how it was calibrated (``details``: the kind's own figures, e.g. σ or the per-answer
-    (ε₀, δ₀); ``seconds``).
+    (ε₀, δ₀); ``seconds``). A kind whose search records more gives ``plan``, the ``plan`` member of its table
+    document (Q, the budget, the spend, every candidate tried), and ``solution``, its solver's record of the
+    chosen table (solver, mode, iterations).
 
     ``accounting`` says what ``epsilon_spent`` is and how the job runs:
 
@@ -145,6 +149,8 @@ class Offer:
     accounting: str = "data-independent"
     #: for a data-dependent offer, the data-dependent ledger's policy (darrm_opt.ledger.data_dependent)
     policy: dict[str, Any] | None = None
+    plan: dict[str, Any] = field(default_factory=dict, repr=False)
+    solution: Any = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         if self.accounting not in ACCOUNTINGS:
@@ -156,6 +162,11 @@ class Offer:
     @property
     def guarantee(self) -> str:
         return GUARANTEES[self.accounting]
+
+    @property
+    def majority_free(self) -> bool:
+        """Whether the offer is the plain majority, free by parallel composition (no table)."""
+        return self.table is None
 
     @property
     def worst_case(self) -> bool:
@@ -178,6 +189,10 @@ class Offer:
 
     def run(self) -> dict[str, Any]:
         """How to run the job: the ledger to open and what it takes."""
+        if self.table is None:
+            return {"ledger": "plain", "table_id": None,
+                    "how": "answer with the plain majority (γ ≡ 1) on a ledger capped by the teachers' (ε, Δ): "
+                           "parallel composition bounds every answer"}
         if self.policy is None:
             return {"ledger": "plain", "table_id": self.table.id,
                     "how": "answer with this table (/v1/aggregate or darrm-opt aggregate) on a plain ledger, "
@@ -213,4 +228,5 @@ class Offer:
                 "expected_error": self.expected_error, "epsilon_spent": self.epsilon_spent, "run": self.run()}
 
     def to_dict(self) -> dict[str, Any]:
-        return {**self.summary(), "table_id": self.table.id, **self.details, "seconds": self.seconds}
+        return {**self.summary(), "table_id": None if self.table is None else self.table.id, **self.details,
+                "seconds": self.seconds}

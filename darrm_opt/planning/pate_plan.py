@@ -17,10 +17,8 @@ log ε to a relative EPS_RTOL. Screening, as for shared tables, uses the pessimi
 above ε_B is decided by the ledger's exact composition, and the chosen table's spend is recomputed by the ledger's
 accounting and checked against ε_B again.
 
-``disjoint-private``: by parallel composition every answer (any γ, the plain majority γ ≡ 1 included) is
-within the teachers' own (ε_T, Δ_T) in total. When (ε_T, Δ_T) is within the budget the plan is the plain
-majority, free of further cost (:func:`majority_free`); otherwise the shared-data plan applies (its composed
-spend stays valid) and says that the cap does not fit.
+``disjoint-private`` teachers are planned as shared ones (:mod:`darrm_opt.planning.plan`, whose
+:func:`~darrm_opt.planning.plan.majority_free` says when the plain majority is free by parallel composition).
 """
 
 from __future__ import annotations
@@ -28,14 +26,10 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
-from darrm_opt import solvers
-from darrm_opt.model.neighbours import SETTING_NOTES, PateParams
-from darrm_opt.model.objective import expected_error
+from darrm_opt.model.neighbours import PateParams
 from darrm_opt.model.params import Prior
 from darrm_opt.optimize.pate_setting import PateSolution, solve_pate
 from darrm_opt.planning.plan import (
@@ -59,38 +53,6 @@ DELTA_FACTORS = (1.0, 0.5, 0.25, 0.0)
 MAX_EPSILON = 700.0
 
 Progress = Callable[..., None]
-
-
-@dataclass(frozen=True)
-class PatePlan:
-    """The planned PATE-setting table: its certified ``solution`` and ``profile``, and the ε its ``queries``
-    answers spend at ``budget_delta`` by the ledger's accounting (``method``: exact or optimal)."""
-
-    params: PateParams
-    solution: PateSolution
-    profile: PrivacyProfile
-    queries: int
-    budget_epsilon: float
-    budget_delta: float
-    spent_epsilon: float
-    method: str
-    candidates: tuple[Candidate, ...] = field(repr=False)
-    seconds: float = 0.0
-
-    @property
-    def expected_error(self) -> float:
-        return self.solution.expected_error
-
-    def plan_dict(self) -> dict[str, Any]:
-        """The ``plan`` member of the table document (candidates' ``m`` is null: there is no allowance)."""
-        return {"teachers": "disjoint-nonprivate", "queries": self.queries, "budget_epsilon": self.budget_epsilon,
-                "budget_delta": self.budget_delta, "spent_epsilon": self.spent_epsilon, "accounting": self.method,
-                "seconds": self.seconds,
-                "candidates": [{**c.to_dict(), "m": None, "epsilon": c.m} for c in self.candidates]}
-
-    def to_dict(self) -> dict[str, Any]:
-        """A PATE-setting table file (as ``solve --teachers disjoint-nonprivate`` writes one) plus ``plan``."""
-        return {**self.solution.to_dict(), "privacy_profile": self.profile.to_dict(), "plan": self.plan_dict()}
 
 
 @dataclass(frozen=True)
@@ -170,59 +132,25 @@ def _generic(params: PateParams, queries: int, budget_delta: float) -> float:
     return spend.epsilon if spend.delta <= budget_delta else math.inf
 
 
-def plan_pate(K: int, queries: int, budget_epsilon: float, budget_delta: float, prior: str | Prior = "paper", *,
-              solver: str = solvers.DEFAULT_BACKEND, progress: Progress | None = None) -> PatePlan:
-    """The certified PATE-setting table of least expected error whose ``queries`` answers fit
-    (budget_epsilon, budget_delta) by the ledger's accounting (module docstring)."""
+def plan_pate(job: Any, progress: Progress | None = None
+              ) -> tuple[PateSolution, PrivacyProfile, float, dict[str, Any]]:
+    """The certified PATE-setting table of least expected error whose Q answers fit the job's
+    (ε_B, δ_B) by the ledger's accounting (module docstring): (its solution, its certified profile, the ε its
+    Q answers spend at δ_B, the ``plan`` member of its table document: the setting, Q, the budget, that
+    spend, the bound it comes from (``accounting``: exact or optimal), the seconds taken and every
+    candidate tried, whose ``m`` is null and ``epsilon`` the per-answer ε: there is no allowance)."""
     t0 = time.perf_counter()
-    req = PatePlanRequest.make(K, queries, budget_epsilon, budget_delta, prior)  # checked before any solve
+    req = PatePlanRequest.make(job.K, job.queries, job.budget_epsilon, job.budget_delta, job.prior)  # before any solve
     q, be, bd = req.queries, req.budget_epsilon, req.budget_delta
-    search = _PateSearch(req.K, q, (be, bd), req.prior, solver, progress)
+    search = _PateSearch(req.K, q, (be, bd), req.prior, job.solver, progress)
     found = [search.largest_fitting(bd / q * f) for f in DELTA_FACTORS]
     for cand in sorted((c for c in found if c.fits), key=lambda c: (c.expected_error, -c.m)):
         _, sol, profile = search.seen[(cand.m, cand.delta)]
         acc = accounting.account([(cand.m, cand.delta, q)], bd, profiles=[(profile, q)])
         if acc.spend.delta <= bd and acc.spend.epsilon <= be:  # the ledger's accounting, at its own interval
-            return PatePlan(sol.params, sol, profile, q, be, bd, acc.spend.epsilon, acc.spend.method,
-                            tuple(c for c, _, _ in search.seen.values()), time.perf_counter() - t0)
+            info = {"teachers": "disjoint-nonprivate", "queries": q, "budget_epsilon": be, "budget_delta": bd,
+                    "spent_epsilon": acc.spend.epsilon, "accounting": acc.spend.method,
+                    "seconds": time.perf_counter() - t0,
+                    "candidates": [{**c.to_dict(), "m": None, "epsilon": c.m} for c, _, _ in search.seen.values()]}
+            return sol, profile, acc.spend.epsilon, info
     raise BudgetInfeasible("budget", f"no per-answer (ε, δ) tried fits {q} answers in (ε={be:g}, δ={bd:g})", None)
-
-
-@dataclass(frozen=True)
-class MajorityFree:
-    """``disjoint-private`` teachers whose own (ε_T, Δ_T) is within the budget: the plain majority (γ ≡ 1),
-    and any number of answers, cost at most (ε_T, Δ_T) in total by parallel composition."""
-
-    K: int
-    teacher_epsilon: float
-    teacher_delta: float
-    queries: int
-    budget_epsilon: float
-    budget_delta: float
-    prior: Prior
-
-    @property
-    def expected_error(self) -> float:
-        return expected_error(np.ones(self.K + 1), self.prior)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"K": self.K, "teachers": "disjoint-private", "prior": self.prior.spec, "gamma": [1.0] * (self.K + 1),
-                "expected_error": self.expected_error, "note": SETTING_NOTES["disjoint-private"],
-                "plan": {"teachers": "disjoint-private", "majority_free": True, "queries": self.queries,
-                         "budget_epsilon": self.budget_epsilon, "budget_delta": self.budget_delta,
-                         "spent_epsilon": self.teacher_epsilon, "spent_delta": self.teacher_delta,
-                         "accounting": "parallel-cap"}}
-
-
-def majority_free(K: int, epsilon: float, teacher_delta: float, queries: int, budget_epsilon: float,
-                  budget_delta: float, prior: str | Prior = "paper") -> MajorityFree | None:
-    """:class:`MajorityFree` when the teachers' (ε_T, Δ_T) is within (ε_B, δ_B), else None."""
-    from darrm_opt.model.params import Params
-    from darrm_opt.privacy.parallel import check_cap
-
-    base = Params(K=K, m=1, epsilon=epsilon, teacher_delta=teacher_delta, prior=prior)
-    q, be, bd = check_budget(queries, budget_epsilon, budget_delta)
-    eps_t, delta_t = check_cap(base.epsilon, base.teacher_delta)
-    if eps_t <= be and delta_t <= bd:
-        return MajorityFree(base.K, eps_t, delta_t, q, be, bd, base.prior)
-    return None

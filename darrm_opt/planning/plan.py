@@ -30,10 +30,9 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-from darrm_opt import solvers
 from darrm_opt.errors import InvalidParameter
 from darrm_opt.model.params import Params, Prior, finite_number
 from darrm_opt.optimize.optimizer import Solution, solve
@@ -83,47 +82,6 @@ class Candidate:
                 "spent_epsilon": spent, "fits": self.fits}
 
 
-@dataclass(frozen=True)
-class Plan:
-    """The planned table: ``solution`` (certified γ for ``params``), its certified ``profile``, and the ε its
-    ``queries`` answers spend at ``budget_delta`` (the ledger's exact composition), with every candidate."""
-
-    params: Params
-    solution: Solution
-    profile: PrivacyProfile
-    queries: int
-    budget_epsilon: float
-    budget_delta: float
-    spent_epsilon: float
-    candidates: tuple[Candidate, ...] = field(repr=False)
-    seconds: float = 0.0
-
-    @property
-    def m(self) -> float:
-        return self.params.m
-
-    @property
-    def delta(self) -> float:
-        return float(self.params.delta)  # type: ignore[arg-type]
-
-    @property
-    def expected_error(self) -> float:
-        return self.solution.expected_error
-
-    def plan_dict(self) -> dict[str, Any]:
-        """The ``plan`` member of a planned table's JSON document."""
-        return {"queries": self.queries, "budget_epsilon": self.budget_epsilon, "budget_delta": self.budget_delta,
-                "spent_epsilon": self.spent_epsilon, "seconds": self.seconds,
-                "candidates": [c.to_dict() for c in self.candidates]}
-
-    def to_dict(self) -> dict[str, Any]:
-        """The table document (as ``solve --format json`` writes one) plus ``plan``."""
-        return {**self.params.canonical(), "solver": self.solution.solver, "mode": self.solution.mode,
-                "gamma": list(self.solution.gamma), "certificate": self.solution.certificate.to_dict(),
-                "privacy_profile": self.profile.to_dict(), "expected_error": self.expected_error,
-                "plan": self.plan_dict()}
-
-
 def check_budget(queries: object, budget_epsilon: object, budget_delta: object) -> tuple[int, float, float]:
     """(Q, ε_B, δ_B) validated: 1 ≤ Q ≤ EXACT_MAX_ANSWERS an integer, ε_B > 0, 0 < δ_B < 1 (finite)."""
     if isinstance(queries, bool) or not isinstance(queries, int) or not 1 <= queries <= EXACT_MAX_ANSWERS:
@@ -138,8 +96,8 @@ def check_budget(queries: object, budget_epsilon: object, budget_delta: object) 
 
 
 @dataclass(frozen=True)
-class PlanRequest:
-    """Validated inputs of :func:`plan`."""
+class _Request:
+    """A shared-setting job's inputs validated for the search (:func:`check_shared_job`)."""
 
     K: int
     epsilon: float
@@ -150,7 +108,7 @@ class PlanRequest:
     prior: Prior
 
     @classmethod
-    def make(cls, K, epsilon, teacher_delta, queries, budget_epsilon, budget_delta, prior) -> PlanRequest:
+    def make(cls, K, epsilon, teacher_delta, queries, budget_epsilon, budget_delta, prior) -> _Request:
         base = Params(K=K, m=1, epsilon=epsilon, teacher_delta=teacher_delta, prior=prior)  # K, ε, Δ, prior
         q, be, bd = check_budget(queries, budget_epsilon, budget_delta)
         return cls(base.K, base.epsilon, base.teacher_delta, q, be, bd, base.prior)
@@ -170,10 +128,37 @@ class PlanRequest:
                 out.append(d)
         return out
 
+
+def check_shared_job(job: Any) -> _Request:
+    """A 0/1-vote job of DP-trained teachers (:class:`darrm_opt.planning.job.Job`) validated for the
+    shared-setting search before any solve: the teachers' (ε, Δ) (each required), K, the prior and
+    (Q, ε_B, δ_B) as :func:`check_budget` checks them; InvalidParameter naming the field otherwise."""
+    for name in ("epsilon", "teacher_delta"):
+        if getattr(job, name) is None:
+            raise InvalidParameter(name, f"is required for {job.teachers} teachers (the teachers' privacy)")
+    return _Request.make(job.K, job.epsilon, job.teacher_delta, job.queries, job.budget_epsilon,
+                         job.budget_delta, job.prior)
+
+
+def majority_free(job: Any) -> tuple[float, float] | None:
+    """For ``disjoint-private`` teachers, each (ε_T, Δ_T)-DP on its own shard: by parallel composition every
+    answer (any γ, the plain majority γ ≡ 1 included), and any number of them, costs at most (ε_T, Δ_T) in
+    total; that cap when it is within the job's (ε_B, δ_B), else None (None for other settings)."""
+    if job.teachers != "disjoint-private":
+        return None
+    from darrm_opt.privacy.parallel import check_cap
+
+    req = check_shared_job(job)
+    eps_t, delta_t = check_cap(req.epsilon, req.teacher_delta)
+    if eps_t <= req.budget_epsilon and delta_t <= req.budget_delta:
+        return eps_t, delta_t
+    return None
+
+
 class _Search:
     """Evaluates per-answer targets (cached), warm-starting each solve with the last active set."""
 
-    def __init__(self, req: PlanRequest, solver: str, progress: Progress | None) -> None:
+    def __init__(self, req: _Request, solver: str, progress: Progress | None) -> None:
         self.req = req
         self.solver = solver
         self.progress = progress
@@ -269,15 +254,16 @@ def screen_interval(queries: int) -> float:
     return SCREEN_INTERVAL * max(1.0, math.sqrt(queries / 100.0))
 
 
-def plan(K: int, epsilon: float, teacher_delta: float, queries: int, budget_epsilon: float, budget_delta: float,
-         prior: str | Prior = "paper", *, solver: str = solvers.DEFAULT_BACKEND,
-         progress: Progress | None = None) -> Plan:
-    """The certified table of least expected error whose ``queries``-fold exact composition is within
-    (budget_epsilon, budget_delta) (see the module docstring). Raises :class:`BudgetInfeasible` (an
-    InvalidParameter naming ``budget``) when even m = 1 does not fit at any per-answer δ."""
+def plan_shared(job: Any, progress: Progress | None = None) -> tuple[Solution, PrivacyProfile, float, dict[str, Any]]:
+    """The certified table of least expected error whose Q-fold exact composition is within the job's
+    (ε_B, δ_B) (see the module docstring), for 0/1 votes of DP-trained teachers: (its solution, its certified
+    profile, the ε its Q answers spend at δ_B by the ledger's exact composition, the ``plan`` member of its
+    table document: Q, the budget, that spend, the seconds taken and every candidate tried). Raises
+    :class:`BudgetInfeasible` (an InvalidParameter naming ``budget``) when even m = 1 does not fit at any
+    per-answer δ."""
     t0 = time.perf_counter()
-    req = PlanRequest.make(K, epsilon, teacher_delta, queries, budget_epsilon, budget_delta, prior)
-    search = _Search(req, solver, progress)
+    req = check_shared_job(job)
+    search = _Search(req, job.solver, progress)
     best: list[Candidate] = []
     for d in req.delta_grid():
         lead = min(best, key=lambda c: c.expected_error) if best else None
@@ -289,12 +275,14 @@ def plan(K: int, epsilon: float, teacher_delta: float, queries: int, budget_epsi
         _, sol, profile = search.seen[(cand.m, cand.delta)]
         spent = exact_epsilon([(profile, req.queries)], req.budget_delta)
         if spent <= req.budget_epsilon:  # the ledger's own composition, at its own interval
-            return Plan(sol.params, sol, profile, req.queries, req.budget_epsilon, req.budget_delta, spent,
-                        tuple(c for c, _, _ in search.seen.values()), time.perf_counter() - t0)
+            info = {"queries": req.queries, "budget_epsilon": req.budget_epsilon, "budget_delta": req.budget_delta,
+                    "spent_epsilon": spent, "seconds": time.perf_counter() - t0,
+                    "candidates": [c.to_dict() for c, _, _ in search.seen.values()]}
+            return sol, profile, spent, info
     raise _infeasible(req, search)
 
 
-def _infeasible(req: PlanRequest, search: _Search) -> BudgetInfeasible:
+def _infeasible(req: _Request, search: _Search) -> BudgetInfeasible:
     """The error for a budget no table fits: the least ε that m = 1 (the most private allowed target)
     spends at δ_B over the per-answer δ tried, or the δ that Q answers must at least spend."""
     ones = [(c, prof) for (m, _), (c, _, prof) in search.seen.items() if m == 1.0]

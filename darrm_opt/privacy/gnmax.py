@@ -634,6 +634,18 @@ def calibrate_gaussian_sigma(epsilon: float, delta: float) -> float | None:
     return sigma
 
 
+def gnmax_sigma_over_answers(queries: int, epsilon: float, delta: float) -> float:
+    """The smallest σ for which Q GNMax answers are (ε, δ)-DP together: Q Gaussian mechanisms
+    h ↦ h + N(0, σ²I) of L2 sensitivity √2 compose exactly into one of sensitivity √(2Q) (Dong, Roth & Su
+    2022, Cor. 3.3), i.e. one of sensitivity √2 at noise σ/√Q, so σ = √Q·σ₁(ε, δ) with σ₁ GNMax's one σ
+    calibration (:func:`calibrate_gaussian_sigma`), the product rounded upwards. InvalidParameter naming
+    ``delta`` for δ = 0 (no Gaussian mechanism is pure DP)."""
+    sigma1 = calibrate_gaussian_sigma(epsilon, delta)
+    if sigma1 is None:
+        raise InvalidParameter("delta", "must be > 0 for GNMax (no Gaussian mechanism is pure DP)", delta)
+    return math.sqrt(queries) * sigma1 * (1.0 + 1e-12)
+
+
 def calibrate_gnmax_analytic(target_epsilon: float, target_delta: float) -> GnmaxCalibration:
     """Smallest σ with one GNMax answer (ε, δ)-DP as a Gaussian mechanism of L2 sensitivity √2 (changing
     one vote moves two counts by one), by the analytic Gaussian mechanism (Balle & Wang 2018, Thm. 8):

@@ -231,16 +231,17 @@ def _solve_form(r: DocumentRecheck) -> dict:
 
 
 def _plan_form(r: DocumentRecheck) -> dict:
-    from darrm_opt.planning.plan import Plan
+    from darrm_opt.planning.job import Offer
     from darrm_opt.release.documents import plan_document
 
     base, teachers, sol = _darrm_inputs(r)
     job = _job(r, {"K": r.params.K, "queries": r.get("plan.queries"), "budget_epsilon": r.get("plan.budget_epsilon"),
                    "budget_delta": r.get("plan.budget_delta"), "teachers": teachers})
     spent = r.mechanism.offer_spend(r.table, job.queries, job.budget_delta).epsilon
-    result = Plan(r.params, sol, r.table.profile, job.queries, job.budget_epsilon,  # type: ignore[arg-type]
-                  job.budget_delta, spent, candidates=())
-    return plan_document(result, base, teachers)
+    info = {"queries": job.queries, "budget_epsilon": job.budget_epsilon, "budget_delta": job.budget_delta,
+            "spent_epsilon": spent, "seconds": 0.0, "candidates": []}
+    return plan_document(Offer(r.mechanism.kind, r.table, r.table.expected_error, spent, plan=info, solution=sol),
+                         base, teachers)
 
 
 def _job(r: DocumentRecheck, fields: Mapping[str, Any]) -> Any:

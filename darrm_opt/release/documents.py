@@ -71,11 +71,25 @@ def darrm_solve_document(params: Any, sol: Any, base: dict, seconds: float, prof
             **setting_document(params, base, teachers)}
 
 
-def plan_document(result: Any, base: dict, teachers: str) -> dict:
-    """The ``plan --format json`` document of a DaRRM job (``result``: :class:`darrm_opt.planning.plan.Plan`):
+def plan_document(offer: Any, base: dict, teachers: str) -> dict:
+    """The ``plan --format json`` document of a DaRRM job (``offer``: the ``darrm`` kind's
+    :class:`darrm_opt.planning.job.Offer`, with its solver's record ``solution`` and its search's ``plan``):
     the ``solve`` document of the chosen (m, δ) (``base``: its baselines, {} for none) plus ``plan``."""
-    return {**darrm_solve_document(result.params, result.solution, base, result.seconds, result.profile, teachers),
-            "plan": result.plan_dict()}
+    table = offer.table
+    return {**darrm_solve_document(table.params, offer.solution, base, offer.seconds, table.profile, teachers),
+            "plan": dict(offer.plan)}
+
+
+def majority_free_document(offer: Any, job: Any) -> dict:
+    """The ``plan`` document of disjoint-private teachers whose own (ε, Δ) is within the budget (``offer``:
+    the ``darrm`` kind's offer without a table): the plain majority γ ≡ 1, its expected error, the setting's
+    note and ``plan`` (the cap it spends, by parallel composition)."""
+    from darrm_opt.model.neighbours import SETTING_NOTES
+    from darrm_opt.model.params import Prior
+
+    return {"K": job.K, "teachers": "disjoint-private", "prior": Prior.parse(job.prior).spec,
+            "gamma": [1.0] * (job.K + 1), "expected_error": offer.expected_error,
+            "note": SETTING_NOTES["disjoint-private"], "plan": dict(offer.plan)}
 
 
 def gnmax_dict(params: Any, cal: Any) -> dict:

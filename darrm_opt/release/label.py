@@ -23,6 +23,7 @@ Stored answers are shifted by one (⊥ = −1 of Confident-GNMax is stored as 0)
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -62,6 +63,25 @@ class LabelResult:
                 f"certified table {s['table_id']}, K = {s['K']} teachers ({s['teachers']}), "
                 f"{s['classes']} classes; {s['answered_now']} answered in this run, {s['answered_before']} "
                 "answered before and returned as stored.")
+
+
+def _offers_to(tell: Callable[..., None]) -> Callable[..., None]:
+    """The planner's progress as the job's ``plan`` steps: each mechanism's offer."""
+    def progress(step: str, **info: Any) -> None:
+        if step == "offer":
+            tell("plan", step=step, **info)
+
+    return progress
+
+
+def _composed(job: Job, kinds: Any, tell: Callable[..., None]) -> Any:
+    """The offer a ledger pays for when the plan is the plain majority, free for disjoint-private teachers
+    within the budget (no table): the shared-setting plan, whose composed spend holds for them too, its
+    table of their setting."""
+    chosen, _, _ = plan_job(dataclasses.replace(job, teachers="shared"), _offers_to(tell), kinds)
+    t = chosen.table
+    table = mechanism(t.kind).table(t.params, t.gamma, chosen.solution.certificate, job.teachers, t.profile)
+    return dataclasses.replace(chosen, table=table)
 
 
 def _budget(budget: Sequence[float]) -> tuple[float, float]:
@@ -117,7 +137,9 @@ def label(votes: Any, budget: Sequence[float], *, classes: int | None = None, fo
         done, stored, table = _resume(book, v)
         if table is None and done < v.N:
             tell("plan", step="start", queries=job.queries)
-            chosen, _, _ = plan_job(job, lambda step, **info: tell("plan", step=step, **info), kinds)
+            chosen, _, _ = plan_job(job, _offers_to(tell), kinds)
+            if chosen.majority_free:  # no table to pay for
+                chosen = _composed(job, kinds, tell)
             table = chosen.table
             tell("plan", step="chosen", kind=chosen.label, expected_error=chosen.expected_error,
                  epsilon_spent=chosen.epsilon_spent, table_id=table.id)

@@ -15,8 +15,9 @@ import numpy as np
 from svc_helpers import ROOT, in_process_client
 
 from darrm_opt.certify.pairs import certify_pairs
+from darrm_opt.mechanisms import plan_job
 from darrm_opt.model.neighbours import PateParams
-from darrm_opt.planning.pate_plan import plan_pate
+from darrm_opt.planning.job import Job
 from darrm_opt.privacy import accounting
 from darrm_opt.privacy.pair_profile import pate_profile
 from darrm_opt.privacy.pld import bucketed, exact_epsilon
@@ -119,12 +120,12 @@ def test_pate_plan_matches_the_library_and_fits_its_ledger(client):
     r = client.post("/v1/plans", json={**body, "mechanism": "darrm-pate", "create_ledger": {"name": "pate plan"}})
     assert r.status_code == 200, r.text
     doc = r.json()
-    lib = plan_pate(11, 10, 2.0, 1e-3)
+    lib, _, _ = plan_job(Job(K=11, queries=10, budget_epsilon=2.0, budget_delta=1e-3), kinds=["darrm-pate"])
     table = doc["table"]
     assert doc["mechanism"] == "darrm-pate" and doc["gamma"] == list(lib.solution.gamma)
-    assert table["epsilon"] == lib.params.epsilon
+    assert table["epsilon"] == lib.table.params.epsilon
     assert table["teachers"] == "disjoint-nonprivate" and doc["plan"]["teachers"] == "disjoint-nonprivate"
-    assert doc["plan"]["spent_epsilon"] <= 2.0 and abs(doc["plan"]["spent_epsilon"] - lib.spent_epsilon) < 1e-9
+    assert doc["plan"]["spent_epsilon"] <= 2.0 and abs(doc["plan"]["spent_epsilon"] - lib.epsilon_spent) < 1e-9
     assert certify_pairs(PateParams(11, table["epsilon"], table["delta"]), doc["gamma"]).certified
     votes = np.tile([1] * 7 + [0] * 4, (10, 1)).tolist()
     paid = client.post("/v1/aggregate", json={"table_id": table["id"], "ledger_id": doc["ledger"]["id"],
@@ -159,6 +160,12 @@ def test_disjoint_private_plan_says_the_majority_is_free(client):
     assert doc["plan"]["total_cap"] == {"epsilon": 0.2, "delta": 1e-4} and "plain majority" in doc["note"]
     assert doc["ledger"]["total_cap"] == {"epsilon": 0.2, "delta": 1e-4}
     assert client.get(f"/v1/plans/{doc['plan_id']}").json()["plan"]["majority_free"] is True
+    # the same job with the kind named: the same entry point, the same free plan and capped ledger
+    named = client.post("/v1/plans", json={**body, "budget_epsilon": 3.0, "budget_delta": 0.01, "mechanism": "darrm",
+                                           "create_ledger": {"name": "free named"}})
+    assert named.status_code == 200, named.text
+    assert named.json()["plan"]["majority_free"] is True and named.json()["gamma"] == [1.0] * 6
+    assert named.json()["ledger"]["total_cap"] == {"epsilon": 0.2, "delta": 1e-4}
     # a budget ε below the teachers' ε: one answer composed as for shared teachers (its profile at δ_B = 0.05
     # spends less than 0.2), and the plan says why
     r = client.post("/v1/plans", json={**body, "queries": 1, "budget_epsilon": 0.15, "budget_delta": 0.05})
