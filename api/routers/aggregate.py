@@ -124,7 +124,8 @@ async def _aggregate(request: Request, s, taken: list[int]) -> Response:  # noqa
               else request_digest(table.id, ledger_id, votes))
     del votes
     debit = Debit.of(ledger_id, table, len(answers), answers=answers, idempotency_key=key, request_digest=digest,
-                     tenant=principal(request).tenant)
+                     tenant=principal(request).tenant,
+                     units=table.mechanism.units(table.params, len(answers)))
     result = await pay(s, debit)
     return result if isinstance(result, Response) else _response(result)
 

@@ -152,6 +152,11 @@ class Mechanism(ABC):
     def per_answer(self, params: Any) -> tuple[float, float]:
         """(ε₀, δ₀) of one answer."""
 
+    def units(self, params: Any, rows: int) -> int:
+        """How many times a ledger composes the kind's profile for ``rows`` answers paid together: ``rows``
+        (one per answer); a kind whose profile states a whole job of several answers pays it once."""
+        return rows
+
     @abstractmethod
     def limit(self, params: Any) -> float:
         """What the certificate's ``limit`` must be for these parameters."""

@@ -43,7 +43,8 @@ class Aggregator:
         sampler: Any = self._sampler  # binary (counts) or multi-class (labels): prepare, rows, draw
         prepared = sampler.prepare(votes)
         if self.ledger is not None:
-            self.ledger.pay(self.table, sampler.rows(prepared))
+            rows = sampler.rows(prepared)
+            self.ledger.pay(self.table, rows, units=mechanism(self.table.kind).units(self.table.params, rows))
         return sampler.draw(prepared)
 
 
