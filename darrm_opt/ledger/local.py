@@ -30,6 +30,7 @@ from darrm_opt.privacy.table import CertifiedTable
 
 from .core import Debit, DebitResult
 from .db import DEFAULT_URL, Database, migrate
+from .job_state import JobStates, StoredState
 from .schema import GammaTable, LedgerRecord, SpendRecord, utcnow
 from .tables import table_columns
 from .views import LedgerStore, insert_ledger
@@ -189,6 +190,15 @@ class Ledger:
         if result.status not in ("paid", "replayed"):
             raise LedgerUnavailable(f"the debit was not paid: {result.detail or result.status}")
         return result
+
+    def job_state(self, table: CertifiedTable) -> StoredState:
+        """The private runtime state of this ledger's current job of ``table`` (:mod:`.job_state`)."""
+        return JobStates(self.db).get(self.id, table.id)
+
+    def swap_job_state(self, table: CertifiedTable, expected: int, state: str) -> bool:
+        """Store the job's next state iff its version is still ``expected`` (the table is registered first)."""
+        self.register(table)
+        return JobStates(self.db).swap(self.id, table.id, expected, state)
 
     def records(self, key_prefix: str) -> list[Any]:
         """The ledger's spend records whose idempotency key starts with ``key_prefix`` (oldest first): each

@@ -359,6 +359,42 @@ class Stability(Mechanism):
     def sampler(self, table: Any, random_bytes: Any) -> StabilitySampler:
         return StabilitySampler(table.params, random_bytes)
 
+    keeps_state = True
+
+    def _current(self, params: StabilityParams, state: str | None) -> tuple[int, StabilityState | None]:
+        """(jobs opened, the current job's state) of a ledger's stored text."""
+        if state is None:
+            return 0, None
+        data = json.loads(state)
+        if not isinstance(data, dict) or set(data) != {"jobs", "current"}:
+            raise InvalidParameter("state", "is not a stability job's state")
+        cur = data["current"]
+        return int(data["jobs"]), None if cur is None else StabilityState.from_json(json.dumps(cur))
+
+    def job_units(self, params: StabilityParams, state: str | None, rows: int) -> int:
+        """The jobs that ``rows`` more queries open: those beyond the current job's quota, ``quota`` each."""
+        _, cur = self._current(params, state)
+        left = 0 if cur is None else params.quota - cur.queries
+        return self.units(params, max(0, rows - left))
+
+    def run_job(self, params: StabilityParams, state: str | None, prepared: Any, random_bytes: Any
+                ) -> tuple[np.ndarray, str]:
+        """The rows answered in order: first by the current job up to its quota (its ρ, its count of unstable
+        answers: ⊥ once it has c), then by new jobs of ``quota`` queries, each with a fresh ρ."""
+        release = StabilityRelease(params)
+        jobs, cur = self._current(params, state)
+        h = release.histograms(prepared)
+        out = np.empty(h.shape[0], dtype=np.int16)
+        i = 0
+        while i < h.shape[0]:
+            if cur is None or cur.queries >= params.quota:
+                cur, jobs = release.open(random_bytes), jobs + 1
+            n = min(params.quota - cur.queries, h.shape[0] - i)
+            out[i:i + n], cur = release.answer(cur, h[i:i + n], random_bytes)
+            i += n
+        current = None if cur is None else json.loads(cur.to_json())
+        return out, json.dumps({"jobs": jobs, "current": current}, sort_keys=True)
+
     def offer_spend(self, table: Any, queries: int, budget_delta: float) -> Any:
         """One job: its pair composed once (whatever ``queries`` up to the quota)."""
         from darrm_opt.privacy import accounting
