@@ -390,7 +390,7 @@ def _classify(
         if state is None or (d.tenant is not None and d.tenant != state.row.tenant):
             results[i] = DebitResult("no_ledger", detail=f"ledger_id {d.ledger_id!r} not found")
             continue
-        if d.rows == 0:  # nothing to pay: the ledger's statement as it is
+        if d.rows == 0 and d.paid_units == 0:  # nothing to pay: the ledger's statement as it is
             results[i] = _paid(d, state.spend if state.answers else accounting.Spend(0.0, 0.0, accounting.BASIC),
                                state)
             continue

@@ -130,3 +130,25 @@ def test_planned_jobs_released_through_a_ledger_err_as_planned(tmp_path):
     picked = np.arange(jobs) * Q + rng.integers(0, Q, jobs)
     errors = int(np.sum(answers[picked] != truth[picked]))
     assert stats.binomtest(errors, jobs, offer.expected_error).pvalue > 1e-3
+
+
+def test_the_service_continues_one_job_across_requests(tmp_path):
+    """POST /v1/aggregate on a stability table: the first request opens the ledger's job and pays it, the
+    next ones continue it (the same spend) until the quota, then a second job is paid; no response shows ρ."""
+    from svc_helpers import in_process_client
+
+    t = table(SvtParams(100, 100, 100, 1200, 2), quota=10)
+    with in_process_client(f"sqlite:///{tmp_path / 'svc.db'}") as c:
+        c.app.state.services.tables.store(t, solver="closed-form", solve_seconds=0.0, params_key=None)
+        lid = c.post("/v1/ledgers", json={"name": "svc", "epsilon_budget": 50.0, "delta_budget": 1e-3}).json()["id"]
+        bodies = []
+        for rows in (4, 6, 1):
+            r = c.post("/v1/aggregate", json={"table_id": t.id, "ledger_id": lid,
+                                              "votes": unanimous(rows).tolist()})
+            assert r.status_code == 200, r.text
+            bodies.append(r.json())
+        ledger = c.get(f"/v1/ledgers/{lid}").json()
+    assert [b["answers"] for b in bodies] == [[0] * 4, [0] * 6, [0]]
+    assert bodies[0]["epsilon_spent"] == bodies[1]["epsilon_spent"] < bodies[2]["epsilon_spent"]
+    assert [b["ledger_answers"] for b in bodies] == [4, 10, 11]
+    assert "rho" not in json.dumps([bodies, ledger])
