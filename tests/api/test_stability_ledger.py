@@ -152,3 +152,29 @@ def test_the_service_continues_one_job_across_requests(tmp_path):
     assert bodies[0]["epsilon_spent"] == bodies[1]["epsilon_spent"] < bodies[2]["epsilon_spent"]
     assert [b["ledger_answers"] for b in bodies] == [4, 10, 11]
     assert "rho" not in json.dumps([bodies, ledger])
+
+
+def test_another_tenant_neither_continues_nor_reads_a_job(tmp_path):
+    """Bob's request on Alice's ledger is refused as an unknown ledger (404) before the job's state is read:
+    Alice's job is where she left it."""
+    from test_api_tenants import in_process
+
+    from darrm_opt.ledger.db import Database
+    from darrm_opt.ledger.job_state import JobStates
+
+    url = f"sqlite:///{tmp_path / 'tenants.db'}"
+    t = table(SvtParams(100, 100, 100, 1200, 2), quota=10)
+    with in_process(url) as clients:
+        alice, bob = clients["alice"], clients["bob"]
+        alice.app.state.services.tables.store(t, solver="closed-form", solve_seconds=0.0, params_key=None)
+        lid = alice.post("/v1/ledgers", json={"name": "a", "epsilon_budget": 50.0, "delta_budget": 1e-3}).json()["id"]
+        body = {"table_id": t.id, "ledger_id": lid, "votes": unanimous(4).tolist()}
+        assert alice.post("/v1/aggregate", json=body).status_code == 200
+        db = Database(url)
+        try:
+            before = JobStates(db).get(lid, t.id)
+            r = bob.post("/v1/aggregate", json=body)
+            assert r.status_code == 404, r.text
+            assert JobStates(db).get(lid, t.id) == before and before.version == 1
+        finally:
+            db.dispose()
