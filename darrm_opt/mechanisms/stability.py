@@ -10,6 +10,12 @@ answers (a state lost or reset would draw a fresh ρ, a second job's cost).
 
 Answers are class indices; ⊥ is written −1 (as Confident-GNMax's abstention). For 0/1 votes the histogram of
 a row is (K − L, L) and the answer is the bit.
+
+The kind :class:`Stability` (``stability`` in the registry, docs/stability.md) is this release behind the one
+interface: parameters :class:`StabilityParams` (the quota is the planned job's Q), certificate
+:class:`StabilityCertificate` (the job's (ε, δ) recomputed), profile the job's pair, ``units`` one per job of
+``quota`` rows, and ``keeps_state``: a ledger keeps its current job's :class:`StabilityState` across calls
+(``job_units``, ``run_job``; :mod:`darrm_opt.release.release`, :mod:`darrm_opt.ledger.job_state`).
 """
 
 from __future__ import annotations
@@ -246,7 +252,8 @@ class StabilitySampler:
             out[start:start + q], _ = self.release.answer(state, prepared[start:start + q], self.random_bytes)
         return out
 
-    __call__ = lambda self, votes: self.draw(self.prepare(votes))  # noqa: E731
+    def __call__(self, votes: Any) -> np.ndarray:
+        return self.draw(self.prepare(votes))
 
 
 #: the job of the stability kind's examples (planned in well under a second)
