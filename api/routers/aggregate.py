@@ -145,9 +145,19 @@ async def _aggregate_job(request: Request, s, table, ledger_id: str, key: str | 
     m, states = table.mechanism, JobStates(s.db)
     prepared = await run_in_threadpool(table.aggregator.prepare, votes)
     rows = int(prepared.shape[0])
-    key = key if key is not None else issued_key()
     digest = await run_in_threadpool(request_digest, table.id, ledger_id, votes)
     del votes
+    if key is not None and await run_in_threadpool(states.key_used, ledger_id, key):
+        # a retry: the writer replays the answers stored with the key (or refuses a conflict) for the tenant
+        # that owns the ledger; the job is not touched
+        result = await pay(s, Debit.of(ledger_id, table, rows, idempotency_key=key, request_digest=digest,
+                                       tenant=tenant, units=0))
+        if isinstance(result, Response):
+            return result
+        if result.status == "paid":  # pragma: no cover - a spend record is never deleted
+            return JSONResponse(status_code=503, content={"detail": "no answer was released"})
+        return _response(result)
+    key = key if key is not None else issued_key()
     for _ in range(STATE_TRIES):
         stored = await run_in_threadpool(states.get, ledger_id, table.id)
         opened = await pay(s, Debit.of(ledger_id, table, 0, tenant=tenant,

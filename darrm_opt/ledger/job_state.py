@@ -16,7 +16,7 @@ from sqlalchemy import insert, select, update
 from sqlalchemy.exc import IntegrityError
 
 from .db import Database
-from .schema import JobState, utcnow
+from .schema import JobState, SpendRecord, utcnow
 
 
 @dataclass(frozen=True)
@@ -55,3 +55,10 @@ class JobStates:
                 JobState.ledger_id == ledger_id, JobState.table_id == table_id, JobState.version == expected)
                 .values(state=state, version=expected + 1, updated_at=now))
             return done.rowcount == 1
+
+    def key_used(self, ledger_id: str, key: str) -> bool:
+        """Whether a spend record of ``ledger_id`` holds the idempotency ``key`` (a retried request: its
+        answers are replayed by the debit writer and the job is not advanced again)."""
+        with self.db.read() as conn:
+            return conn.execute(select(SpendRecord.id).where(
+                SpendRecord.ledger_id == ledger_id, SpendRecord.idempotency_key == key)).first() is not None

@@ -154,6 +154,31 @@ def test_the_service_continues_one_job_across_requests(tmp_path):
     assert "rho" not in json.dumps([bodies, ledger])
 
 
+def test_a_retried_request_replays_its_answers_without_advancing_the_job(tmp_path):
+    from svc_helpers import in_process_client
+
+    from darrm_opt.ledger.db import Database
+    from darrm_opt.ledger.job_state import JobStates
+
+    url = f"sqlite:///{tmp_path / 'svc.db'}"
+    t = table(SvtParams(100, 100, 100, 100_000, 2), quota=10)  # every query unstable: ⊥, halted after 2
+    with in_process_client(url) as c:
+        c.app.state.services.tables.store(t, solver="closed-form", solve_seconds=0.0, params_key=None)
+        lid = c.post("/v1/ledgers", json={"name": "r", "epsilon_budget": 50.0, "delta_budget": 1e-3}).json()["id"]
+        body = {"table_id": t.id, "ledger_id": lid, "votes": unanimous(3).tolist(), "idempotency_key": "k1"}
+        first = c.post("/v1/aggregate", json=body).json()
+        db = Database(url)
+        try:
+            before = JobStates(db).get(lid, t.id)
+            again = c.post("/v1/aggregate", json=body).json()
+            assert JobStates(db).get(lid, t.id) == before
+        finally:
+            db.dispose()
+        other = c.post("/v1/aggregate", json={**body, "votes": unanimous(2).tolist()})
+    assert first["answers"] == again["answers"] == [BOTTOM] * 3 and again["replayed"] is True
+    assert other.status_code == 422  # the key reused for other votes
+
+
 def test_another_tenant_neither_continues_nor_reads_a_job(tmp_path):
     """Bob's request on Alice's ledger is refused as an unknown ledger (404) before the job's state is read:
     Alice's job is where she left it."""
