@@ -33,6 +33,17 @@ def url(request, tmp_path):
             yield u
 
 
+@pytest.fixture(scope="module")
+def svc(tmp_path_factory):
+    """The service in this process on its own SQLite file (shared by this module's REST tests)."""
+    from svc_helpers import in_process_client
+
+    d = tmp_path_factory.mktemp("stability-svc")
+    url = f"sqlite:///{d / 'svc.db'}"
+    with in_process_client(url) as c:
+        yield c, url
+
+
 def table(svt: SvtParams, quota: int, K: int = 61, classes: int | None = 3):
     return KIND.certify_table(StabilityParams(K, classes, svt, quota), np.zeros(0))
 
@@ -132,49 +143,43 @@ def test_planned_jobs_released_through_a_ledger_err_as_planned(tmp_path):
     assert stats.binomtest(errors, jobs, offer.expected_error).pvalue > 1e-3
 
 
-def test_the_service_continues_one_job_across_requests(tmp_path):
+def test_the_service_continues_one_job_across_requests(svc):
     """POST /v1/aggregate on a stability table: the first request opens the ledger's job and pays it, the
     next ones continue it (the same spend) until the quota, then a second job is paid; no response shows ρ."""
-    from svc_helpers import in_process_client
-
+    c, _ = svc
     t = table(SvtParams(100, 100, 100, 1200, 2), quota=10)
-    with in_process_client(f"sqlite:///{tmp_path / 'svc.db'}") as c:
-        c.app.state.services.tables.store(t, solver="closed-form", solve_seconds=0.0, params_key=None)
-        lid = c.post("/v1/ledgers", json={"name": "svc", "epsilon_budget": 50.0, "delta_budget": 1e-3}).json()["id"]
-        bodies = []
-        for rows in (4, 6, 1):
-            r = c.post("/v1/aggregate", json={"table_id": t.id, "ledger_id": lid,
-                                              "votes": unanimous(rows).tolist()})
-            assert r.status_code == 200, r.text
-            bodies.append(r.json())
-        ledger = c.get(f"/v1/ledgers/{lid}").json()
+    c.app.state.services.tables.store(t, solver="closed-form", solve_seconds=0.0, params_key=None)
+    lid = c.post("/v1/ledgers", json={"name": "svc", "epsilon_budget": 50.0, "delta_budget": 1e-3}).json()["id"]
+    bodies = []
+    for rows in (4, 6, 1):
+        r = c.post("/v1/aggregate", json={"table_id": t.id, "ledger_id": lid, "votes": unanimous(rows).tolist()})
+        assert r.status_code == 200, r.text
+        bodies.append(r.json())
+    ledger = c.get(f"/v1/ledgers/{lid}").json()
     assert [b["answers"] for b in bodies] == [[0] * 4, [0] * 6, [0]]
     assert bodies[0]["epsilon_spent"] == bodies[1]["epsilon_spent"] < bodies[2]["epsilon_spent"]
     assert [b["ledger_answers"] for b in bodies] == [4, 10, 11]
     assert "rho" not in json.dumps([bodies, ledger])
 
 
-def test_a_retried_request_replays_its_answers_without_advancing_the_job(tmp_path):
-    from svc_helpers import in_process_client
-
+def test_a_retried_request_replays_its_answers_without_advancing_the_job(svc):
     from darrm_opt.ledger.db import Database
     from darrm_opt.ledger.job_state import JobStates
 
-    url = f"sqlite:///{tmp_path / 'svc.db'}"
+    c, url = svc
     t = table(SvtParams(100, 100, 100, 100_000, 2), quota=10)  # every query unstable: ⊥, halted after 2
-    with in_process_client(url) as c:
-        c.app.state.services.tables.store(t, solver="closed-form", solve_seconds=0.0, params_key=None)
-        lid = c.post("/v1/ledgers", json={"name": "r", "epsilon_budget": 50.0, "delta_budget": 1e-3}).json()["id"]
-        body = {"table_id": t.id, "ledger_id": lid, "votes": unanimous(3).tolist(), "idempotency_key": "k1"}
-        first = c.post("/v1/aggregate", json=body).json()
-        db = Database(url)
-        try:
-            before = JobStates(db).get(lid, t.id)
-            again = c.post("/v1/aggregate", json=body).json()
-            assert JobStates(db).get(lid, t.id) == before
-        finally:
-            db.dispose()
-        other = c.post("/v1/aggregate", json={**body, "votes": unanimous(2).tolist()})
+    c.app.state.services.tables.store(t, solver="closed-form", solve_seconds=0.0, params_key=None)
+    lid = c.post("/v1/ledgers", json={"name": "r", "epsilon_budget": 50.0, "delta_budget": 1e-3}).json()["id"]
+    body = {"table_id": t.id, "ledger_id": lid, "votes": unanimous(3).tolist(), "idempotency_key": "k1"}
+    first = c.post("/v1/aggregate", json=body).json()
+    db = Database(url)
+    try:
+        before = JobStates(db).get(lid, t.id)
+        again = c.post("/v1/aggregate", json=body).json()
+        assert JobStates(db).get(lid, t.id) == before
+    finally:
+        db.dispose()
+    other = c.post("/v1/aggregate", json={**body, "votes": unanimous(2).tolist()})
     assert first["answers"] == again["answers"] == [BOTTOM] * 3 and again["replayed"] is True
     assert other.status_code == 422  # the key reused for other votes
 
