@@ -182,7 +182,8 @@ class PlanService:
         if served is None or served.profile is None:  # pragma: no cover - just stored, with a profile
             raise TableNotServable(f"planned table {table.id} could not be served")
         q, bd = job.queries, job.budget_delta
-        spend = accounting.account([(served.epsilon0, served.delta0, q)], bd, profiles=[(served.profile, q)]).spend
+        n = mechanism(table.kind).units(table.params, q)  # times the ledger composes the profile for Q answers
+        spend = accounting.account([(served.epsilon0, served.delta0, n)], bd, profiles=[(served.profile, n)]).spend
         try:
             if spend.delta > bd:
                 raise InvalidParameter("budget_delta", f"δ {spend.delta:g} > {bd:g}")

@@ -85,3 +85,26 @@ def test_end_to_end_bottom_rate_within_the_binomial_range_of_the_plan() -> None:
     sd = math.sqrt(jobs * Q * Q * p * (1 - p))
     assert abs(bottoms - jobs * Q * p) < 5 * sd
     assert 0.05 < p < 0.95
+
+
+def test_a_ledger_job_fills_its_quota_then_opens_new_jobs() -> None:
+    """The kind's state across calls (Stability.job_units, run_job): rows first finish the current job, then
+    open jobs of ``quota`` rows, each with a fresh ρ; the units paid are the jobs opened."""
+    import json
+
+    from darrm_opt.mechanisms import mechanism
+
+    m = mechanism("stability")
+    p = StabilityParams(61, 3, SvtParams(100, 100, 100, 1200, 2), 4)
+    rng = np.random.default_rng(5)
+    h = np.array([[61, 0, 0]] * 11)
+    assert m.job_units(p, None, 0) == 0 and m.job_units(p, None, 1) == 1 and m.job_units(p, None, 9) == 3
+    out, state = m.run_job(p, None, h[:3], rng.bytes)
+    s1 = json.loads(state)
+    assert (s1["jobs"], s1["current"]["queries"]) == (1, 3) and m.job_units(p, state, 1) == 0
+    assert m.job_units(p, state, 2) == 1 and m.job_units(p, state, 9) == 2
+    out, state = m.run_job(p, state, h[3:11], rng.bytes)
+    s2 = json.loads(state)
+    assert (s2["jobs"], s2["current"]["queries"]) == (3, 3) and list(out) == [0] * 8
+    with pytest.raises(InvalidParameter):
+        m.run_job(p, '{"rho": 1}', h[:1], rng.bytes)

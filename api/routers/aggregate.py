@@ -115,6 +115,8 @@ async def _aggregate(request: Request, s, taken: list[int]) -> Response:  # noqa
     if bad is not None:
         return invalid("body", "votes", bad[0], message=f"{bad[1]} (table {table_id})")
 
+    if table.mechanism.keeps_state:
+        return await _aggregate_job(request, s, table, ledger_id, key, votes)
     if n_rows > THREAD_ROWS:
         answers = await run_in_threadpool(table.aggregator, votes)
     else:
@@ -124,8 +126,55 @@ async def _aggregate(request: Request, s, taken: list[int]) -> Response:  # noqa
               else request_digest(table.id, ledger_id, votes))
     del votes
     debit = Debit.of(ledger_id, table, len(answers), answers=answers, idempotency_key=key, request_digest=digest,
-                     tenant=principal(request).tenant)
+                     tenant=principal(request).tenant,
+                     units=table.mechanism.units(table.params, len(answers)))
     result = await pay(s, debit)
+    return result if isinstance(result, Response) else _response(result)
+
+
+async def _aggregate_job(request: Request, s, table, ledger_id: str, key: str | None, votes) -> Response:  # noqa: ANN001
+    """A kind that keeps state (darrm_opt.release.release): the ledger's job of this table continues across
+    requests. A first debit (no answers) pays the jobs the rows open, or none, and proves the ledger is this
+    tenant's before its state is read; the answers are drawn from the stored state, the next state is stored by
+    compare and swap (a stale one: read again, pay again), and the rows are then recorded with the answers
+    (no further units) under the idempotency key before they are released. ρ never leaves the server."""
+    from darrm_opt.ledger.job_state import JobStates
+    from darrm_opt.release.release import STATE_TRIES
+
+    tenant = principal(request).tenant
+    m, states = table.mechanism, JobStates(s.db)
+    prepared = await run_in_threadpool(table.aggregator.prepare, votes)
+    rows = int(prepared.shape[0])
+    digest = await run_in_threadpool(request_digest, table.id, ledger_id, votes)
+    del votes
+    if key is not None and await run_in_threadpool(states.key_used, ledger_id, key):
+        # a retry: the writer replays the answers stored with the key (or refuses a conflict) for the tenant
+        # that owns the ledger; the job is not touched
+        result = await pay(s, Debit.of(ledger_id, table, rows, idempotency_key=key, request_digest=digest,
+                                       tenant=tenant, units=0))
+        if isinstance(result, Response):
+            return result
+        if result.status == "paid":  # pragma: no cover - a spend record is never deleted
+            return JSONResponse(status_code=503, content={"detail": "no answer was released"})
+        return _response(result)
+    key = key if key is not None else issued_key()
+    for _ in range(STATE_TRIES):
+        stored = await run_in_threadpool(states.get, ledger_id, table.id)
+        opened = await pay(s, Debit.of(ledger_id, table, 0, tenant=tenant,
+                                       units=m.job_units(table.params, stored.state, rows)))
+        if isinstance(opened, Response):
+            return opened
+        if opened.status != "paid":
+            return refusal(opened)
+        answers, state = await run_in_threadpool(m.run_job, table.params, stored.state, prepared,
+                                                 s.tables.random_bytes)
+        if await run_in_threadpool(states.swap, ledger_id, table.id, stored.version, state):
+            break
+    else:
+        return JSONResponse(status_code=503, content={"detail": "the job was advanced by other requests meanwhile; "
+                                                                "no answer was released"})
+    result = await pay(s, Debit.of(ledger_id, table, rows, answers=answers, idempotency_key=key,
+                                   request_digest=digest, tenant=tenant, units=0))
     return result if isinstance(result, Response) else _response(result)
 
 

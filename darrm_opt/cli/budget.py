@@ -69,8 +69,9 @@ def _table_budget(table: Path, queries: list[int], delta_total: float | None, de
     finally:
         reporter.close()
     assert certified.profile is not None  # load_certified computes it
+    kind = mechanism(certified.kind)
     rows = table_budget_rows(certified.epsilon0, certified.delta0, certified.profile, queries, delta_total,
-                             delta_prime)
+                             delta_prime, units=lambda q: kind.units(certified.params, q))
     if fmt is OutputFormat.json:
         return json.dumps(rows, indent=2)
     from darrm_opt.cli.render import render_table_budget

@@ -139,6 +139,13 @@ class Debit:
     parked: int = 0
     #: it was in a transaction that failed in the database, perhaps after its commit went through
     uncertain: bool = False
+    #: how many times the table's profile is composed for these rows (None: once per row); a kind whose
+    #: profile states a whole job pays it once (``Mechanism.units``)
+    units: int | None = None
+
+    @property
+    def paid_units(self) -> int:
+        return self.rows if self.units is None else self.units
 
     @classmethod
     def of(cls, ledger_id: str, table: Any, rows: int, **kwargs: Any) -> Debit:
@@ -216,13 +223,13 @@ class LedgerState:
 
     def groups(self, extra: Sequence[Debit] = ()) -> list[tuple[float, float, int]]:
         """The ledger's answers by cost, with the debits ``extra`` added (merged by accounting.account)."""
-        return [(e, d, n) for e, d, n in self.usage.values()] + [(x.epsilon0, x.delta0, x.rows) for x in extra]
+        return [(e, d, n) for e, d, n in self.usage.values()] + [(x.epsilon0, x.delta0, x.paid_units) for x in extra]
 
     def parts(self, extra: Sequence[Debit], profile_of: ProfileOf) -> list[tuple[Profile, int]] | None:
         """(profile, answers) of every table with ``extra`` added; None when a table's profile is unknown."""
         counts = {t: u[2] for t, u in self.usage.items()}
         for x in extra:
-            counts[x.table_id] = counts.get(x.table_id, 0) + x.rows
+            counts[x.table_id] = counts.get(x.table_id, 0) + x.paid_units
             if x.profile is not None:
                 self.profiles.setdefault(x.table_id, x.profile)
         out = []
@@ -318,7 +325,7 @@ class LedgerState:
     def pay(self, d: Debit, spend: accounting.Spend) -> dict[str, Any]:
         """Add ``d`` to the in-memory state; the spend record to insert (the store stamps its time)."""
         usage = self.usage.setdefault(d.table_id, [d.epsilon0, d.delta0, 0])
-        usage[2] += d.rows
+        usage[2] += d.paid_units
         self.dirty_tables.add(d.table_id)
         self.answers += d.rows
         self.spend = spend
@@ -383,7 +390,7 @@ def _classify(
         if state is None or (d.tenant is not None and d.tenant != state.row.tenant):
             results[i] = DebitResult("no_ledger", detail=f"ledger_id {d.ledger_id!r} not found")
             continue
-        if d.rows == 0:  # nothing to pay: the ledger's statement as it is
+        if d.rows == 0 and d.paid_units == 0:  # nothing to pay: the ledger's statement as it is
             results[i] = _paid(d, state.spend if state.answers else accounting.Spend(0.0, 0.0, accounting.BASIC),
                                state)
             continue

@@ -30,6 +30,7 @@ from darrm_opt.privacy.table import CertifiedTable
 
 from .core import Debit, DebitResult
 from .db import DEFAULT_URL, Database, migrate
+from .job_state import JobStates, StoredState
 from .schema import GammaTable, LedgerRecord, SpendRecord, utcnow
 from .tables import table_columns
 from .views import LedgerStore, insert_ledger
@@ -157,7 +158,7 @@ class Ledger:
         return profile_from_dict(json.loads(row.privacy_profile))
 
     def pay(self, table: CertifiedTable, rows: int, *, idempotency_key: str | None = None,
-            answers: Any = None, request_digest: str | None = None) -> DebitResult:
+            answers: Any = None, request_digest: str | None = None, units: int | None = None) -> DebitResult:
         """Debit ``rows`` answers of the certified ``table``, durably, before any of them is released. Raises
         BudgetExceeded (nothing is written) when they do not fit, InvalidParameter when the table's
         teachers' setting conflicts with the ledger's cap.
@@ -165,14 +166,17 @@ class Ledger:
         With ``idempotency_key`` the drawn, unreleased ``answers`` are stored with the spend record (under
         ``request_digest``, :func:`darrm_opt.ledger.core.request_digest`): a later debit with that key and
         digest is ``replayed`` (the stored answers, nothing charged), with another digest refused
-        (InvalidParameter naming ``idempotency_key``)."""
+        (InvalidParameter naming ``idempotency_key``). ``units``: how many times the table's profile is
+        composed for these rows (``Mechanism.units``; None: once per row)."""
         if isinstance(rows, bool) or not isinstance(rows, int) or rows < 0:
             raise InvalidParameter("rows", "must be an integer >= 0", rows)
+        if units is not None and (isinstance(units, bool) or not isinstance(units, int) or units < 0):
+            raise InvalidParameter("units", "must be an integer >= 0", units)
         self.register(table)
         if self._writer is None:
             self._writer = DebitWriter(self.db, max_batch=1, profile_of=self.profile_of)
         debit = Debit.of(self.id, table, rows, idempotency_key=idempotency_key, answers=answers,
-                         request_digest=request_digest)
+                         request_digest=request_digest, units=units)
         try:
             result: DebitResult = self._writer.submit(debit).result()
         except SQLAlchemyError as exc:
@@ -186,6 +190,15 @@ class Ledger:
         if result.status not in ("paid", "replayed"):
             raise LedgerUnavailable(f"the debit was not paid: {result.detail or result.status}")
         return result
+
+    def job_state(self, table: CertifiedTable) -> StoredState:
+        """The private runtime state of this ledger's current job of ``table`` (:mod:`.job_state`)."""
+        return JobStates(self.db).get(self.id, table.id)
+
+    def swap_job_state(self, table: CertifiedTable, expected: int, state: str) -> bool:
+        """Store the job's next state iff its version is still ``expected`` (the table is registered first)."""
+        self.register(table)
+        return JobStates(self.db).swap(self.id, table.id, expected, state)
 
     def records(self, key_prefix: str) -> list[Any]:
         """The ledger's spend records whose idempotency key starts with ``key_prefix`` (oldest first): each
@@ -217,9 +230,9 @@ class Ledger:
                                      adaptive=True)
             return capped(acc, cap, db)
 
-        spend = with_more(d.rows).spend
+        spend = with_more(d.paid_units).spend
         binding = [name for name, over in (("epsilon", spend.epsilon > eb), ("delta", spend.delta > db)) if over]
-        fits = largest_batch(lambda n: with_more(n).within(eb, db), d.rows)
+        fits = largest_batch(lambda n: with_more(n).within(eb, db), d.paid_units)
         limits = " and ".join(f"{n} (would be {getattr(spend, n):.6g} > budget {b:.6g})"
                               for n, b in (("epsilon", eb), ("delta", db)) if n in binding)
         if fits == 0 and d.delta0 > db and not v["answers"]:

@@ -201,3 +201,17 @@ class Composition(Base):
     epsilon: Mapped[float | None] = mapped_column(Double, nullable=True)
     #: when the row was claimed or its value stored (a claim older than the stale time may be taken over)
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, index=True)
+
+
+class JobState(Base):
+    """The private runtime state of a ledger's current job of one table (0011;
+    :class:`darrm_opt.ledger.job_state.JobStates`): the kind's state as text and a version bumped by every
+    update (compare and swap). Never served."""
+
+    __tablename__ = "job_states"
+
+    ledger_id: Mapped[str] = mapped_column(ForeignKey("ledgers.id"), primary_key=True)
+    table_id: Mapped[str] = mapped_column(ForeignKey("gamma_tables.id"), primary_key=True)
+    state: Mapped[str] = mapped_column(Text)
+    version: Mapped[int] = mapped_column(BigInteger)
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)

@@ -152,6 +152,26 @@ class Mechanism(ABC):
     def per_answer(self, params: Any) -> tuple[float, float]:
         """(ε₀, δ₀) of one answer."""
 
+    def units(self, params: Any, rows: int) -> int:
+        """How many times a ledger composes the kind's profile for ``rows`` answers paid together: ``rows``
+        (one per answer); a kind whose profile states a whole job of several answers pays it once."""
+        return rows
+
+    #: whether a ledger runs this kind's answers as jobs whose runtime state it keeps across calls
+    #: (``job_units``, ``run_job``; the state is the kind's private text, stored by the ledger durably)
+    keeps_state: ClassVar[bool] = False
+
+    def job_units(self, params: Any, state: str | None, rows: int) -> int:
+        """For a kind that ``keeps_state``: how many jobs ``rows`` more answers open from ``state`` (None: no
+        job yet), each paid as one unit of the kind's profile."""
+        return self.units(params, rows)
+
+    def run_job(self, params: Any, state: str | None, prepared: Any, random_bytes: Callable[[int], bytes]
+                ) -> tuple[np.ndarray, str]:
+        """For a kind that ``keeps_state``: the answers of the sampler's ``prepared`` rows continuing the job
+        in ``state`` (opening the jobs ``job_units`` counts), and the state after them."""
+        raise NotImplementedError(f"a {self.kind} release keeps no state")
+
     @abstractmethod
     def limit(self, params: Any) -> float:
         """What the certificate's ``limit`` must be for these parameters."""

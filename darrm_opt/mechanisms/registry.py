@@ -11,6 +11,7 @@ from .darrm_pate import DarrmPate
 from .darrm_pate_shaped import DarrmPateShaped
 from .gaussian_mean import GaussianMean
 from .gnmax import ConfidentGnmax, Gnmax
+from .stability import Stability
 
 #: every kind of release, by its name
 MECHANISMS: dict[str, Mechanism] = {m.kind: m for m in (
@@ -23,4 +24,5 @@ MECHANISMS: dict[str, Mechanism] = {m.kind: m for m in (
     DarrmMulticlassShaped(),
     DarrmMulticlassTop2(),
     GaussianMean(),
+    Stability(),
 )}

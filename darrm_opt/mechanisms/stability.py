@@ -10,19 +10,39 @@ answers (a state lost or reset would draw a fresh ρ, a second job's cost).
 
 Answers are class indices; ⊥ is written −1 (as Confident-GNMax's abstention). For 0/1 votes the histogram of
 a row is (K − L, L) and the answer is the bit.
+
+The kind :class:`Stability` (``stability`` in the registry, docs/stability.md) is this release behind the one
+interface: parameters :class:`StabilityParams` (the quota is the planned job's Q), certificate
+:class:`StabilityCertificate` (the job's (ε, δ) recomputed), profile the job's pair, ``units`` one per job of
+``quota`` rows, and ``keeps_state``: a ledger keeps its current job's :class:`StabilityState` across calls
+(``job_units``, ``run_job``; :mod:`darrm_opt.release.release`, :mod:`darrm_opt.ledger.job_state`).
 """
 
 from __future__ import annotations
 
 import json
+import time
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, ClassVar, Literal
 
 import numpy as np
+from pydantic import Field
 
+from darrm_opt.certify.verdict import VerdictFields
 from darrm_opt.errors import InvalidParameter
-from darrm_opt.privacy.stability import SvtParams, distance_from_gap, job_profile, ptr_delta, svt_epsilon
+from darrm_opt.privacy.stability import (
+    SvtParams,
+    distance_from_gap,
+    job_error,
+    job_profile,
+    ptr_delta,
+    svt_epsilon,
+)
 from darrm_opt.sampling import RandomBytes, discrete_laplace, uniform_index, uniform_limits
+
+from .base import Example, Mechanism, Solved
+from .outputs import TableOutBase
 
 #: the answer written for ⊥ (an unstable query, or any query after the cut-off)
 BOTTOM = -1
@@ -31,12 +51,14 @@ BOTTOM = -1
 @dataclass(frozen=True)
 class StabilityParams:
     """A job: ``K`` teachers, ``classes`` C (None: 0/1 votes), the test ``svt``, the ``quota`` of queries
-    (δ holds for any number of queries once the quota reaches c; the quota is a public limit)."""
+    (δ holds for any number of queries once the quota reaches c; the quota is a public limit), and the
+    ``prior`` its expected error is stated under (a DaRRM prior for 0/1 votes, a class-label one for C)."""
 
     K: int
     classes: int | None
     svt: SvtParams
     quota: int
+    prior: str = "paper"
 
     def __post_init__(self) -> None:
         for name, low in (("K", 1), ("quota", 1)):
@@ -46,13 +68,21 @@ class StabilityParams:
         c = self.classes
         if c is not None and (isinstance(c, bool) or not isinstance(c, int) or c < 2):
             raise InvalidParameter("classes", "must be an integer >= 2", c)
+        if not isinstance(self.prior, str) or not self.prior.strip():
+            raise InvalidParameter("prior", "must be a prior's name such as 'paper'", self.prior)
 
     @property
     def C(self) -> int:
         return 2 if self.classes is None else self.classes
 
     def canonical(self) -> dict[str, Any]:
-        return {"K": self.K, "classes": self.classes, **self.svt.canonical(), "quota": self.quota}
+        return {"K": self.K, "classes": self.classes, **self.svt.canonical(), "quota": self.quota,
+                "prior": self.prior}
+
+    def key(self) -> str:
+        from darrm_opt.model.params import digest
+
+        return digest({"kind": "stability", **self.canonical()})
 
 
 @dataclass(frozen=True)
@@ -146,3 +176,260 @@ class StabilityRelease:
             out[i] = int(top[uniform_index(top.size, self._limits, random_bytes)])
             answered += 1
         return out, StabilityState(state.rho, unstable, state.queries + n, answered)
+
+
+# ------------------------------------------------------------------------------------------------------
+# The kind of release behind the one interface
+# ------------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class StabilityCertificate(VerdictFields):
+    """The job's (ε, δ), recomputed from its parameters: ε = s/t_ρ + 2c·s/t_ν and δ of the test at its quota
+    (:mod:`darrm_opt.privacy.stability`). ``delta`` is the limit the certificate proves."""
+
+    certified: bool
+    epsilon: float
+    delta: float
+    quota: int
+    statement: str = "the whole job, any number of queries up to its quota, adaptively chosen"
+    reason: str = ""
+
+    verdict_fields: ClassVar[tuple[str, str, str, str]] = ("delta", "delta", "quota", "worst_case_queries")
+    what: ClassVar[str] = "queries"
+
+    @property
+    def worst_case_queries(self) -> list[int]:
+        return [self.quota]
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def certificate_of(params: StabilityParams) -> StabilityCertificate:
+    return StabilityCertificate(True, svt_epsilon(params.svt), ptr_delta(params.svt, params.quota), params.quota)
+
+
+class StabilityTableOut(TableOutBase):
+    """A served stability-based release: no γ table, its parameters define it (⊥ answers written −1)."""
+
+    kind: Literal["stability"]
+    classes: int | None = Field(None, description="C: class-label votes (null for 0/1 votes)")
+    teachers: Literal["disjoint-nonprivate"]
+    scale: int = Field(..., description="s: the lattice scale of the scores s·d")
+    t_rho: int = Field(..., description="the threshold noise DLap(t_ρ)")
+    t_nu: int = Field(..., description="each query's noise DLap(t_ν)")
+    threshold: int = Field(..., description="T: a query is unstable iff s·d + ν ≤ T + ρ")
+    cutoff: int = Field(..., description="c: after c unstable queries the job answers ⊥")
+    quota: int = Field(..., description="the most queries one job answers")
+    prior: str
+    gamma: list[float] = Field(..., description="empty: the release has no table")
+    certificate: dict[str, Any] = Field(..., description="the job's (ε, δ) recomputed from its parameters")
+
+
+class StabilitySampler:
+    """Answers of one stability job per call (``draw``: a fresh threshold ρ, the batch's rows as its
+    queries); a ledger that keeps a job across calls drives :class:`StabilityRelease` with its stored state."""
+
+    def __init__(self, params: StabilityParams, random_bytes: RandomBytes) -> None:
+        self.release = StabilityRelease(params)
+        self.random_bytes = random_bytes
+
+    def prepare(self, votes: Any) -> np.ndarray:
+        """The (rows, C) histograms of (rows, K) votes (0/1 or class labels), checked."""
+        from .vote_samplers import class_labels, label_histograms
+
+        p = self.release.params
+        return label_histograms(class_labels(votes, p.K, p.C), p.C)
+
+    def rows(self, prepared: np.ndarray) -> int:
+        return int(prepared.shape[0])
+
+    def draw(self, prepared: np.ndarray) -> np.ndarray:
+        """The answers, each run of ``quota`` rows one job with its own threshold (``Stability.units`` jobs)."""
+        q = self.release.params.quota
+        out = np.empty(prepared.shape[0], dtype=np.int16)
+        for start in range(0, prepared.shape[0], q):
+            state = self.release.open(self.random_bytes)
+            out[start:start + q], _ = self.release.answer(state, prepared[start:start + q], self.random_bytes)
+        return out
+
+    def __call__(self, votes: Any) -> np.ndarray:
+        return self.draw(self.prepare(votes))
+
+
+#: the job of the stability kind's examples (planned in well under a second)
+_EXAMPLE_JOB = {"K": 61, "classes": 3, "queries": 20, "budget_epsilon": 4.0, "budget_delta": 1e-5}
+
+
+class Stability(Mechanism):
+    """Stability-based release with a sparse-vector test (module docstring; docs/stability.md)."""
+
+    kind = "stability"
+    output_model = StabilityTableOut
+    params_type = StabilityParams
+    settings = ("disjoint-nonprivate",)
+    summary = ("stability + sparse vector: the exact plurality where d (votes to change it) passes a noisy "
+               "threshold, ⊥ (written −1) where not; one (ε, δ) for the whole job (PATE setting)")
+    labels = True
+    max_K = 100_000
+    document_fields = ("K", "teachers", "scale", "t_rho", "t_nu", "threshold", "cutoff", "quota")
+    absent_fields = ("m", "teacher_delta", "target_epsilon")
+    absent_reason = "a stability-based release of non-private teachers has no allowance m, teacher Δ or target ε"
+
+    def examples(self) -> tuple[Example, ...]:
+        return (Example(StabilityParams(61, 3, SvtParams(64, 43, 52, 619, 1), 20), _EXAMPLE_JOB),
+                Example(StabilityParams(61, None, SvtParams(64, 43, 52, 619, 2), 20)))
+
+    def table_size(self, params: Any) -> int:
+        return 0
+
+    def params_from(self, data: Mapping[str, Any]) -> StabilityParams:
+        svt = SvtParams(*(data.get(k) for k in ("scale", "t_rho", "t_nu", "threshold", "cutoff")))  # type: ignore[arg-type]
+        return StabilityParams(data.get("K"), data.get("classes"), svt, data.get("quota"),  # type: ignore[arg-type]
+                               data.get("prior") or "paper")
+
+    def per_answer(self, params: StabilityParams) -> tuple[float, float]:
+        """The whole job's (ε, δ): a ledger pays it once per job (:meth:`units`)."""
+        return svt_epsilon(params.svt), ptr_delta(params.svt, params.quota)
+
+    def units(self, params: Any, rows: int) -> int:
+        """Rows answered together run as jobs of ``quota`` queries each: one job's statement per job."""
+        return -(-rows // params.quota)
+
+    def limit(self, params: StabilityParams) -> float:
+        return ptr_delta(params.svt, params.quota)
+
+    def certify(self, params: StabilityParams, gamma: np.ndarray, **options: Any) -> StabilityCertificate:
+        return certificate_of(params)
+
+    def profile(self, params: StabilityParams, gamma: np.ndarray) -> Any:
+        return job_profile(params.svt, params.quota)
+
+    def table(self, params: Any, gamma: Any, certificate: Any, teachers: str | None = None,
+              profile: Any = None) -> Any:
+        """As every kind's; a stated certificate or profile must be exactly the one its parameters give."""
+        cert = self.certificate_from(certificate) if isinstance(certificate, Mapping) else certificate
+        if cert != certificate_of(params):
+            raise InvalidParameter("certificate", f"does not hold for this {self.kind} release's parameters")
+        if profile is not None and profile != self.profile(params, np.zeros(0)):
+            raise InvalidParameter("privacy_profile", f"is not the (ε, δ) pair of this {self.kind} release")
+        return super().table(params, gamma, cert, teachers, profile)
+
+    def certificate_from(self, data: Mapping[str, Any]) -> StabilityCertificate:
+        try:
+            return StabilityCertificate(**{k: data[k] for k in StabilityCertificate.__dataclass_fields__
+                                           if k in data})
+        except TypeError:
+            raise InvalidParameter("certificate", "is not a stability release's certificate") from None
+
+    def check_profile(self, params: Any, gamma: np.ndarray, stored: Any, certificate: Any, **options: Any) -> Any:
+        from darrm_opt.privacy.statements import ProfileCheck
+
+        true = self.profile(params, gamma)
+        if stored == true:
+            return ProfileCheck("valid", 1)
+        return ProfileCheck("optimistic", 1, "(ε, δ) pair", f"stored {stored.to_dict()} is not {true.to_dict()}")
+
+    def verdict_line(self, params: Any, certificate: Any) -> str:
+        head = "CERTIFIED" if certificate.certified else "NOT CERTIFIED"
+        return (f"certificate: {head}: the whole job of up to {certificate.quota} queries is "
+                f"({certificate.epsilon:.6g}, {certificate.delta:.3g})-DP (sparse-vector test of the distance "
+                "to instability)")
+
+    def solve(self, params: Any, *, solver: str, teachers: str | None = None, progress: Any = None) -> Solved:
+        t0 = time.perf_counter()
+        table = self.certify_table(params, np.zeros(0), teachers=teachers)
+        return Solved(table, "closed-form", time.perf_counter() - t0)
+
+    def solve_size(self, params: Any) -> int:
+        return 1
+
+    def solve_cost_key(self, params: Any) -> None:
+        return None
+
+    def expected_error(self, params: StabilityParams, gamma: np.ndarray) -> float:
+        return self.figures(params).error
+
+    def figures(self, params: StabilityParams) -> Any:
+        """The exact :class:`~darrm_opt.privacy.stability.JobError` of a job of ``quota`` queries under the
+        parameters' prior."""
+        from darrm_opt.planning.stability_plan import distance_law
+
+        return job_error(params.svt, distance_law(params.K, params.classes, params.prior), params.quota)
+
+    def describe(self, params: StabilityParams) -> str:
+        v = params.svt
+        votes = "0/1 votes" if params.classes is None else f"C = {params.classes}"
+        return (f"stability + sparse vector K = {params.K}, {votes} (disjoint-nonprivate): query unstable iff "
+                f"{v.scale}·d + DLap({v.t_nu}) ≤ {v.threshold} + DLap({v.t_rho}); ⊥ after c = {v.cutoff} "
+                f"unstable; quota {params.quota} queries")
+
+    def sampler(self, table: Any, random_bytes: Any) -> StabilitySampler:
+        return StabilitySampler(table.params, random_bytes)
+
+    keeps_state = True
+
+    def _current(self, params: StabilityParams, state: str | None) -> tuple[int, StabilityState | None]:
+        """(jobs opened, the current job's state) of a ledger's stored text."""
+        if state is None:
+            return 0, None
+        data = json.loads(state)
+        if not isinstance(data, dict) or set(data) != {"jobs", "current"}:
+            raise InvalidParameter("state", "is not a stability job's state")
+        cur = data["current"]
+        return int(data["jobs"]), None if cur is None else StabilityState.from_json(json.dumps(cur))
+
+    def job_units(self, params: StabilityParams, state: str | None, rows: int) -> int:
+        """The jobs that ``rows`` more queries open: those beyond the current job's quota, ``quota`` each."""
+        _, cur = self._current(params, state)
+        left = 0 if cur is None else params.quota - cur.queries
+        return self.units(params, max(0, rows - left))
+
+    def run_job(self, params: StabilityParams, state: str | None, prepared: Any, random_bytes: Any
+                ) -> tuple[np.ndarray, str]:
+        """The rows answered in order: first by the current job up to its quota (its ρ, its count of unstable
+        answers: ⊥ once it has c), then by new jobs of ``quota`` queries, each with a fresh ρ."""
+        release = StabilityRelease(params)
+        jobs, cur = self._current(params, state)
+        h = release.histograms(prepared)
+        out = np.empty(h.shape[0], dtype=np.int16)
+        i = 0
+        while i < h.shape[0]:
+            if cur is None or cur.queries >= params.quota:
+                cur, jobs = release.open(random_bytes), jobs + 1
+            n = min(params.quota - cur.queries, h.shape[0] - i)
+            out[i:i + n], cur = release.answer(cur, h[i:i + n], random_bytes)
+            i += n
+        current = None if cur is None else json.loads(cur.to_json())
+        return out, json.dumps({"jobs": jobs, "current": current}, sort_keys=True)
+
+    def offer_spend(self, table: Any, queries: int, budget_delta: float) -> Any:
+        """One job: its pair composed once (whatever ``queries`` up to the quota)."""
+        from darrm_opt.privacy import accounting
+
+        return accounting.exact([(table.profile, self.units(table.params, queries))], budget_delta)
+
+    def offer_details(self, table: Any, composition: str) -> dict[str, Any]:
+        """The job's figures: its (ε, δ), expected answered queries and share of ⊥ under the prior."""
+        f = self.figures(table.params)
+        eps, delta = self.per_answer(table.params)
+        return {**table.params.svt.canonical(), "job_epsilon": eps, "job_delta": delta,
+                "expected_answered": f.answered, "bottom_share": f.bottom_share}
+
+    def plan(self, job: Any, progress: Any = None) -> Any:
+        """The parameters of least exact expected error (:func:`darrm_opt.planning.stability_plan.plan_stability`)
+        for the job's Q queries as one job; None outside the PATE setting."""
+        from darrm_opt.planning.job import Offer, normal_prior
+        from darrm_opt.planning.stability_plan import plan_stability
+
+        if job.teachers != "disjoint-nonprivate" or not job.budget_delta > 0:
+            return None
+        prior = normal_prior(job.prior, job.classes)
+        plan = plan_stability(job.K, job.classes, prior, job.queries, job.budget_epsilon, job.budget_delta)
+        params = StabilityParams(job.K, job.classes, plan.best.params, job.queries, prior)
+        table = self.certify_table(params, np.zeros(0), teachers="disjoint-nonprivate")
+        spent = self.offer_spend(table, job.queries, job.budget_delta)
+        return Offer(self.kind, table, table.expected_error, spent.epsilon, self.offer_details(table, spent.method),
+                     plan.seconds)
+
+    def private_as(self, params: Any) -> str:
+        return "(ε, δ)-DP for the whole job"

@@ -17,7 +17,7 @@ Without δ_total each Q is evaluated at the paper's target δ_total(Q) = 1 − (
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from darrm_opt.errors import InvalidParameter
 from darrm_opt.model.composition import compose_delta, general_epsilon
@@ -31,11 +31,13 @@ def _row(q: int, epsilon: float, delta: float, method: str) -> dict:
 
 
 def table_budget_rows(epsilon0: float, delta0: float, profile: Profile, queries: Iterable[int],
-                      delta_total: float | None, delta_prime: float = 1e-4) -> list[dict]:
+                      delta_total: float | None, delta_prime: float = 1e-4,
+                      units: Callable[[int], int] | None = None) -> list[dict]:
     """Four rows per Q (exact, basic, general, optimal) for a table of any kind whose answers are each
     (``epsilon0``, ``delta0``)-DP with the certified ``profile``; see the module docstring.
     Without ``delta_total`` each Q has its own target 1 − (1 − δ₀)^Q (1 − δ′), the paper's convention
-    (Table 2)."""
+    (Table 2). ``units``: how many times Q answers compose the profile (``Mechanism.units``: Q by default;
+    one for a kind whose (ε₀, δ₀) and profile state a whole job)."""
     if delta_total is not None and not (isinstance(delta_total, (int, float)) and 0 < delta_total < 1):
         raise InvalidParameter("delta-total", "must satisfy 0 < delta-total < 1", delta_total)
     if delta_total is None and not (isinstance(delta_prime, (int, float)) and 0 < delta_prime < 1):
@@ -45,10 +47,11 @@ def table_budget_rows(epsilon0: float, delta0: float, profile: Profile, queries:
     for q in queries:
         if isinstance(q, bool) or not isinstance(q, int) or q < 1:
             raise InvalidParameter("queries", "must be integers >= 1", q)
-        base = compose_delta(d0, q)
+        n = q if units is None else units(q)
+        base = compose_delta(d0, n)
         target = (delta_total if delta_total is not None
-                  else -math.expm1(q * math.log1p(-d0) + math.log1p(-delta_prime)))
-        rows += _rows_at(q, eps0, d0, base, target, profile)
+                  else -math.expm1(n * math.log1p(-d0) + math.log1p(-delta_prime)))
+        rows += [{**row, "queries": q} for row in _rows_at(n, eps0, d0, base, target, profile)]
     return rows
 
 

@@ -155,7 +155,8 @@ def label(votes: Any, budget: Sequence[float], *, classes: int | None = None, fo
             drawn = np.asarray(sampler.draw(sampler.prepare(rows))).astype(np.int16)
             result = book.pay(table, len(rows), idempotency_key=f"{KEY_PREFIX}{done}-{v.N}",
                               answers=(drawn + 1).astype(np.uint16),
-                              request_digest=request_digest(table.id, book.id, v.counts[done:]))
+                              request_digest=request_digest(table.id, book.id, v.counts[done:]),
+                              units=mechanism(table.kind).units(table.params, len(rows)))
             # replayed: a run beside this one paid these records first; its answers are the ones released
             fresh = drawn if result.status == "paid" else np.asarray(result.answers).astype(np.int16) - 1
         view = book.view()

@@ -6,6 +6,14 @@ Each call checks the votes (a bad batch spends nothing), pays for one answer per
 one is given (a durable debit, :meth:`darrm_opt.ledger.local.Ledger.pay`; BudgetExceeded and nothing drawn
 when it does not fit), and only then draws the answers with fresh coins from the operating system's
 CSPRNG. :func:`release_answers` is the one-call form.
+
+A kind that ``keeps_state`` (the stability-based release: one statement for a job of several answers asked
+over several calls) runs its answers as jobs whose private state the ledger keeps: the call reads the
+ledger's state of the table's current job, pays the jobs the rows open (none while the current job has
+quota left; the rows are counted as answers either way), draws the answers from that state, and stores the
+next state by compare and swap before releasing them. A swap that fails (another process advanced the job
+meanwhile) releases nothing and starts again from the stored state; what was paid stays paid. Without a
+ledger every call is its own jobs.
 """
 
 from __future__ import annotations
@@ -19,6 +27,9 @@ from darrm_opt.errors import InvalidParameter
 from darrm_opt.mechanisms import mechanism
 from darrm_opt.privacy.table import CertifiedTable
 from darrm_opt.sampling import RandomBytes, system_random
+
+#: how many times a call of a kind that keeps state reads its job again after a failed swap
+STATE_TRIES = 3
 
 if TYPE_CHECKING:  # pragma: no cover - the ledger needs the service extra
     from darrm_opt.ledger.local import Ledger
@@ -34,6 +45,7 @@ class Aggregator:
                                    "darrm_opt.load_certified(path)); a bare γ has no certificate")
         self.table = table
         self.ledger = ledger
+        self._random_bytes = random_bytes
         self._sampler = mechanism(table.kind).sampler(table, random_bytes)
 
     def __call__(self, votes: np.ndarray | Sequence[Sequence[int]]) -> np.ndarray:
@@ -42,9 +54,22 @@ class Aggregator:
         are drawn."""
         sampler: Any = self._sampler  # binary (counts) or multi-class (labels): prepare, rows, draw
         prepared = sampler.prepare(votes)
-        if self.ledger is not None:
-            self.ledger.pay(self.table, sampler.rows(prepared))
-        return sampler.draw(prepared)
+        if self.ledger is None:
+            return sampler.draw(prepared)
+        m, params, rows = mechanism(self.table.kind), self.table.params, sampler.rows(prepared)
+        if not m.keeps_state:
+            self.ledger.pay(self.table, rows, units=m.units(params, rows))
+            return sampler.draw(prepared)
+        for _ in range(STATE_TRIES):
+            stored = self.ledger.job_state(self.table)
+            self.ledger.pay(self.table, rows, units=m.job_units(params, stored.state, rows))
+            answers, state = m.run_job(params, stored.state, prepared, self._random_bytes)
+            if self.ledger.swap_job_state(self.table, stored.version, state):
+                return answers
+        from darrm_opt.ledger.local import LedgerUnavailable
+
+        raise LedgerUnavailable(f"the job of table {self.table.id} was advanced by another process {STATE_TRIES} "
+                                "times during this call: no answer was released")
 
 
 def release_answers(table: CertifiedTable, votes: np.ndarray | Sequence[Sequence[int]], ledger: Ledger,
