@@ -9,7 +9,7 @@ from typing import Optional
 
 import typer
 
-from darrm_opt.cli.common import ProgressReporter, err_console, handle_errors, write_output
+from darrm_opt.cli.common import JobProgress, ProgressReporter, err_console, handle_errors, write_output
 from darrm_opt.cli.options import OutputFormat, PlanAccounting, Teachers, number_pair
 
 
@@ -183,12 +183,11 @@ def _job_plan(K, epsilon, teacher_delta, queries, budget, prior, solver, fmt, qu
               solver=solver, accounting=accounting)
     kinds = None if mechanism_name in (None, "auto") else [mechanism_name]
 
-    def progress(stage: str, **info) -> None:
-        if not quiet and stage == "offer":
-            err_console.print(f"plan: {info['kind']} offers E[error] {info['expected_error']:.4g}", highlight=False,
-                              markup=False)
-
-    best, offers, refused = plan_job(job, progress, kinds)
+    progress = JobProgress(quiet)
+    try:
+        best, offers, refused = plan_job(job, progress, kinds)
+    finally:
+        progress.close()
     if fmt is OutputFormat.json:
         return json.dumps(job_plan_document(best, offers, refused, job), indent=2)
     lines = [f"plan: {queries} answers of K={K} teachers ({'0/1 votes' if classes is None else f'{classes} classes'}, "

@@ -205,14 +205,28 @@ def plan_job(job: Any, progress: Any = None, kinds: Sequence[str] | None = None
     over every dataset, so that a plain ledger at the budget pays them all (a data-dependent offer is listed,
     never chosen); with ``data-dependent`` every offer. Returns (chosen offer, all offers by expected error,
     why each other kind or accounting made none: a kind's DarrmError is its refusal, keyed by its kind, or
-    "KIND (data-dependent)"). InvalidParameter naming ``budget_epsilon`` when no offer the accounting allows
-    fits the job in its budget."""
+    "KIND (data-dependent)"). ``progress``: a callback ``progress(stage, **info)`` or ``"tqdm"``
+    (:mod:`darrm_opt.progress`): ``kind`` (kind, index, total) as each kind starts,
+    ``offer`` (kind, expected_error) as one makes its offer. InvalidParameter naming ``budget_epsilon`` when no
+    offer the accounting allows fits the job in its budget."""
+    from darrm_opt.progress import reporter
+
+    progress, done = reporter(progress)
+    try:
+        return _plan_job(job, progress, kinds)
+    finally:
+        done()
+
+
+def _plan_job(job: Any, progress: Any, kinds: Sequence[str] | None) -> tuple[Any, list[Any], dict[str, str]]:
     offers, refused = [], {}
     asked = ([mechanism(k) for k in kinds] if kinds is not None
              else [m for m in MECHANISMS.values() if m.planned_by_default])
-    ways = [(how, name) for m in asked
+    ways = [(how, name, i) for i, m in enumerate(asked)
             for how, name in ((m.plan, m.kind), (m.plan_data_dependent, f"{m.kind} (data-dependent)"))]
-    for how, name in ways:
+    for how, name, i in ways:
+        if progress is not None and how == asked[i].plan:
+            progress("kind", kind=name, index=i + 1, total=len(asked))
         try:
             offer = how(job)
         except DarrmError as exc:  # this kind cannot serve the job (its rule, its budget, its solver)

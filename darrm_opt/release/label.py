@@ -87,18 +87,33 @@ def label(votes: Any, budget: Sequence[float], *, classes: int | None = None, fo
           teachers: str = "disjoint-nonprivate", epsilon: float | None = None, teacher_delta: float | None = None,
           prior: str = "paper", queries: int | None = None, ledger: str = DEFAULT_LEDGER,
           ledger_db: str | None = None, solver: str = "highs", kinds: Sequence[str] | None = None,
-          progress: Progress | None = None, random_bytes: RandomBytes = system_random) -> LabelResult:
+          progress: Progress | str | None = None, random_bytes: RandomBytes = system_random) -> LabelResult:
     """Label every query of ``votes`` within ``budget`` = (ε, δ), paid from the ledger ``ledger`` on
     ``ledger_db`` (a URL or path; default ``$DARRM_DATABASE_URL``, else ``sqlite:///darrm.db``); see the
     module docstring. ``votes``: a path (.npy, .npz, CSV/TSV), ``-`` (standard input) or an array.
-    ``queries``: the Q the plan covers (default N). ``progress(stage, **info)``: ``votes``, ``plan`` (each
-    mechanism's offer), ``resume``, ``pay``, ``done``. Raises InvalidParameter (bad input), BudgetExceeded
+    ``queries``: the Q the plan covers (default N). ``progress``: a callback ``progress(stage, **info)``
+    (``votes``, ``plan`` with ``step`` start, kind, offer, chosen, ``resume``, ``pay``, ``done``) or ``"tqdm"``
+    for tqdm bars (:mod:`darrm_opt.progress`). Raises InvalidParameter (bad input), BudgetExceeded
     (nothing released) and the ledger's errors."""
-    import os
-
     from darrm_opt.extras import require
+    from darrm_opt.progress import reporter
 
     require("service", "darrm_opt.label (a ledger)")
+
+    report, done = reporter(progress)
+    try:
+        return _label(votes, budget, classes, form, teachers, epsilon, teacher_delta, prior, queries, ledger,
+                      ledger_db, solver, kinds, report, random_bytes)
+    finally:
+        done()
+
+
+def _label(votes: Any, budget: Sequence[float], classes: int | None, form: str, teachers: str,
+           epsilon: float | None, teacher_delta: float | None, prior: str, queries: int | None, ledger: str,
+           ledger_db: str | None, solver: str, kinds: Sequence[str] | None, progress: Progress | None,
+           random_bytes: RandomBytes) -> LabelResult:
+    import os
+
     from darrm_opt.ledger.core import request_digest
     from darrm_opt.ledger.local import Ledger
 

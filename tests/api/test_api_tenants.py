@@ -38,7 +38,8 @@ UNKNOWN = "0" * 32
 PATHS = {
     "/v1/tables": "shared", "/v1/tables/{table_id}": "shared", "/v1/tables/{table_id}/baselines": "shared",
     "/v1/jobs/{job_id}": "ledger-read",  # a labelling job is its tenant's; a background solve is shared
-    "/v1/jobs": "ledger-create", "/v1/jobs/{job_id}/votes": "ledger-spend", "/v1/plans": "ledger-create", "/v1/plans/{plan_id}": "shared",
+    "/v1/jobs": "ledger-create", "/v1/jobs/{job_id}/votes": "ledger-spend",
+    "/v1/plans": "ledger-create", "/v1/plans/{plan_id}": "shared",
     "/v1/ledgers": "ledger-list", "/v1/ledgers/{ledger_id}": "ledger-read",
     "/v1/ledgers/{ledger_id}/spends": "ledger-read", "/v1/aggregate": "ledger-spend",
     "/v1/gaussian-tables": "shared",
