@@ -118,24 +118,33 @@ def test_job_inputs_are_checked_naming_the_parameter(client):
 
 @pytest.mark.slow  # real server processes, a plan
 def test_job_survives_a_restart(tmp_path):
+    """A job still planning when its server stops is planned again by the next; a ready one keeps its table,
+    ledger and answers (a resent batch is replayed)."""
     db = f"sqlite:///{tmp_path / 'd.db'}"
     votes = teachers_votes(6, 5, 2, seed=2)
     batch = {"records": list(range(6)), "votes": votes.tolist()}
-    server = Server(tmp_path, db).start()
+    job = {"budget": [2, 1e-5], "shape": [6, 5], "name": "kept", "mechanism": "darrm-pate"}
+    server = Server(tmp_path, db, env={"DARRM_INLINE_TIMEOUT_S": "0.001"}).start()
     try:
         with server.client() as c:
-            job = ready(c, c.post("/v1/jobs", json={"budget": [2, 1e-5], "shape": [6, 5], "name": "kept",
-                                                    "mechanism": "darrm-pate"}))
-            first = c.post(f"/v1/jobs/{job['id']}/votes", json=batch).json()
+            r = c.post("/v1/jobs", json=job)
+            assert r.status_code == 202 and r.json()["status"] == "planning", r.text
+            job_id = r.json()["id"]
     finally:
-        server.stop()
-    server = Server(tmp_path, db, name="again").start()
-    try:
-        with server.client() as c:
-            status = c.get(f"/v1/jobs/{job['id']}").json()
-            assert (status["status"], status["answered"], status["table_id"]) == ("ready", 6, job["table_id"])
-            again = c.post(f"/v1/jobs/{job['id']}/votes", json=batch).json()
-            assert again["replayed"] and again["labels"] == first["labels"]
-            assert c.get(f"/v1/jobs/{job['id']}").json()["spent"] == status["spent"]
-    finally:
-        server.stop()
+        server.kill9()
+    for name in ("again", "third"):
+        server = Server(tmp_path, db, name=name).start()
+        try:
+            with server.client() as c:
+                status = ready(c, c.get(f"/v1/jobs/{job_id}"))
+                assert status["status"] == "ready" and status["mechanism"] == "darrm-pate"
+                answer = c.post(f"/v1/jobs/{job_id}/votes", json=batch).json()
+                if name == "again":
+                    first, spent = answer, c.get(f"/v1/jobs/{job_id}").json()["spent"]
+                    assert status["answered"] == 0 and not first["replayed"]
+                else:
+                    assert (status["answered"], status["spent"]) == (6, spent)
+                    assert answer["replayed"] and answer["labels"] == first["labels"]
+                assert c.post("/v1/jobs", json=job).json()["id"] == job_id  # the name resumes it
+        finally:
+            server.stop()
