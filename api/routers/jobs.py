@@ -228,8 +228,17 @@ def get_job(request: Request, response: Response, job_id: str = Path(..., patter
     return _answer(request, _plan(request, job), response, False)
 
 
+def _votes_schema() -> dict[str, Any]:
+    schema = VotesIn.model_json_schema(ref_template="#/components/schemas/{model}")
+    schema.pop("$defs", None)
+    return schema
+
+
 @router.post("/jobs/{job_id}/votes", response_model=BatchOut, summary="Answer a batch of a job's votes",
-             responses={503: {"model": ErrorOut}, **_COMMON})
+             openapi_extra={"requestBody": {"required": True,
+                                            "content": {"application/json": {"schema": _votes_schema()}}}},
+             responses={413: {"model": ErrorOut, "description": "body over DARRM_MAX_BODY_BYTES"},
+                        503: {"model": ErrorOut}, **_COMMON})
 async def post_votes(request: Request, job_id: str = Path(..., pattern=ID_PATTERN)) -> Any:
     """The labels of a batch of votes ((n, K) class labels or (n, C) vote counts, one record id per row), paid
     from the job's ledger before they are released; the same batch (its record ids) again returns its stored
@@ -269,11 +278,15 @@ async def _batch(request: Request, s: Any, job_id: str, batch: VotesIn) -> Any:
         return invalid("body", "records", message=f"one record id per row: {len(batch.records)} ids for {n} rows")
     if len(set(map(str, batch.records))) != n:
         return invalid("body", "records", message="record ids must be unique in a batch")
+    empty = next((i for i, row in enumerate(batch.votes) if not row), None)
+    if empty is not None:
+        return invalid("body", "votes", empty, message="every row must hold K class labels or C vote counts")
     r = job["request"]
     votes = votes_from_array(batch.votes, K=r["K"], classes=r["classes"], form=batch.form, name="votes")
     served = s.tables.cached(job["table_id"]) or await run_in_threadpool(s.tables.get, job["table_id"])
     assert served is not None  # stored by its plan
     check_fits(served.table, votes)
+    assert votes.N == n
     drawn = await run_in_threadpool(draw, served.table, votes.labels)
     ids = json.dumps([str(x) for x in batch.records], separators=(",", ":"))
     key = BATCH_PREFIX + hashlib.sha256(ids.encode()).hexdigest()[:40]

@@ -85,6 +85,8 @@ def test_job_pays_each_batch_once_states_as_label_and_names_bad_rows(tmp_path):
             ({"records": [1], "votes": [[0] * 7]}, ["body", "votes"],
              "has 7 columns: (N, K = 11) labels or (N, C = 2) counts were expected (the table's K and C)"),
             ({"records": [1, 2], "votes": [[0] * 11]}, ["body", "records"], "one record id per row: 2 ids for 1 rows"),
+            ({"records": [1], "votes": [[]]}, ["body", "votes", 0], "every row must hold K class labels or C vote "
+                                                                     "counts"),
         ):
             r = c.post(url, json=body)
             assert r.status_code == 422, r.text
