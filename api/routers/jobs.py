@@ -218,13 +218,14 @@ def post_job(body: JobIn, request: Request, response: Response) -> Any:
 
 @router.get("/jobs/{job_id}", response_model=LabelJobOut | SolveJobOut,
             summary="A job: a labelling job's status, spend and statement, or a background solve's progress",
-            responses={202: {"model": LabelJobOut}, **_COMMON})
+            responses={202: {"model": LabelJobOut}, **_COMMON,
+                       404: {"model": ErrorOut, "description": "unknown job_id"}})
 def get_job(request: Request, response: Response, job_id: str = Path(..., pattern=ID_PATTERN)) -> Any:
     """A labelling job (``POST /v1/jobs``): 200 once planned, 202 while planning; or else the background solve
     of a table (``POST /v1/tables``) with that id."""
     job = _store(request).get(job_id, readable(principal(request)))
     if job is None:
-        return tables.get_job(services(request), job_id)
+        return tables.solve_job(services(request), job_id)
     return _answer(request, _plan(request, job), response, False)
 
 
