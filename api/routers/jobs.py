@@ -127,9 +127,10 @@ def _store(request: Request) -> LabelJobStore:
         return state.label_jobs
 
 
-def _plan(request: Request, job: dict[str, Any]) -> dict[str, Any]:
+def _plan(request: Request, job: dict[str, Any], refuse: bool = False) -> dict[str, Any]:
     """The job with its table once its plan is known (asking the plan service, which runs it once; after a
-    restart it runs again), else with ``progress``; a plan that failed is recorded."""
+    restart it runs again), else with ``progress``; a plan that failed is recorded (and its error raised
+    when ``refuse``: the POST that asked for it answers 4xx)."""
     if job["table_id"] is not None or job["error"] is not None:
         return job
     store, plans, r = _store(request), _plans(request), job["request"]
@@ -142,7 +143,9 @@ def _plan(request: Request, job: dict[str, Any]) -> dict[str, Any]:
             key, _, doc = plans.request_job(spec, r["kinds"])
         except DarrmError as exc:
             store.planned(job["id"], None, str(exc))
-            raise
+            if refuse:
+                raise
+            return {**job, "error": str(exc)}
         request.app.state.job_plans[job["id"]] = key
         state, info = ("done" if doc is not None else "running"), {}
     if state == "failed":
@@ -213,7 +216,7 @@ def post_job(body: JobIn, request: Request, response: Response) -> Any:
                    "kinds": None if body.mechanism in (None, "auto") else [body.mechanism]}
     name = body.name or f"job-{uuid.uuid4().hex[:12]}"
     job, created = _store(request).open(principal(request).tenant, name, request_doc)
-    return _answer(request, _plan(request, job), response, created)
+    return _answer(request, _plan(request, job, refuse=True), response, created)
 
 
 @router.get("/jobs/{job_id}", response_model=LabelJobOut | SolveJobOut,

@@ -150,3 +150,16 @@ def test_job_survives_a_restart(tmp_path):
                 assert c.post("/v1/jobs", json=job).json()["id"] == job_id  # the name resumes it
         finally:
             server.stop()
+
+
+def test_a_job_no_mechanism_fits_is_refused_and_then_failed(client):
+    body = {"budget": [1e-9, 1e-9], "K": 3, "queries": 5, "name": "too-tight", "mechanism": "darrm-pate"}
+    r = client.post("/v1/jobs", json=body)
+    assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "budget_epsilon"], r.text
+    again = client.post("/v1/jobs", json=body)  # the name finds the job: failed, with the plan's refusal
+    assert again.status_code == 200 and again.json()["status"] == "failed", again.text
+    assert again.json()["error"].startswith("invalid budget_epsilon: no mechanism fits the job's budget")
+    job = client.get(again.json()["status_url"]).json()
+    assert (job["status"], job["error"], job["answered"]) == ("failed", again.json()["error"], 0)
+    r = client.post(again.json()["status_url"] + "/votes", json={"records": [0], "votes": [[0, 0, 1]]})
+    assert r.status_code == 409 and "planning failed: invalid budget_epsilon" in r.json()["detail"]
