@@ -33,7 +33,7 @@ from .middleware import (
     return_large_buffers,
 )
 from .observability import RequestLogMiddleware, install_access_log
-from .routers import aggregate, dd_ledgers, health, ledgers, means, plans, tables, ui
+from .routers import aggregate, dd_ledgers, health, jobs, ledgers, means, plans, tables, ui
 from .settings import Settings
 from .table_service import TableService
 
@@ -106,7 +106,8 @@ def create_app(settings: Settings | None = None, *, random_bytes: RandomBytes = 
     app.add_middleware(RequestLogMiddleware)  # outermost: every answer carries a request id and is logged
     install_errors(app)
     docs.install(app)
-    for module in (health, tables, ledgers, aggregate, ui, plans, dd_ledgers, means):
+    # jobs before tables: its GET /v1/jobs/{id} answers a labelling job, else hands on to a background solve
+    for module in (health, jobs, tables, ledgers, aggregate, ui, plans, dd_ledgers, means):
         app.include_router(module.router)
     app.include_router(ui.page)
     return app

@@ -3,8 +3,8 @@
 :class:`BodyLimitMiddleware` answers 413 without passing the request on when the declared
 ``Content-Length`` is over the path's limit, and stops a body sent without one (chunked) as soon as the
 bytes received pass it (the application sees an HTTP 413 error, rendered by :mod:`darrm_opt.api.errors`). The limit
-is ``DARRM_MAX_BODY_BYTES`` on ``POST /v1/aggregate`` (vote batches) and ``DARRM_MAX_REQUEST_BYTES`` on
-every other path (small JSON parameter objects).
+is ``DARRM_MAX_BODY_BYTES`` on ``POST /v1/aggregate`` and ``POST /v1/jobs/{id}/votes`` (vote batches) and
+``DARRM_MAX_REQUEST_BYTES`` on every other path (small JSON parameter objects).
 
 A client that sends its whole body before reading (urllib, requests) must find the 413 when it reads: if
 the server closed the connection with body bytes still unread, the kernel answers them with a reset and
@@ -43,6 +43,8 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 
 AGGREGATE_PATH = "/v1/aggregate"
+#: a job's vote batches (POST /v1/jobs/{id}/votes) have the vote batches' limit too
+JOBS_PATH = "/v1/jobs/"
 REDACTED = "[redacted]"
 #: an over-limit body declared up to this size is read and discarded before the 413 (see the module docstring);
 #: a larger one is answered at once, and a client still sending it may see the connection reset
@@ -127,7 +129,8 @@ class BodyLimitMiddleware:
         self.body_timeout_s = body_timeout_s
 
     def _limit(self, path: str) -> tuple[int, str]:
-        if path.rstrip("/") == AGGREGATE_PATH:
+        path = path.rstrip("/")
+        if path == AGGREGATE_PATH or (path.startswith(JOBS_PATH) and path.endswith("/votes")):
             return self.aggregate_limit, "DARRM_MAX_BODY_BYTES"
         return self.default_limit, "DARRM_MAX_REQUEST_BYTES"
 

@@ -8,6 +8,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -108,6 +109,7 @@ def test_label_cli_multiclass_every_mechanism_and_one_line_errors(tmp_path):
     err = r.stderr.decode()
     assert "votes: N = 30 queries, K = 25 teachers, C = 10 classes (read as counts)" in err
     assert "plan: darrm-multiclass offers E[error]" in err and "plan: chosen " in err
+    assert "\nplan: darrm-multiclass (" in err and "\npaying and releasing ...\n" in err  # each step's phase
 
     bad = counts_of(votes, 10)
     bad[4, 0] += 1
@@ -131,8 +133,10 @@ def test_label_in_python_reports_progress_and_resumes(tmp_path):
     seen = []
     db = str(tmp_path / "l.db")
     job = darrm_opt.label(counts_of(votes, 2), budget=(2, 1e-5), ledger_db=db, kinds=["darrm-pate"],
-                          progress=lambda stage, **info: seen.append(stage))
-    assert seen[0] == "votes" and "plan" in seen and seen[-2:] == ["pay", "done"]
+                          progress=lambda stage, **info: seen.append((stage, info.get("step"))))
+    assert seen[:3] == [("votes", None), ("plan", "start"), ("plan", "kind")] and seen[-2:] == [("pay", None),
+                                                                                               ("done", None)]
+    assert ("plan", "offer") in seen and ("plan", "chosen") in seen
     assert job.labels.shape == (20,) and set(job.labels.tolist()) <= {0, 1}
     s = job.statement
     assert (s["answered_now"], s["mechanism"], s["accounting"], s["delta"]) == (20, "darrm-pate", "worst-case", 1e-5)
@@ -147,9 +151,40 @@ def test_label_in_python_reports_progress_and_resumes(tmp_path):
         darrm_opt.label(votes, budget=(2,), ledger_db=db)
 
 
-@pytest.mark.slow  # the issue's PATE job (K = 250, C = 10, Q = 1000): two plans of every mechanism
-@pytest.mark.timeout(1800)  # each about 1 min of CPU, 5 min on 2 cores shared with other runs
-def test_the_pate_job_from_counts_npy_and_labels_csv(tmp_path):
+def rest_job_statement(tmp_path, votes):
+    """The PATE job as one REST job on a real server: POST /v1/jobs (polled while it plans), the (N, C) counts
+    as one batch of record ids; its statement without the ledger's own name and id."""
+    sys.path.insert(0, str(Path(__file__).with_name("api")))
+    from svc_helpers import Server
+
+    server = Server(tmp_path, f"sqlite:///{tmp_path / 'rest.db'}").start()
+    try:
+        with server.client(timeout=600.0) as c:
+            r = c.post("/v1/jobs", json={"budget": [2, 1e-5], "classes": 10, "shape": list(votes.shape),
+                                         "name": "pate"})
+            deadline = time.monotonic() + 1500
+            while r.status_code == 202 and time.monotonic() < deadline:
+                assert r.json()["status"] == "planning", r.text
+                time.sleep(1)
+                r = c.get(r.headers["Location"])
+            assert r.status_code in (200, 201) and r.json()["status"] == "ready", r.text
+            batch = {"records": list(range(len(votes))), "votes": counts_of(votes, 10).tolist()}
+            r = c.post(f"/v1/jobs/{r.json()['id']}/votes", json=batch)
+            assert r.status_code == 200, r.text
+            doc = r.json()
+            assert len(doc["labels"]) == len(votes) and not doc["replayed"]
+            again = c.post(f"/v1/jobs/{doc['job_id']}/votes", json=batch).json()  # resent: not paid twice
+            assert again["replayed"] and again["labels"] == doc["labels"]
+            status = c.get(f"/v1/jobs/{doc['job_id']}").json()
+            assert status["answered"] == len(votes) and status["spent"]["epsilon"] == doc["statement"]["epsilon"]
+    finally:
+        server.stop()
+    return {k: v for k, v in doc["statement"].items() if k != "ledger"}
+
+
+@pytest.mark.slow  # the issue's PATE job (K = 250, C = 10, Q = 1000): three plans of every mechanism
+@pytest.mark.timeout(2400)  # each about 1 min of CPU, 5 min on 2 cores shared with other runs
+def test_the_pate_job_from_counts_npy_labels_csv_and_one_rest_job(tmp_path):
     votes = teachers_votes(1000, 250, 10, seed=7, right=0.6)
     np.save(tmp_path / "counts.npy", counts_of(votes, 10))
     np.savetxt(tmp_path / "votes.csv", votes, fmt="%d", delimiter=",")
@@ -162,7 +197,8 @@ def test_the_pate_job_from_counts_npy_and_labels_csv(tmp_path):
         doc = json.loads(r.stdout)
         assert len(doc["labels"]) == 1000, time.monotonic() - start
         statements.append({k: v for k, v in doc["statement"].items() if k != "ledger"})
-    assert statements[0] == statements[1]
+    statements.append(rest_job_statement(tmp_path, votes))
+    assert statements[0] == statements[1] == statements[2]
     s = statements[0]
     assert (s["K"], s["classes"], s["labels"], s["accounting"], s["delta"]) == (250, 10, 1000, "worst-case", 1e-5)
     assert 0 < s["epsilon"] <= 2
@@ -179,3 +215,15 @@ def test_label_of_disjoint_private_teachers_within_their_cap_pays_a_composed_tab
     assert (s["answered_now"], s["mechanism"], s["teachers"]) == (20, "darrm", "disjoint-private")
     assert 0 < s["epsilon"] <= 3.0 and job.labels.shape == (20,)
     assert ledger_answers(tmp_path / "l.db")[0] == 20
+
+
+def test_progress_is_a_callback_or_tqdm(tmp_path):
+    with pytest.raises(InvalidParameter, match="invalid progress: must be a callable progress"):
+        darrm_opt.label(np.zeros((2, 3), dtype=int), budget=(2, 1e-5), ledger_db=str(tmp_path / "l.db"),
+                        progress="bars")
+    try:
+        import tqdm  # noqa: F401
+    except ImportError:
+        with pytest.raises(InvalidParameter, match=r"'tqdm' needs the tqdm package \(pip install tqdm\)"):
+            darrm_opt.plan_job(None, progress="tqdm")
+    assert not (tmp_path / "l.db").exists()  # refused before anything opened

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -129,3 +130,23 @@ def test_confident_abstention_is_written_minus_one(tmp_path):
     r = cli("aggregate", "--table", str(tmp_path / "t.json"), "--votes", str(tmp_path / "v.csv"), "--format", "json",
             cwd=tmp_path)
     assert json.loads(r.stdout)["answers"] == [-1, -1]
+
+
+def test_progress_goes_to_stderr_and_json_stdout_stays_clean(tmp_path):
+    """solve and plan (in a pipe: a plain line per phase, one per offer) report on stderr; stdout is the JSON
+    document alone; --quiet leaves stderr empty."""
+    for args, steps in (
+        (("solve", "--K", "11", "--m", "3"), [r"^finding γ_opt \.\.\.$", r"^computing the privacy profile \.\.\.$"]),
+        (("plan", "--K", "40", "--classes", "3", "--queries", "30", "--budget", "2,1e-5"),
+         [r"^plan: darrm \(1/\d+\) \.\.\.$", r"^plan: gnmax \(\d+/\d+\) \.\.\.$",
+          r"^plan: gnmax offers E\[error\] 0\.\d+$"]),
+    ):
+        r = cli(*args, "--format", "json", cwd=tmp_path)
+        assert r.returncode == 0, r.stderr
+        doc = json.loads(r.stdout)
+        assert doc["kind"] in ("darrm", "gnmax"), doc["kind"]
+        said = "\n".join(r.stderr.splitlines())
+        for step in steps:
+            assert re.search(step, said, re.MULTILINE), (step, said)
+        quiet = cli(*args, "--format", "json", "--quiet", cwd=tmp_path)
+        assert quiet.returncode == 0 and quiet.stderr == "" and json.loads(quiet.stdout)["kind"] == doc["kind"]

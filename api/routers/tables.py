@@ -18,7 +18,6 @@ from ..schemas import (
     ErrorOut,
     HTTPValidationErrorOut,
     JobAccepted,
-    JobOut,
     PlainText,
     TableListOut,
     TableRequest,
@@ -113,13 +112,9 @@ def list_tables(
     return {"items": [t.to_dict() for t in items], "total": total, "limit": limit, "offset": offset}
 
 
-@router.get(
-    "/jobs/{job_id}",
-    response_model=JobOut,
-    summary="Progress of a background solve, then its table",
-    responses={404: {"model": ErrorOut, "description": "unknown job_id"}, **_INVALID},
-)
-def get_job(s: ServicesDep, job_id: str = Path(..., pattern=ID_PATTERN)):
+def solve_job(s: Any, job_id: str) -> Any:
+    """The progress of a background solve, then its table (``GET /v1/jobs/{job_id}``, served by
+    :mod:`darrm_opt.api.routers.jobs`, whose labelling jobs share the path); 404 for an unknown id."""
     job = s.tables.job(job_id)
     if job is None:
         return JSONResponse(status_code=404, content={"detail": f"job_id {job_id!r} not found"})

@@ -154,6 +154,26 @@ class ProgressReporter:
         self._task = self._phase_task = None
 
 
+class JobProgress(ProgressReporter):
+    """A job's steps (``plan_job``'s and ``label``'s events): a phase per mechanism's offer as it is searched
+    (``plan: KIND (i/n)``), a line per offer made, and the solves' sweeps as ``solve`` shows them."""
+
+    def __call__(self, stage: str, **info) -> None:
+        if self.quiet or stage not in ("kind", "offer"):
+            return super().__call__(stage, **info)
+        if stage == "kind":
+            self.phase(f"plan: {info['kind']} ({info['index']}/{info['total']})")
+        else:
+            self.line(f"plan: {info['kind']} offers E[error] {info['expected_error']:.4g}")
+
+    def line(self, text: str) -> None:
+        """One line on stderr, above the bars."""
+        check_interrupted()
+        if not self.quiet:
+            (self._progress.console if self._progress is not None else err_console).print(
+                text, markup=False, highlight=False, soft_wrap=True)
+
+
 @contextlib.contextmanager
 def working(label: str, quiet: bool = False):
     """Progress for a command whose steps report nothing themselves: on a terminal a spinner with the elapsed

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Optional
+from typing import Optional
 
 import typer
 
-from darrm_opt.cli.common import err_console, handle_errors, write_output
+from darrm_opt.cli.common import JobProgress, err_console, handle_errors, write_output
 from darrm_opt.cli.options import TabularFormat, Teachers, number_pair
 
 
@@ -71,43 +71,32 @@ def label(
         err_console.print(result.text, soft_wrap=True, markup=False)
 
 
-class _Progress:
-    """The job's steps on stderr: a spinner with the current step (plan: each mechanism's offer)."""
-
-    def __init__(self, quiet: bool) -> None:
-        self.quiet = quiet
-        self.status: Any = None
+class _Progress(JobProgress):
+    """The job's steps on stderr: a line per step, a bar (or, in logs, a line) per mechanism's offer searched
+    and per solve's sweep, and the current step while it pays."""
 
     def __enter__(self) -> _Progress:
-        if not self.quiet:
-            self.status = err_console.status("reading the votes")
-            self.status.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        if self.status is not None:
-            self.status.stop()
-
-    def _say(self, line: str | None, status: str) -> None:
-        if self.status is None:
-            return
-        if line is not None:
-            err_console.print(line, markup=False, highlight=False, soft_wrap=True)
-        self.status.update(status)
+        self.close()
 
     def __call__(self, stage: str, **info) -> None:
+        if stage == "plan" and info.get("step") in ("kind", "offer"):
+            step = info.pop("step")
+            return super().__call__(step, **info)
         if stage == "votes":
-            self._say(f"votes: N = {info['N']} queries, K = {info['K']} teachers, C = {info['classes']} classes "
-                      f"(read as {info['form']})", "planning")
+            self.line(f"votes: N = {info['N']} queries, K = {info['K']} teachers, C = {info['classes']} classes "
+                      f"(read as {info['form']})")
         elif stage == "plan" and info.get("step") == "start":
-            self._say(f"plan: {info['queries']} answers, every mechanism", "planning: solving and certifying")
-        elif stage == "plan" and info.get("step") == "offer":
-            self._say(f"plan: {info['kind']} offers E[error] {info['expected_error']:.4g}",
-                      "planning: solving and certifying")
+            self.line(f"plan: {info['queries']} answers, every mechanism")
         elif stage == "plan" and info.get("step") == "chosen":
-            self._say(f"plan: chosen {info['kind']} (E[error] {info['expected_error']:.4g}, ε "
-                      f"{info['epsilon_spent']:.6g} for the planned answers), table {info['table_id']}", "paying")
+            self.line(f"plan: chosen {info['kind']} (E[error] {info['expected_error']:.4g}, ε "
+                      f"{info['epsilon_spent']:.6g} for the planned answers), table {info['table_id']}")
         elif stage == "resume":
-            self._say(f"resume: {info['answered']} records answered before with table {info['table_id']}", "paying")
+            self.line(f"resume: {info['answered']} records answered before with table {info['table_id']}")
         elif stage == "pay":
-            self._say(f"pay: {info['rows']} answers from record {info['first']}", "paying and releasing")
+            self.line(f"pay: {info['rows']} answers from record {info['first']}")
+            self.phase("paying and releasing")
+        elif stage != "done":
+            super().__call__(stage, **info)

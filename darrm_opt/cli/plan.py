@@ -9,7 +9,7 @@ from typing import Optional
 
 import typer
 
-from darrm_opt.cli.common import ProgressReporter, err_console, handle_errors, write_output
+from darrm_opt.cli.common import JobProgress, handle_errors, write_output
 from darrm_opt.cli.options import OutputFormat, PlanAccounting, Teachers, number_pair
 
 
@@ -135,9 +135,9 @@ def _cap_line(offer, job) -> str:
             f"δ={job.budget_delta:g}); the plan composes the answers as for shared teachers\n")
 
 
-class _PlanProgress(ProgressReporter):
-    """With ``offers``: one line on stderr per mechanism's offer. Else one line per evaluated (m, δ), and
-    sweeps' progress bars as ``solve`` shows them."""
+class _PlanProgress(JobProgress):
+    """With ``offers``: a phase per mechanism searched and a line per offer (:class:`JobProgress`). Else one
+    line on stderr per evaluated (m, δ); sweeps' progress bars either way, as ``solve`` shows them."""
 
     def __init__(self, quiet: bool, offers: bool = False) -> None:
         super().__init__(quiet)
@@ -146,21 +146,15 @@ class _PlanProgress(ProgressReporter):
     def __call__(self, stage: str, **info) -> None:
         if self.quiet:
             return
-        if self.offers:
-            if stage == "offer":
-                err_console.print(f"plan: {info['kind']} offers E[error] {info['expected_error']:.4g}",
-                                  highlight=False, markup=False)
-            return
-        if stage == "offer":
-            return
-        if stage != "plan":
+        if self.offers or stage != "plan":
+            if not self.offers and stage in ("kind", "offer"):
+                return
             return super().__call__(stage, **info)
         spent = info["spent"]
         shown = f"{spent:.4f}" if math.isfinite(spent) else "∞ (δ too small)"
         target = f"m={info['m']:.6g}" if "m" in info else f"ε={info['epsilon']:.6g}"
-        err_console.print(f"plan: #{info['evaluations']} {target} δ={info['delta']:.3g} → ε spent "
-                          f"{shown}, {'fits' if info['fits'] else 'over'}, E[error] {info['error']:.3e}",
-                          highlight=False)
+        self.line(f"plan: #{info['evaluations']} {target} δ={info['delta']:.3g} → ε spent "
+                  f"{shown}, {'fits' if info['fits'] else 'over'}, E[error] {info['error']:.3e}")
 
 
 def plan_document(offer, baselines: bool, teachers=Teachers.shared) -> dict:

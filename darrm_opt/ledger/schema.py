@@ -13,7 +13,9 @@
 - ``api_keys``: the service's bearer keys by SHA-256 digest (never the key itself), each with its tenant
   and scope (``tenant`` or ``admin``), and when it was revoked (0008; :mod:`darrm_opt.ledger.keys`);
 - ``compositions``: exact compositions' ε by key, computed by one server process and read by the others
-  (0010; :mod:`darrm_opt.ledger.compositions`).
+  (0010; :mod:`darrm_opt.ledger.compositions`);
+- ``label_jobs``: the service's labelling jobs (``/v1/jobs``, 0012; :mod:`darrm_opt.ledger.jobs`): each a
+  tenant's named job, its plan inputs, the ledger that pays it and, once planned, its table.
 """
 
 from __future__ import annotations
@@ -215,3 +217,24 @@ class JobState(Base):
     state: Mapped[str] = mapped_column(Text)
     version: Mapped[int] = mapped_column(BigInteger)
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class LabelJobRecord(Base):
+    """A labelling job of the service (0012; :class:`darrm_opt.ledger.jobs.LabelJobStore`): its plan inputs,
+    the ledger that pays its answers (whose spend records, keyed by batch, hold the answers) and its table
+    once planned; a tenant's job names are unique (a second POST with the name resumes the job)."""
+
+    __tablename__ = "label_jobs"
+    __table_args__ = (UniqueConstraint("tenant", "name", name="uq_label_jobs_tenant_name"),)
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    tenant: Mapped[str] = mapped_column(String(64))
+    name: Mapped[str] = mapped_column(String(200))
+    #: the plan inputs as canonical JSON (K, classes, queries, budget, teachers, prior, solver, kinds)
+    request: Mapped[str] = mapped_column(Text)
+    ledger_id: Mapped[str] = mapped_column(ForeignKey("ledgers.id"))
+    #: the planned table; NULL while planning (a restart plans it again from ``request``)
+    table_id: Mapped[str | None] = mapped_column(ForeignKey("gamma_tables.id"), nullable=True)
+    #: why planning failed (the job then answers no votes); NULL otherwise
+    error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)

@@ -207,19 +207,33 @@ def plan_job(job: Any, progress: Any = None, kinds: Sequence[str] | None = None
     why each other kind or accounting made none: a kind's DarrmError is its refusal, keyed by its kind, or
     "KIND (data-dependent)"). InvalidParameter naming ``budget_epsilon`` when no offer the accounting allows
     fits the job in its budget; when only one kind tried and refused, its own error instead (e.g. the
-    shared setting's least ε reachable). ``progress(stage, **info)`` hears of each kind's search and of each offer.
+    shared setting's least ε reachable). ``progress``: a callback ``progress(stage, **info)`` or ``"tqdm"``
+    (:mod:`darrm_opt.progress`): ``kind`` (kind, index, total) as each kind starts, each kind's own search
+    steps, ``offer`` (kind, expected_error) as one makes its offer.
 
     The one planning entry point of every setting and front end: the shared and disjoint-private settings'
     search is the ``darrm`` kind's (:func:`darrm_opt.planning.plan.plan_shared`; for disjoint-private
     teachers within the budget, the plain majority, free: an offer without a table), PATE's per-answer
     search the ``darrm-pate`` kind's (:func:`darrm_opt.planning.pate_plan.plan_pate`)."""
+    from darrm_opt.progress import reporter
+
+    progress, done = reporter(progress)
+    try:
+        return _plan_job(job, progress, kinds)
+    finally:
+        done()
+
+
+def _plan_job(job: Any, progress: Any, kinds: Sequence[str] | None) -> tuple[Any, list[Any], dict[str, str]]:
     offers, refused, errors = [], {}, {}
     asked = ([mechanism(k) for k in kinds] if kinds is not None
              else [m for m in MECHANISMS.values() if m.planned_by_default])
-    ways = [(how, name) for m in asked
-            for how, name in ((lambda j, m=m: m.plan(j, progress), m.kind),
-                              (m.plan_data_dependent, f"{m.kind} (data-dependent)"))]
-    for how, name in ways:
+    ways = [(how, name, i if data_independent else None) for i, m in enumerate(asked)
+            for how, name, data_independent in ((lambda j, m=m: m.plan(j, progress), m.kind, True),
+                                                (m.plan_data_dependent, f"{m.kind} (data-dependent)", False))]
+    for how, name, i in ways:
+        if progress is not None and i is not None:
+            progress("kind", kind=name, index=i + 1, total=len(asked))
         try:
             offer = how(job)
         except DarrmError as exc:  # this kind cannot serve the job (its rule, its budget, its solver)

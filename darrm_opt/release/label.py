@@ -65,20 +65,11 @@ class LabelResult:
                 "answered before and returned as stored.")
 
 
-def _offers_to(tell: Callable[..., None]) -> Callable[..., None]:
-    """The planner's progress as the job's ``plan`` steps: each mechanism's offer."""
-    def progress(step: str, **info: Any) -> None:
-        if step == "offer":
-            tell("plan", step=step, **info)
-
-    return progress
-
-
-def _composed(job: Job, kinds: Any, tell: Callable[..., None]) -> Any:
+def _composed(job: Job, kinds: Any, progress: Callable[..., None]) -> Any:
     """The offer a ledger pays for when the plan is the plain majority, free for disjoint-private teachers
     within the budget (no table): the shared-setting plan, whose composed spend holds for them too, its
     table of their setting."""
-    chosen, _, _ = plan_job(dataclasses.replace(job, teachers="shared"), _offers_to(tell), kinds)
+    chosen, _, _ = plan_job(dataclasses.replace(job, teachers="shared"), progress, kinds)
     t = chosen.table
     table = mechanism(t.kind).table(t.params, t.gamma, chosen.solution.certificate, job.teachers, t.profile)
     return dataclasses.replace(chosen, table=table)
@@ -107,18 +98,33 @@ def label(votes: Any, budget: Sequence[float], *, classes: int | None = None, fo
           teachers: str = "disjoint-nonprivate", epsilon: float | None = None, teacher_delta: float | None = None,
           prior: str = "paper", queries: int | None = None, ledger: str = DEFAULT_LEDGER,
           ledger_db: str | None = None, solver: str = "highs", kinds: Sequence[str] | None = None,
-          progress: Progress | None = None, random_bytes: RandomBytes = system_random) -> LabelResult:
+          progress: Progress | str | None = None, random_bytes: RandomBytes = system_random) -> LabelResult:
     """Label every query of ``votes`` within ``budget`` = (ε, δ), paid from the ledger ``ledger`` on
     ``ledger_db`` (a URL or path; default ``$DARRM_DATABASE_URL``, else ``sqlite:///darrm.db``); see the
     module docstring. ``votes``: a path (.npy, .npz, CSV/TSV), ``-`` (standard input) or an array.
-    ``queries``: the Q the plan covers (default N). ``progress(stage, **info)``: ``votes``, ``plan`` (each
-    mechanism's offer), ``resume``, ``pay``, ``done``. Raises InvalidParameter (bad input), BudgetExceeded
+    ``queries``: the Q the plan covers (default N). ``progress``: a callback ``progress(stage, **info)``
+    (``votes``, ``plan`` with ``step`` start, kind, offer, chosen, ``resume``, ``pay``, ``done``) or ``"tqdm"``
+    for tqdm bars (:mod:`darrm_opt.progress`). Raises InvalidParameter (bad input), BudgetExceeded
     (nothing released) and the ledger's errors."""
-    import os
-
     from darrm_opt.extras import require
+    from darrm_opt.progress import reporter
 
     require("service", "darrm_opt.label (a ledger)")
+
+    report, done = reporter(progress)
+    try:
+        return _label(votes, budget, classes, form, teachers, epsilon, teacher_delta, prior, queries, ledger,
+                      ledger_db, solver, kinds, report, random_bytes)
+    finally:
+        done()
+
+
+def _label(votes: Any, budget: Sequence[float], classes: int | None, form: str, teachers: str,
+           epsilon: float | None, teacher_delta: float | None, prior: str, queries: int | None, ledger: str,
+           ledger_db: str | None, solver: str, kinds: Sequence[str] | None, progress: Progress | None,
+           random_bytes: RandomBytes) -> LabelResult:
+    import os
+
     from darrm_opt.ledger.core import request_digest
     from darrm_opt.ledger.local import Ledger
 
@@ -129,50 +135,87 @@ def label(votes: Any, budget: Sequence[float], *, classes: int | None = None, fo
     eps, delta = _budget(budget)
     v = read_votes(votes, classes=classes, form=form)
     tell("votes", N=v.N, K=v.K, classes=v.classes, form=v.form)
-    job = Job(K=v.K, queries=queries if queries is not None else max(v.N, 1), budget_epsilon=eps,
-              budget_delta=delta, teachers=teachers, classes=None if v.classes == 2 else v.classes, prior=prior,
-              epsilon=epsilon, teacher_delta=teacher_delta, solver=solver)
+    job = make_job(v.K, v.classes, (eps, delta), queries if queries is not None else max(v.N, 1),
+                   teachers=teachers, epsilon=epsilon, teacher_delta=teacher_delta, prior=prior, solver=solver)
     url = ledger_db or os.environ.get("DARRM_DATABASE_URL")
     with Ledger(url, ledger, epsilon_budget=eps, delta_budget=delta) as book:
         done, stored, table = _resume(book, v)
         if table is None and done < v.N:
-            tell("plan", step="start", queries=job.queries)
-            chosen, _, _ = plan_job(job, _offers_to(tell), kinds)
-            if chosen.majority_free:  # no table to pay for
-                chosen = _composed(job, kinds, tell)
-            table = chosen.table
-            tell("plan", step="chosen", kind=chosen.label, expected_error=chosen.expected_error,
-                 epsilon_spent=chosen.epsilon_spent, table_id=table.id)
+            table = plan_table(job, kinds, tell)
         elif table is not None:
             tell("resume", answered=done, table_id=table.id)
         fresh = np.zeros(0, dtype=np.int16)
         if done < v.N:
             assert table is not None
-            _check_fits(table, v)
-            rows = v.labels[done:]
-            tell("pay", rows=len(rows), first=done)
-            sampler: Any = mechanism(table.kind).sampler(table, random_bytes)
-            drawn = np.asarray(sampler.draw(sampler.prepare(rows))).astype(np.int16)
-            result = book.pay(table, len(rows), idempotency_key=f"{KEY_PREFIX}{done}-{v.N}",
+            check_fits(table, v)
+            tell("pay", rows=v.N - done, first=done)
+            drawn = draw(table, v.labels[done:], random_bytes)
+            result = book.pay(table, len(drawn), idempotency_key=f"{KEY_PREFIX}{done}-{v.N}",
                               answers=(drawn + 1).astype(np.uint16),
                               request_digest=request_digest(table.id, book.id, v.counts[done:]),
-                              units=mechanism(table.kind).units(table.params, len(rows)))
-            # replayed: a run beside this one paid these records first; its answers are the ones released
-            fresh = drawn if result.status == "paid" else np.asarray(result.answers).astype(np.int16) - 1
+                              units=mechanism(table.kind).units(table.params, len(drawn)))
+            fresh = released(result, drawn)
         view = book.view()
     labels = np.concatenate([stored, fresh]) if stored.size or fresh.size else np.zeros(0, dtype=np.int16)
     assert table is not None or v.N == 0
-    statement = {
-        "labels": int(labels.size), "epsilon": view["epsilon_spent"], "delta": view["delta_target"],
+    outcome = LabelResult(labels, statement(view, table, K=v.K, classes=v.classes, teachers=teachers,
+                                            labels=int(labels.size), now=int(fresh.size), before=int(stored.size)))
+    tell("done", labels=int(labels.size))
+    return outcome
+
+
+def make_job(K: int, classes: int, budget: tuple[float, float], queries: int, *, teachers: str = "disjoint-nonprivate",
+             epsilon: float | None = None, teacher_delta: float | None = None, prior: str = "paper",
+             solver: str = "highs") -> Job:
+    """The job a labelling run plans: Q = ``queries`` answers of K teachers' votes over ``classes`` classes."""
+    return Job(K=K, queries=queries, budget_epsilon=budget[0], budget_delta=budget[1], teachers=teachers,
+               classes=None if classes == 2 else classes, prior=prior, epsilon=epsilon,
+               teacher_delta=teacher_delta, solver=solver)
+
+
+def plan_table(job: Job, kinds: Sequence[str] | None, tell: Progress) -> CertifiedTable:
+    """The most accurate certified table whose ``job.queries`` answers fit the budget in the worst case
+    (every mechanism, or ``kinds``), reporting ``plan`` steps (start, each offer, chosen) to ``tell``."""
+    tell("plan", step="start", queries=job.queries)
+
+    def progress(step: str, **info: Any) -> None:
+        tell("plan", step=step, **info)
+
+    listed = None if kinds is None else list(kinds)
+    chosen, _, _ = plan_job(job, progress, listed)
+    if chosen.majority_free:  # no table to pay for
+        chosen = _composed(job, listed, progress)
+    tell("plan", step="chosen", kind=chosen.label, expected_error=chosen.expected_error,
+         epsilon_spent=chosen.epsilon_spent, table_id=chosen.table.id)
+    return chosen.table
+
+
+def draw(table: CertifiedTable, labels: np.ndarray, random_bytes: RandomBytes = system_random) -> np.ndarray:
+    """The table's answers (int16; −1: ⊥) for rows of K class labels, drawn but not yet released: they are
+    stored with the debit that pays them (shifted by one) and released only once it is paid."""
+    sampler: Any = mechanism(table.kind).sampler(table, random_bytes)
+    return np.asarray(sampler.draw(sampler.prepare(labels))).astype(np.int16)
+
+
+def released(result: Any, drawn: np.ndarray) -> np.ndarray:
+    """The answers a paid debit releases: the ``drawn`` ones, or those stored with it when it was replayed (a
+    run or request beside this one paid these records first)."""
+    return drawn if result.status == "paid" else np.asarray(result.answers).astype(np.int16) - 1
+
+
+def statement(view: dict[str, Any], table: CertifiedTable | None, *, K: int, classes: int, teachers: str,
+              labels: int, now: int, before: int) -> dict[str, Any]:
+    """The publishable statement of a labelling job from its ledger's ``view``: (ε, δ) of all the ledger's
+    answers, the accounting, the mechanism and table, the answered counts (the CLI, Python and REST's)."""
+    return {
+        "labels": labels, "epsilon": view["epsilon_spent"], "delta": view["delta_target"],
         "accounting": "worst-case", "composition": view["composition"],
         "guarantee": GUARANTEES["data-independent"],
         "mechanism": table.kind if table is not None else None, "table_id": table.id if table is not None else None,
-        "K": v.K, "classes": v.classes, "teachers": table.teachers if table is not None else teachers,
-        "answered_now": int(fresh.size), "answered_before": int(stored.size),
+        "K": K, "classes": classes, "teachers": table.teachers if table is not None else teachers,
+        "answered_now": now, "answered_before": before,
         "ledger": {k: view[k] for k in ("id", "name", "epsilon_budget", "delta_budget", "answers")},
     }
-    tell("done", labels=int(labels.size))
-    return LabelResult(labels, statement)
 
 
 def _resume(book: Any, v: Votes) -> tuple[int, np.ndarray, CertifiedTable | None]:
@@ -204,7 +247,8 @@ def _resume(book: Any, v: Votes) -> tuple[int, np.ndarray, CertifiedTable | None
     return done, stored, table
 
 
-def _check_fits(table: CertifiedTable, v: Votes) -> None:
+def check_fits(table: CertifiedTable, v: Votes) -> None:
+    """InvalidParameter naming ``votes`` unless they have the table's K and C."""
     if table.K != v.K or (table.classes or 2) != v.classes:
         raise InvalidParameter("votes", f"hold K = {v.K} teachers and C = {v.classes} classes; this job's table "
                                f"{table.id} answers K = {table.K}, C = {table.classes or 2}")

@@ -37,7 +37,9 @@ UNKNOWN = "0" * 32
 #: classified and, if it touches a ledger, checked below)
 PATHS = {
     "/v1/tables": "shared", "/v1/tables/{table_id}": "shared", "/v1/tables/{table_id}/baselines": "shared",
-    "/v1/jobs/{job_id}": "shared", "/v1/plans": "ledger-create", "/v1/plans/{plan_id}": "shared",
+    "/v1/jobs/{job_id}": "ledger-read",  # a labelling job is its tenant's; a background solve is shared
+    "/v1/jobs": "ledger-create", "/v1/jobs/{job_id}/votes": "ledger-spend",
+    "/v1/plans": "ledger-create", "/v1/plans/{plan_id}": "shared",
     "/v1/ledgers": "ledger-list", "/v1/ledgers/{ledger_id}": "ledger-read",
     "/v1/ledgers/{ledger_id}/spends": "ledger-read", "/v1/aggregate": "ledger-spend",
     "/v1/gaussian-tables": "shared",
