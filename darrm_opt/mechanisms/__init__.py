@@ -245,8 +245,8 @@ def _plan_job(job: Any, progress: Any, kinds: Sequence[str] | None) -> tuple[Any
         offers.append(offer)
         if progress is not None:
             progress("offer", kind=offer.label, expected_error=offer.expected_error)
-    if not offers and len(errors) == 1:  # the one kind that serves the job says why it cannot
-        raise next(iter(errors.values()))
+    if not offers and len(errors) == 1 and isinstance(only := next(iter(errors.values())), InvalidParameter):
+        raise only  # the one kind that serves the job says which parameter rules it out
     if not offers:
         why = "; ".join(f"{k}: {v}" for k, v in refused.items()) or "no kind serves this job"
         raise InvalidParameter("budget_epsilon", f"no mechanism fits the job's budget ({why})", job.budget_epsilon)
