@@ -289,6 +289,11 @@ class TableService:
             )
         return size <= self.settings.inline_max_multisets
 
+    def admit(self, params: Any) -> bool:
+        """The solve cost model's decision on ``params`` (:meth:`_inline`): InvalidParameter naming the rule
+        when refused, else whether it is solved inline. Plans are admitted by it too."""
+        return self._inline(params)
+
     def _admit(self, kind: str, key: cost.SolveCostKey, predicted: cost.Cost) -> None:
         """InvalidParameter naming ``key``'s parameter when the predicted cost is over a limit."""
         s = self.settings

@@ -90,3 +90,27 @@ def test_bad_plan_requests(client):
         assert r.status_code == 422, (bad, r.text)
         assert loc in str(r.json()["detail"][0]["loc"])
     assert client.get("/v1/plans/" + "0" * 32).status_code == 404
+
+
+def test_a_plan_is_admitted_or_refused_by_the_solve_cost_model_as_its_table_is(client):
+    """A pure-DP K = 1001 plan is refused as that table is: a 422 naming K with the same rule."""
+    table = client.post("/v1/tables", json={"K": 1001, "m": 1, "epsilon": 0.1, "teacher_delta": 0.0})
+    assert table.status_code == 422, table.text
+    plan = client.post("/v1/plans", json={**SMALL, "K": 1001, "teacher_delta": 0.0})
+    assert plan.status_code == 422, plan.text
+    [t], [p] = table.json()["detail"], plan.json()["detail"]
+    assert p["loc"] == t["loc"] == ["body", "K"] and p["msg"] == t["msg"] and "too large for this service" in p["msg"]
+    job = client.post("/v1/plans", json={**SMALL, "K": 1001, "teacher_delta": 0.0, "mechanism": "auto"})
+    assert job.status_code == 422 and job.json()["detail"] == plan.json()["detail"], job.text
+
+
+def test_a_plan_document_carries_its_status_progress_and_table_id(client):
+    r = client.post("/v1/plans", json=SMALL)
+    assert r.status_code == 200, r.text
+    doc = r.json()
+    assert (doc["status"], doc["progress"], doc["table_id"], doc["ledger_id"]) == ("done", {}, doc["id"], None)
+    got = client.get(f"/v1/plans/{doc['plan_id']}").json()
+    assert (got["status"], got["table_id"], got["gamma"]) == ("done", doc["id"], doc["gamma"])
+    opened = client.post("/v1/plans", json={**SMALL, "create_ledger": {"name": "named"}}).json()
+    assert opened["ledger_id"] == opened["ledger"]["id"]
+    assert client.get(f"/v1/plans/{doc['plan_id']}").json()["ledger_id"] == opened["ledger"]["id"]
