@@ -6,14 +6,21 @@ import time
 
 import pytest
 
+from darrm_opt.api.plan_service import plan_key
 from darrm_opt.certify.certificate import certify
 from darrm_opt.model.params import Params
+from darrm_opt.planning.plan import PlanRequest
 from darrm_opt.privacy.pld import bucket, exact_epsilon
 from darrm_opt.privacy.profile import PrivacyProfile, privacy_profile
 from darrm_opt.privacy.table import table_id
 
 SMALL = {"K": 5, "epsilon": 0.2, "teacher_delta": 1e-4, "queries": 20, "budget_epsilon": 3.0,
          "budget_delta": 0.01}
+
+
+def _inputs(body: dict) -> dict:
+    return {"prior": "paper", **{k: body[k] for k in ("K", "epsilon", "teacher_delta", "queries", "budget_epsilon",
+                                                      "budget_delta")}}
 
 
 def _params(doc: dict) -> Params:
@@ -60,6 +67,9 @@ def test_infeasible_budget_is_a_422_with_the_least_epsilon(client):
     assert r.status_code == 422, r.text
     (err,) = r.json()["detail"]
     assert err["loc"] == ["body", "budget"] and "smallest epsilon reachable" in err["msg"]
+    failed = client.get("/v1/plans/" + plan_key(PlanRequest.make(**{**_inputs(SMALL), "budget_epsilon": 0.5})))
+    assert failed.status_code == 422 and failed.json()["status"] == "failed", failed.text
+    assert "smallest epsilon reachable" in failed.json()["error"]
     # the m = 1 table has no infinite-loss mass (γ < 1); its certified profile's MARGIN (1e-13) over 20 answers
     r = client.post("/v1/plans", json={**SMALL, "budget_delta": 1e-12})
     assert r.status_code == 422 and "below what 20 answers must spend" in r.text
