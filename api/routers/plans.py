@@ -178,9 +178,11 @@ class PlanAccepted(PlanStatus):
 
 
 class PlanFailedOut(HTTPValidationErrorOut):
-    plan_id: str
-    status: Literal["failed"]
-    error: str
+    """422: a plan that failed (plan_id, status and error), or an invalid plan id (detail only)."""
+
+    plan_id: str | None = None
+    status: Literal["failed"] | None = None
+    error: str | None = None
 
 
 _COMMON: dict[int | str, dict[str, Any]] = {422: {"model": HTTPValidationErrorOut,

@@ -124,3 +124,12 @@ def test_a_plan_document_carries_its_status_progress_and_table_id(client):
     opened = client.post("/v1/plans", json={**SMALL, "create_ledger": {"name": "named"}}).json()
     assert opened["ledger_id"] == opened["ledger"]["id"]
     assert client.get(f"/v1/plans/{doc['plan_id']}").json()["ledger_id"] == opened["ledger"]["id"]
+
+
+def test_an_invalid_plan_id_is_a_422_of_the_documented_shape(client):
+    """Found by schemathesis: the documented 422 of GET /v1/plans/{id} must fit a path validation error too."""
+    from darrm_opt.api.routers.plans import PlanFailedOut
+
+    r = client.get("/v1/plans/%C3%9D%F1%BB")
+    assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["path", "plan_id"], r.text
+    PlanFailedOut.model_validate(r.json())
