@@ -26,6 +26,8 @@ from darrm_opt.ledger.keys import Principal, digest, load_keys
 from .admission import TenantRates
 
 PROTECTED_PREFIX = "/v1/"
+#: the metrics' path: an admin key's with ``DARRM_METRICS_AUTH=admin``
+METRICS_PATH = "/metrics"
 #: the scope key holding the request's principal
 PRINCIPAL = "darrm.principal"
 
@@ -35,6 +37,8 @@ log = logging.getLogger("darrm.api.auth")
 bearer_scheme = HTTPBearer(auto_error=False, description="an API key (DARRM_API_KEYS or `darrm-opt keys add`)")
 
 _BODY = json.dumps({"detail": "missing or invalid API key"}).encode()
+_NOT_ADMIN = json.dumps({"detail": "GET /metrics needs an admin key (DARRM_ADMIN_KEYS; DARRM_METRICS_AUTH=admin)"}
+                        ).encode()
 
 
 class KeyRing:
@@ -86,12 +90,22 @@ async def _refuse(send, status: int, body: bytes, headers: list[tuple[bytes, byt
 
 class BearerKeyMiddleware:
     """401 for a ``/v1`` request without a valid key; with ``rates`` (:class:`darrm_opt.api.admission.TenantRates`),
-    429 with ``Retry-After`` for a tenant's request over its rate (admin keys are not limited)."""
+    429 with ``Retry-After`` for a tenant's request over its rate (admin keys are not limited). With
+    ``metrics_admin``, ``/metrics`` needs an admin key: 401 without a valid key, 403 with a tenant's."""
 
-    def __init__(self, app, keys: KeyRing, rates: TenantRates | None = None) -> None:  # noqa: ANN001
+    def __init__(self, app, keys: KeyRing, rates: TenantRates | None = None,  # noqa: ANN001
+                 metrics_admin: bool = False) -> None:
         self.app = app
         self.keys = keys
         self.rates = rates
+        self.metrics_admin = metrics_admin
+
+    @staticmethod
+    def _header(scope) -> bytes | None:  # noqa: ANN001
+        for name, value in scope["headers"]:
+            if name == b"authorization":
+                return value
+        return None
 
     def _principal(self, header: bytes | None) -> Principal | None:
         if not header:
@@ -103,13 +117,16 @@ class BearerKeyMiddleware:
         return self.keys.lookup(token)
 
     async def __call__(self, scope, receive, send) -> None:  # noqa: ANN001
+        if scope["type"] == "http" and self.metrics_admin and scope["path"] == METRICS_PATH:
+            who = self._principal(self._header(scope))
+            if who is None:
+                await _refuse(send, 401, _BODY, [(b"www-authenticate", b"Bearer")])
+                return
+            if not who.admin:
+                await _refuse(send, 403, _NOT_ADMIN, [])
+                return
         if scope["type"] == "http" and (scope["path"] + "/").startswith(PROTECTED_PREFIX):
-            header = None
-            for name, value in scope["headers"]:
-                if name == b"authorization":
-                    header = value
-                    break
-            who = self._principal(header)
+            who = self._principal(self._header(scope))
             if who is None:
                 await _refuse(send, 401, _BODY, [(b"www-authenticate", b"Bearer")])
                 return

@@ -101,7 +101,8 @@ def create_app(settings: Settings | None = None, *, random_bytes: RandomBytes = 
     app.add_middleware(BodyLimitMiddleware, aggregate_limit=settings.max_body_bytes,
                        default_limit=settings.max_request_bytes, body_timeout_s=settings.body_timeout_s)
     rates = None if settings.tenant_rate is None else TenantRates(settings.tenant_rate, settings.tenant_burst)
-    app.add_middleware(BearerKeyMiddleware, keys=keys, rates=rates)  # 401 (and 429) before all else
+    app.add_middleware(BearerKeyMiddleware, keys=keys, rates=rates,  # 401 (and 429) before all else
+                       metrics_admin=settings.metrics_auth == "admin")
     app.add_middleware(AllowMiddleware, routes_of=app)  # OPTIONS needs no key (the routes are public)
     app.add_middleware(RequestLogMiddleware)  # outermost: every answer carries a request id and is logged
     install_errors(app)

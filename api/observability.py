@@ -10,7 +10,8 @@
   ``pid``;
 - counts the request and its latency in the metrics below.
 
-Metrics (``GET /metrics``, Prometheus text format, no key): ``darrm_requests_total{method,route,status}``,
+Metrics (``GET /metrics``, Prometheus text format; an admin key unless ``DARRM_METRICS_AUTH=open``):
+``darrm_requests_total{method,route,status}``,
 ``darrm_request_seconds{route}`` (histogram), ``darrm_debits_total{tenant,outcome}`` (outcome: paid, replayed,
 over_budget, refused, timeout, error), ``darrm_answers_paid_total{tenant}`` (per-tenant spend in answers),
 ``darrm_compositions_total`` (exact compositions this process computed), ``darrm_solve_queue`` (solves running

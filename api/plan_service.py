@@ -1,28 +1,32 @@
-"""Budget plans in the service: the planned table is stored and served like any table, and the plan is cached.
+"""Budget plans in the service: the planned table is stored and served like any table, the plan in the database.
 
 Every plan is a job (:class:`darrm_opt.planning.job.Job`) planned by the one entry point,
-:func:`darrm_opt.mechanisms.plan_job`, on the table service's solve pool; identical concurrent requests
-share one run (in-process single flight). A job of shared or disjoint-private teachers (:meth:`PlanService.request`)
-answers with the planned table and its plan (its id a hash of its canonical inputs K, ε, Δ, Q, ε_B, δ_B,
-prior; for disjoint-private teachers whose (ε, Δ) is within the budget, the plain majority, free); a job of
-PATE's setting (``disjoint-nonprivate``), with classes or naming a mechanism (:meth:`PlanService.request_job`)
-answers with the most accurate offer and the others beside it. The planned table is stored in ``gamma_tables`` under
-its content hash (so ``/v1/tables/{id}``, ``/v1/aggregate`` and ledgers' exact accounting see it; it becomes
-the service's solve of its parameters unless they were solved before); the plan itself (its inputs, spent ε
-and candidates) is kept in an in-memory LRU, per process. The plan's spent ε is recomputed from the served
-table's profile by the ledger's accounting and must fit the budget (else 409).
+:func:`darrm_opt.mechanisms.plan_job`, on the table service's solve pool. A job of shared or disjoint-private
+teachers (:meth:`PlanService.request`) answers with the planned table and its plan (its id a hash of its
+canonical inputs K, ε, Δ, Q, ε_B, δ_B, prior; for disjoint-private teachers whose (ε, Δ) is within the budget,
+the plain majority, free); a job of PATE's setting (``disjoint-nonprivate``), with classes or naming a mechanism
+(:meth:`PlanService.request_job`) answers with the most accurate offer and the others beside it. The planned
+table is stored in ``gamma_tables`` under its content hash (so ``/v1/tables/{id}``, ``/v1/aggregate`` and
+ledgers' exact accounting see it; it becomes the service's solve of its parameters unless they were solved
+before). The plan itself (the request that rebuilds its work, status, progress, document or error) is a
+``plans`` row (:class:`api.plan_store.PlanStore`): any process answers it, and one process runs it under a
+heartbeated lease, so the same plan posted to several processes at once is computed once, and a plan whose
+process died is taken over by the next process that reads or posts it. The plan's spent ε is recomputed from
+the served table's profile by the ledger's accounting and must fit the budget (else 409).
 
-200 or 202: a plan whose problems have at most ``inline_max_multisets`` corner multisets (or that needs no
-search: the plain majority, free) runs while the request waits, up to ``inline_timeout_s``; otherwise 202
-with ``/v1/plans/{id}`` to poll.
+A shared-setting plan is admitted or refused by the solve cost model of ``/v1/tables``
+(:meth:`TableService.admit`, on its largest problem: K teachers at the teachers' (ε, Δ)). 200 or 202: a plan
+whose problems are solved inline as tables are (or that needs no search: the plain majority, free) runs while
+the request waits, up to ``inline_timeout_s``; otherwise 202 with ``/v1/plans/{id}`` to poll.
 """
 
 from __future__ import annotations
 
-import collections
 import hashlib
 import json
+import logging
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import Future, wait
 from dataclasses import dataclass, field
@@ -30,7 +34,6 @@ from typing import Any
 
 from darrm_opt.errors import DarrmError, InvalidParameter
 from darrm_opt.mechanisms import mechanism, mechanism_for, params_key, plan_job
-from darrm_opt.model.corners import n_corners, n_multisets
 from darrm_opt.model.params import Params
 from darrm_opt.planning.job import Job, Offer
 from darrm_opt.planning.plan import check_shared_job, majority_free
@@ -38,11 +41,10 @@ from darrm_opt.privacy import accounting
 from darrm_opt.privacy.pld import exact_epsilon
 from darrm_opt.release.documents import majority_free_document
 
-from .settings import DEFAULT_MAX_MULTISETS
-from .table_service import TableNotServable, TableService, jsonable
+from .plan_store import PlanRow, PlanStore
+from .table_service import PROGRESS_EVERY_S, TableNotServable, TableService, jsonable
 
-CACHE_SIZE = 256
-
+log = logging.getLogger("darrm.api.plans")
 
 def plan_key(job: Job, teachers: str | None = None) -> str:
     """The plan id of a shared or disjoint-private job: a hash of its canonical inputs (and of ``teachers``
@@ -62,36 +64,44 @@ def _free_document(key: str, job: Job, best: Offer) -> dict[str, Any]:
     return doc
 
 
+class PlanFailed(DarrmError):
+    """A plan that failed (in any process): its error, answered 422."""
+
+
 @dataclass
 class PlanState:
-    """One plan run: its future, its last progress event, and its result or error once done."""
+    """One plan run in this process: its future and its last progress event."""
 
     future: Future
     progress: dict[str, Any] = field(default_factory=dict)
 
 
+Work = Callable[[Callable[..., None]], dict[str, Any]]
+
+
+def _table_id(doc: dict[str, Any]) -> str | None:
+    """The planned table's id in a plan's document (a shared-setting plan is its table; a job plan names it)."""
+    table = doc.get("table")
+    if isinstance(table, dict):
+        return table.get("id")
+    return doc.get("id") if "gamma" in doc and "certificate" in doc else None
+
+
 class PlanService:
-    def __init__(self, tables: TableService) -> None:
+    def __init__(self, tables: TableService, store: PlanStore | None = None) -> None:
         self.tables = tables
+        self.store = store or PlanStore(tables.db)
         self._lock = threading.Lock()
-        self._done: collections.OrderedDict[str, dict[str, Any]] = collections.OrderedDict()
         self._running: dict[str, PlanState] = {}
-        self._failed: dict[str, str] = {}
 
     def _inline(self, job: Job) -> bool:
-        """422 naming the field of an invalid job, or K when the plan's problems are too large for this
-        service; True when run inline."""
-        req = check_shared_job(job)
+        """422 naming the field of an invalid job, or the rule's parameter when a table of the plan's largest
+        problem (K teachers at (ε, Δ)) would be refused by the solve cost model of ``/v1/tables``; True when
+        run inline."""
+        check_shared_job(job)
         if majority_free(job) is not None:
             return True  # no search
-        settings = self.tables.settings
-        size = n_multisets(req.K, n_corners(Params(K=req.K, m=1, epsilon=req.epsilon,
-                                                    teacher_delta=req.teacher_delta)))
-        limit = settings.max_multisets or DEFAULT_MAX_MULTISETS  # a plan solves several problems: not modelled
-        if size > limit:
-            raise InvalidParameter("K", f"too large for this service: {size} corner multisets exceed "
-                                        f"DARRM_MAX_MULTISETS = {limit}", req.K)
-        return size <= settings.inline_max_multisets
+        return self.tables.admit(Params(K=job.K, m=1, epsilon=job.epsilon, teacher_delta=job.teacher_delta))
 
     def request(self, job: Job) -> tuple[str, str, dict[str, Any] | None]:
         """A job of shared or disjoint-private teachers (``plan_job``): (plan id, cache status 'hit' | 'miss' |
@@ -99,60 +109,93 @@ class PlanService:
         self.tables.check_solver(job.solver)
         inline = self._inline(job)
         key = plan_key(job, "disjoint-private" if majority_free(job) is not None else None)
+        return self._single_flight(key, {"kind": "shared", "job": job.canonical()}, inline)
 
-        def work(progress: Callable[..., None]) -> dict[str, Any]:
-            best, offers, refused = plan_job(job, progress)
-            return self._publish(key, job, best, offers, refused)
+    def _shared_work(self, key: str, spec: dict[str, Any]) -> Work:
+        job = Job(**spec["job"])
+        return lambda progress: self._publish(key, job, *plan_job(job, progress))
 
-        return self._single_flight(key, work, inline)
+    def _work(self, key: str, spec: dict[str, Any]) -> Work:
+        """The work a stored plan request names (any process rebuilds it from its row)."""
+        return {"shared": self._shared_work, "job": self._job_work}[spec["kind"]](key, spec)
 
-    def _single_flight(self, key: str, work: Callable[[Callable[..., None]], dict[str, Any]], inline: bool = True
+    def _single_flight(self, key: str, spec: dict[str, Any], inline: bool = True
                        ) -> tuple[str, str, dict[str, Any] | None]:
-        """The plan ``key`` from the cache, from its run in flight, or run now on the solve pool
-        (``work(progress)`` gives its document); waited for up to ``inline_timeout_s`` when ``inline``:
+        """The plan ``key`` from the database, from its run in flight (here or in another process), or run now
+        on the solve pool (``spec`` names its work); waited for up to ``inline_timeout_s`` when ``inline``:
         (key, 'hit' | 'miss' | 'shared' | 'pending', the document or None while it runs)."""
         with self._lock:
-            hit = self._done.get(key)
-            if hit is not None:
-                self._done.move_to_end(key)
-                return key, "hit", hit
             state = self._running.get(key)
-            role = "shared" if state is not None else "miss"
+            role = "shared"
             if state is None:
-                self._failed.pop(key, None)
-                state = PlanState(Future())
-                self._running[key] = state
-                state.future = self.tables._executor.submit(self._run, key, work, state)  # the solve pool
-        if inline:
-            wait([state.future], timeout=self.tables.settings.inline_timeout_s)
-            if state.future.done():
-                return key, role, state.future.result()  # raises the plan's DarrmError (422)
+                claim, row = self.store.claim(key, spec)
+                if claim == "done":
+                    return key, "hit", row.result  # type: ignore[union-attr]
+                if claim == "claimed":
+                    role = "miss"
+                    state = self._start(key, spec)
+        deadline = time.monotonic() + self.tables.settings.inline_timeout_s
+        if state is not None:
+            if inline:
+                wait([state.future], timeout=self.tables.settings.inline_timeout_s)
+                if state.future.done():
+                    return key, role, state.future.result()  # raises the plan's DarrmError (422)
+            return key, "pending", None
+        pause = 0.02
+        while inline and time.monotonic() < deadline:  # another process runs it: watch its row
+            seen = self.store.get(key)
+            if seen is not None and seen.status == "done":
+                return key, "shared", seen.result
+            if seen is not None and seen.status == "failed":
+                raise PlanFailed(seen.error or "the plan failed")
+            time.sleep(pause)
+            pause = min(pause * 2, 0.5)
         return key, "pending", None
 
-    def _run(self, key: str, work: Callable[[Callable[..., None]], dict[str, Any]], state: PlanState
-             ) -> dict[str, Any]:
-        """Run one plan, reporting its progress in ``state``; its document is cached, its error kept for GET."""
+    def _start(self, key: str, spec: dict[str, Any]) -> PlanState:
+        """Run a plan this process has claimed on the solve pool (under ``self._lock``)."""
+        state = PlanState(Future())
+        self._running[key] = state
+        try:
+            work = self._work(key, spec)
+            state.future = self.tables._executor.submit(self._run, key, work, state)  # the solve pool
+        except BaseException as exc:
+            self._running.pop(key, None)
+            self.store.fail(key, str(exc) if isinstance(exc, DarrmError) else "internal error")
+            raise
+        return state
+
+    def _run(self, key: str, work: Work, state: PlanState) -> dict[str, Any]:
+        """Run one plan, reporting its progress in ``state`` and its row; its document or error is stored."""
+        self.store.report(key, status="running")
+        last = [time.monotonic()]
+
         def progress(stage: str, **info: Any) -> None:
             state.progress = {"stage": stage, **jsonable(info)}
+            now = time.monotonic()
+            if now - last[0] >= PROGRESS_EVERY_S:
+                last[0] = now
+                self.store.report(key, progress=state.progress)
 
         try:
             doc = work(progress)
         except DarrmError as exc:
-            with self._lock:
-                self._failed[key] = str(exc)
-                self._running.pop(key, None)
+            message = str(exc)
+            self._end(key, lambda: self.store.fail(key, message))
             raise
         except Exception:
-            with self._lock:
-                self._failed[key] = "internal error"
-                self._running.pop(key, None)
+            log.exception("plan %s failed", key)
+            self._end(key, lambda: self.store.fail(key, "internal error"))
             raise
-        with self._lock:
-            self._done[key] = doc
-            while len(self._done) > CACHE_SIZE:
-                self._done.popitem(last=False)
-            self._running.pop(key, None)
+        self._end(key, lambda: self.store.finish(key, doc, _table_id(doc)))
         return doc
+
+    def _end(self, key: str, record: Callable[[], None]) -> None:
+        try:
+            record()
+        finally:
+            with self._lock:
+                self._running.pop(key, None)
 
     def request_job(self, job: Job, kinds: list[str] | None) -> tuple[str, str, dict[str, Any] | None]:
         """A job planned over every mechanism (``plan_job``; only ``kinds`` when given): (plan id, cache
@@ -160,14 +203,20 @@ class PlanService:
         self.tables.check_solver(job.solver)
         for kind in kinds or []:
             mechanism(kind)  # 422 naming kind before anything runs
+        if job.classes is None and job.epsilon is not None and job.teacher_delta is not None:
+            self.tables.admit(Params(K=job.K, m=1, epsilon=job.epsilon, teacher_delta=job.teacher_delta))
         text = json.dumps({**job.canonical(), "kinds": kinds}, sort_keys=True, separators=(",", ":"))
         key = hashlib.sha256(("job-plan:" + text).encode()).hexdigest()[:32]
+        return self._single_flight(key, {"kind": "job", "job": job.canonical(), "kinds": kinds})
+
+    def _job_work(self, key: str, spec: dict[str, Any]) -> Work:
+        job, kinds = Job(**spec["job"]), spec["kinds"]
 
         def work(progress: Callable[..., None]) -> dict[str, Any]:
             best, offers, refused = plan_job(job, progress, kinds)
             return self._publish_offer(key, job, best, offers, refused)
 
-        return self._single_flight(key, work)
+        return work
 
     def _publish_offer(self, key: str, job: Job, best: Any, offers: list[Any], refused: dict[str, str]
                        ) -> dict[str, Any]:
@@ -231,14 +280,24 @@ class PlanService:
         info = {**best.plan, "spent_epsilon": spent}
         return {**table.to_dict(), "plan_id": key, "plan": info}
 
-    def get(self, key: str) -> tuple[str, dict[str, Any] | None, dict[str, Any] | str | None]:
-        """('done', table, None) | ('running', None, progress) | ('failed', None, error) | ('unknown', ...)."""
+    def get(self, key: str) -> tuple[PlanRow | None, dict[str, Any]]:
+        """The plan's row (None if unknown) and its live progress. A plan whose process died (its lease
+        stale) is taken over here: claimed and run again on this process's solve pool."""
+        row = self.store.get(key)
+        if row is None or row.status not in ("queued", "running"):
+            return row, {}
         with self._lock:
-            if key in self._done:
-                return "done", self._done[key], None
-            if key in self._running:
-                return "running", None, dict(self._running[key].progress)
-            if key in self._failed:
-                return "failed", None, self._failed[key]
-        return "unknown", None, None
+            state = self._running.get(key)
+            if state is None and not row.live and row.request.get("kind") in ("shared", "job"):
+                claim, _seen = self.store.claim(key, row.request, retry_failed=False)
+                if claim == "claimed":
+                    log.warning("plan %s: its process stopped renewing its lease; taken over", key)
+                    state = self._start(key, row.request)
+        if state is not None:
+            return row, dict(state.progress) or row.progress
+        return row, row.progress
 
+    def set_ledger(self, key: str, ledger: dict[str, Any] | None, tenant: str) -> None:
+        """Name the ledger just opened with plan ``key`` in its row."""
+        if ledger is not None and ledger.get("id"):
+            self.store.set_ledger(key, ledger["id"], tenant)

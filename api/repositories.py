@@ -3,8 +3,9 @@ and :mod:`darrm_opt.ledger.writer`).
 
 :class:`TableRepository` reads and writes ``gamma_tables`` rows (by content id, by the parameters' key, in
 lists); :class:`JobCoordinator` owns the ``solve_jobs`` rows through which server processes share one solve
-of a parameter set: a claim per parameters' key, progress reports, and takeover of a claim whose owner
-stopped reporting for ``stale_s`` seconds.
+of a parameter set: a claim per parameters' key under a heartbeated lease (:mod:`darrm_opt.ledger.leases`:
+renewed every ``HEARTBEAT_S`` while this process solves it), progress reports, and takeover of a claim not
+renewed for ``stale_s`` seconds (``STALE_S`` by default: its process died).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from sqlalchemy import func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
 from darrm_opt.ledger.db import Database
+from darrm_opt.ledger.leases import STALE_S, Heartbeat
 from darrm_opt.ledger.schema import GammaTable, SolveJob, aware, utcnow
 
 log = logging.getLogger("darrm.api.repositories")
@@ -78,12 +80,24 @@ class TableRepository:
 class JobCoordinator:
     """``solve_jobs`` rows: which process solves a parameter set, and how far it got."""
 
-    def __init__(self, db: Database, stale_s: float) -> None:
+    def __init__(self, db: Database, stale_s: float = STALE_S) -> None:
         self.db = db
         self.stale_s = stale_s
+        self.leases = Heartbeat(self._renew, name="darrm-job-leases")
+
+    def _renew(self, held: list[str]) -> None:
+        with self.db.write() as conn:
+            conn.execute(update(SolveJob).where(SolveJob.id.in_(held), SolveJob.owner == OWNER,
+                                                SolveJob.status.in_(("queued", "running")))
+                         .values(updated_at=utcnow()))
+
+    def release(self, key: str) -> None:
+        """Stop renewing the claim of ``key`` (its solve ended)."""
+        self.leases.release(key)
 
     def claim(self, key: str, canonical: dict, solver: str) -> str:
-        """Claim the solve of ``key`` for this process: 'claimed', 'foreign' (live elsewhere) or 'done'."""
+        """Claim the solve of ``key`` for this process: 'claimed' (held, renewed until :meth:`release`),
+        'foreign' (live elsewhere) or 'done'."""
         now = utcnow()
         values = {"params": json.dumps(canonical), "solver": solver, "status": "queued", "stage": "queued",
                   "progress": "{}", "error": None, "owner": OWNER, "updated_at": now}
@@ -93,16 +107,17 @@ class JobCoordinator:
                     row = conn.execute(
                         select(SolveJob.__table__).where(SolveJob.id == key).with_for_update()
                     ).first()
-                    if row is None:
+                    if row is not None:
+                        if row.status == "done":
+                            return "done"
+                        fresh = (now - aware(row.updated_at)).total_seconds() < self.stale_s
+                        if row.status in ("queued", "running") and row.owner != OWNER and fresh:
+                            return "foreign"
+                        conn.execute(update(SolveJob).where(SolveJob.id == key).values(**values))
+                    else:
                         conn.execute(insert(SolveJob).values(id=key, created_at=now, **values))
-                        return "claimed"
-                    if row.status == "done":
-                        return "done"
-                    fresh = (now - aware(row.updated_at)).total_seconds() < self.stale_s
-                    if row.status in ("queued", "running") and row.owner != OWNER and fresh:
-                        return "foreign"
-                    conn.execute(update(SolveJob).where(SolveJob.id == key).values(**values))
-                    return "claimed"
+                self.leases.hold(key)
+                return "claimed"
             except IntegrityError:  # another process inserted the row first: look again
                 continue
         return "foreign"

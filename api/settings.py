@@ -22,6 +22,10 @@
                          (``DARRM_SOLVE_WORKERS``, 1), so a small table never waits behind a large solve
 ``DARRM_SOLVE_QUOTA``    background solves one tenant may have running or queued per process (2); one more
                          is answered 429 with Retry-After
+``DARRM_METRICS_AUTH``  ``admin`` (default: ``GET /metrics`` needs an admin key, 401 without a key, 403 with a
+                         tenant's) or ``open`` (no key)
+``DARRM_JOB_STALE_S``    a solve job's claim not renewed for this long (3 s; renewed every 0.5 s while its
+                         process solves) is taken over by the next request for it
 ``DARRM_MAX_ROWS``       vote rows per aggregate request
 ``DARRM_MAX_BODY_BYTES`` body limit of ``POST /v1/aggregate`` (16 MiB: 100 000 rows of K = 41 votes
                          take 8.4 MB); larger bodies get 413 before they are read
@@ -45,6 +49,8 @@ from typing import Annotated, Literal
 
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+from darrm_opt.ledger.leases import HEARTBEAT_S, STALE_S
 
 #: the multiset limit of an LP the solve cost model has no measured solves of (K <= 45 with Δ > 0)
 DEFAULT_MAX_MULTISETS = 200_000_000
@@ -71,7 +77,7 @@ class Settings(BaseSettings):
     solve_workers: int = Field(1, ge=1)
     small_solve_workers: int = Field(2, ge=1)
     solve_quota: int = Field(2, ge=1)
-    job_stale_s: float = Field(120.0, gt=0)
+    job_stale_s: float = Field(STALE_S, gt=HEARTBEAT_S)  # a solve job lease not renewed for this long is taken over
     # aggregation and the ledger
     max_rows: int = Field(100_000, ge=1)
     max_body_bytes: int = Field(16 * 1024 * 1024, ge=1024)
@@ -81,6 +87,9 @@ class Settings(BaseSettings):
     debit_batch: int = Field(512, ge=1)
     debit_timeout_s: float = Field(60.0, gt=0)
     access_log: bool = True  # one JSON line per request on stderr (api.observability)
+    #: GET /metrics: "admin" (an admin key's Bearer header: the scrape names tenants) or "open" (no key: only
+    #: where the port is reachable by the scraper alone)
+    metrics_auth: Literal["admin", "open"] = "admin"
     body_timeout_s: float = Field(60.0, gt=0, allow_inf_nan=False)  # a body arrives whole within this (408)
     header_timeout_s: float = Field(10.0, gt=0, allow_inf_nan=False)  # read by api.protocol (the connection closes)
     migrate_on_start: bool = True

@@ -10,7 +10,8 @@ certifies these parameters; a solve never returns an uncertified table.
 
 Solves run on a small thread pool. Identical concurrent requests share one solve: inside a process through
 a map of in-flight futures, across processes through the ``solve_jobs`` row (job id = params key) that one
-process claims; a claim whose owner has not reported progress for ``job_stale_s`` is taken over.
+process claims under a heartbeated lease; a claim not renewed for ``job_stale_s`` (3 s: its process died) is
+taken over by the next request for it.
 
 Two pools: problems solved inline (below) on ``small_solve_workers`` threads of their own, so a small table
 never waits behind a large solve; the others on ``solve_workers`` threads, where each tenant may have at
@@ -289,6 +290,11 @@ class TableService:
             )
         return size <= self.settings.inline_max_multisets
 
+    def admit(self, params: Any) -> bool:
+        """The solve cost model's decision on ``params`` (:meth:`_inline`): InvalidParameter naming the rule
+        when refused, else whether it is solved inline. Plans are admitted by it too."""
+        return self._inline(params)
+
     def _admit(self, kind: str, key: cost.SolveCostKey, predicted: cost.Cost) -> None:
         """InvalidParameter naming ``key``'s parameter when the predicted cost is over a limit."""
         s = self.settings
@@ -401,6 +407,7 @@ class TableService:
             raise
         finally:
             self._progress.pop(key, None)
+            self.jobs.release(key)
         served = self.solved(key)
         if served is None:  # pragma: no cover - the row was just written
             raise TableNotServable(f"the solve of {key} vanished after it was stored")

@@ -1,4 +1,5 @@
-"""Liveness, readiness and Prometheus metrics (no key needed; :mod:`darrm_opt.api.observability`)."""
+"""Liveness and readiness (no key), Prometheus metrics (an admin key unless ``DARRM_METRICS_AUTH=open``;
+:mod:`darrm_opt.api.observability`)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from fastapi.responses import JSONResponse, Response
 
 from .. import observability
 from ..deps import ServicesDep
-from ..schemas import StatusOut
+from ..schemas import ErrorOut, StatusOut
 
 router = APIRouter(tags=["health"])
 
@@ -32,7 +33,9 @@ async def readyz(s: ServicesDep):
 
 
 @router.get("/metrics", summary="Prometheus metrics (text exposition format)",
-            responses={200: {"content": {"text/plain": {}}, "description": "the metrics"}},
+            responses={200: {"content": {"text/plain": {}}, "description": "the metrics"},
+                       401: {"model": ErrorOut, "description": "no valid key (DARRM_METRICS_AUTH=admin)"},
+                       403: {"model": ErrorOut, "description": "a tenant's key, not an admin key"}},
             response_class=Response)
 async def metrics(s: ServicesDep) -> Response:
     observability.SOLVE_QUEUE.set(s.tables.in_flight())

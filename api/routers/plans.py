@@ -98,13 +98,26 @@ class PlanInfo(BaseModel):
                         "(screening PLD, an upper bound), fits")
 
 
-class PlanOut(TableOut):
+class PlanStatus(BaseModel):
+    """Where a plan is: every plan document carries them."""
+
+    status: Literal["queued", "running", "done", "failed"] = Field(
+        "done", description="queued | running (poll status_url) | done (the document is the plan) | failed")
+    progress: dict[str, Any] = Field({}, description="while queued or running: the last stage reported "
+                                                     "(stage and its figures); {} once done")
+    table_id: str | None = Field(None, description="the planned table's id once done (none for a plain "
+                                                   "majority)")
+    ledger_id: str | None = Field(None, description="the last ledger opened with this plan (create_ledger), "
+                                                    "shown to its tenant only")
+
+
+class PlanOut(TableOut, PlanStatus):
     plan_id: str
     plan: PlanInfo
     ledger: LedgerOut | None = None
 
 
-class JobPlanOut(BaseModel):
+class JobPlanOut(PlanStatus):
     """A job planned over every mechanism: the chosen one's table (stored and served), its error and spend
     (recomputed from the served table's profile by the ledger's accounting), the other offers."""
 
@@ -141,7 +154,7 @@ class JobPlanOut(BaseModel):
         None, description="with create_ledger, once the plan is known: the ledger its run names")
 
 
-class MajorityFreeOut(BaseModel):
+class MajorityFreeOut(PlanStatus):
     """disjoint-private teachers within the budget: the plain majority γ ≡ 1 costs at most their (ε, Δ) in
     total, by parallel composition (no certificate: the guarantee is the theorem's, not a table's)."""
 
@@ -156,12 +169,18 @@ class MajorityFreeOut(BaseModel):
     ledger: LedgerOut | None = None
 
 
-class PlanAccepted(BaseModel):
+class PlanAccepted(PlanStatus):
     plan_id: str
-    status: str
     status_url: str
-    progress: dict[str, Any] = {}
     ledger: LedgerOut | None = None
+
+
+class PlanFailedOut(HTTPValidationErrorOut):
+    """422: a plan that failed (plan_id, status and error), or an invalid plan id (detail only)."""
+
+    plan_id: str | None = None
+    status: Literal["failed"] | None = None
+    error: str | None = None
 
 
 _COMMON: dict[int | str, dict[str, Any]] = {422: {"model": HTTPValidationErrorOut,
@@ -198,11 +217,14 @@ def post_plan(body: PlanRequestIn, request: Request, response: Response):
     cap = None
     if body.teachers == "disjoint-private" and job.epsilon is not None and job.teacher_delta is not None:
         cap = (job.epsilon, job.teacher_delta)
-    key, status, doc = _plans(request).request(job)
-    ledger = _ledger(s, body, job, cap, principal(request).tenant)
+    plans = _plans(request)
+    key, status, doc = plans.request(job)
+    tenant = principal(request).tenant
+    ledger = _ledger(s, body, job, cap, tenant)
+    plans.set_ledger(key, ledger, tenant)
     if cap is not None and doc is not None and not doc["plan"].get("majority_free"):
         doc = _with_cap(doc, cap)
-    return _answer(key, status, doc, ledger, response)
+    return _answer(plans, key, status, doc, ledger, response)
 
 
 def _job(body: PlanRequestIn, s, teachers: str) -> Job:  # noqa: ANN001
@@ -220,7 +242,8 @@ def _job_plan(body: PlanRequestIn, request: Request, response: Response):  # noq
         "disjoint-nonprivate" if body.classes is not None else "shared")
     job = _job(body, s, teachers)
     kinds = None if body.mechanism in (None, "auto") else [body.mechanism]
-    key, status, doc = _plans(request).request_job(job, kinds)
+    plans = _plans(request)
+    key, status, doc = plans.request_job(job, kinds)
     cap = None
     if teachers == "disjoint-private" and body.epsilon is not None and body.teacher_delta is not None:
         cap = (body.epsilon, body.teacher_delta)
@@ -232,7 +255,8 @@ def _job_plan(body: PlanRequestIn, request: Request, response: Response):  # noq
         # planned in the background: a worst-case plan runs on a plain ledger with the budget whichever offer
         # wins, so it is opened at once and named in the 202 (as a shared-setting plan's is)
         ledger = _ledger(s, body, job, cap, principal(request).tenant)
-    return _answer(key, status, doc, ledger, response)
+    plans.set_ledger(key, ledger, principal(request).tenant)
+    return _answer(plans, key, status, doc, ledger, response)
 
 
 def _dd_ledger(s, body: PlanRequestIn, job: Job, cap, run: dict, tenant: str) -> dict:  # noqa: ANN001
@@ -245,15 +269,33 @@ _RUN_LEDGERS = {"plain": lambda s, body, job, cap, run, tenant: _ledger(s, body,
                 "data-dependent": _dd_ledger}
 
 
-def _answer(key: str, status: str, doc: dict[str, Any] | None, ledger: dict | None, response: Response):  # noqa: ANN202
+def _answer(plans: PlanService, key: str, status: str, doc: dict[str, Any] | None, ledger: dict | None,  # noqa: ANN202
+            response: Response):
     """200 with the plan (``X-Darrm-Cache``: its cache status) and its ledger, or 202 with where to poll."""
+    ledger_id = None if ledger is None else ledger.get("id")
     if doc is None:
-        url = f"/v1/plans/{key}"
-        return JSONResponse(status_code=202, headers={"Location": url, "X-Darrm-Cache": "pending"},
-                            content={"plan_id": key, "status": "pending", "status_url": url, "progress": {},
-                                     "ledger": _json(ledger)})
+        row, progress = plans.get(key)
+        return _accepted(key, row.status if row is not None else "queued", progress,
+                         {"ledger": _json(ledger), "ledger_id": ledger_id}, {"X-Darrm-Cache": "pending"})
     response.headers["X-Darrm-Cache"] = status
-    return {**doc, "ledger": ledger}
+    return {**doc, **_done(doc), "ledger": ledger, "ledger_id": ledger_id}
+
+
+def _done(doc: dict[str, Any]) -> dict[str, Any]:
+    table = doc.get("table")
+    table_id = table.get("id") if isinstance(table, dict) else (doc.get("id") if "gamma" in doc and "certificate"
+                                                                               in doc else None)
+    return {"status": "done", "progress": {}, "table_id": table_id}
+
+
+def _accepted(key: str, status: str, progress: dict[str, Any], extra: dict[str, Any],
+              headers: dict[str, str] | None = None) -> JSONResponse:
+    """202: the plan is queued or running; poll its status_url."""
+    url = f"/v1/plans/{key}"
+    status = status if status in ("queued", "running") else "queued"
+    return JSONResponse(status_code=202, headers={"Location": url, **(headers or {})},
+                        content={"plan_id": key, "status": status, "status_url": url, "progress": progress,
+                                 "table_id": None, "ledger_id": None, "ledger": None, **extra})
 
 
 def _ledger(s, body: PlanRequestIn, req, cap, tenant: str) -> dict | None:  # noqa: ANN001
@@ -278,18 +320,22 @@ def _json(ledger: dict | None) -> Any:
 
 
 @router.get("/plans/{plan_id}", response_model=PlanOut | MajorityFreeOut | JobPlanOut,
-            summary="A plan: its table, or its progress",
-            responses={202: {"model": PlanAccepted}, 404: {"model": ErrorOut}, **_COMMON})
+            summary="A plan: its table, or where it is (any worker answers)",
+            responses={202: {"model": PlanAccepted, "description": "queued or running: poll again"},
+                       404: {"model": ErrorOut}, 422: {"model": PlanFailedOut, "description": "the plan failed"}})
 def get_plan(request: Request, plan_id: str = Path(..., pattern=ID_PATTERN)):
-    status, doc, info = _plans(request).get(plan_id)
-    if status == "done":
-        return {**doc, "ledger": None}  # type: ignore[dict-item]
-    if status == "running":
-        url = f"/v1/plans/{plan_id}"
-        return JSONResponse(status_code=202, content={"plan_id": plan_id, "status": "running", "status_url": url,
-                                                      "progress": info})
-    if status == "failed":
-        return JSONResponse(status_code=422, content={"detail": [
-            {"loc": ["body"], "msg": str(info)[:1000], "type": "plan_failed"}]})
-    return JSONResponse(status_code=404, content={"detail": f"plan_id {plan_id!r} not found (plans are kept "
-                                                            "in memory per process)"})
+    """The plan's document once done (200), its status and progress while queued or running (202), its error
+    once failed (422). Plans are kept in the database: any worker answers, and a plan whose worker died is
+    taken over by the worker that reads it."""
+    row, progress = _plans(request).get(plan_id)
+    if row is None:
+        return JSONResponse(status_code=404, content={"detail": f"plan_id {plan_id!r} not found"})
+    ledger_id = row.ledger_id if row.ledger_tenant == principal(request).tenant else None
+    if row.status == "done" and row.result is not None:
+        return {**row.result, **_done(row.result), "ledger": None, "ledger_id": ledger_id}
+    if row.status == "failed" or row.result is None and row.status == "done":
+        error = str(row.error or "the plan failed")[:1000]
+        return JSONResponse(status_code=422, content={
+            "detail": [{"loc": ["body"], "msg": error, "type": "plan_failed"}],
+            "plan_id": plan_id, "status": "failed", "error": error})
+    return _accepted(plan_id, row.status, progress, {"ledger_id": ledger_id})

@@ -11,12 +11,13 @@ So a process that needs one not in its memory asks the ``compositions`` table fi
   computes it itself;
 - otherwise it claims the row, computes, and stores the value.
 
-A claim is a lease that dies with its holder: while a process computes, a heartbeat thread renews its claims'
-``updated_at`` every :data:`HEARTBEAT_S` seconds, and a claim not renewed for :data:`STALE_S` seconds is taken
-over. So a process killed (SIGKILL, OOM) while it holds a claim delays the others' by at most ``STALE_S``
-(not the length of any computation), on SQLite and PostgreSQL alike; a computation that fails deletes its claim.
-Freshness compares the renewing process's clock with the reader's: clocks that disagree by more than a few
-seconds only make two processes compute the same value (the table never decides a debit).
+A claim is a lease that dies with its holder (:mod:`darrm_opt.ledger.leases`): while a process computes, a
+heartbeat thread renews its claims' ``updated_at`` every :data:`HEARTBEAT_S` seconds, and a claim not renewed
+for :data:`STALE_S` seconds is taken over. So a process killed (SIGKILL, OOM) while it holds a claim delays
+the others' by at most ``STALE_S`` (not the length of any computation), on SQLite and PostgreSQL alike; a
+computation that fails deletes its claim. Freshness compares the renewing process's clock with the reader's:
+clocks that disagree by more than a few seconds only make two processes compute the same value (the table
+never decides a debit).
 
 The table is a cache: a stored value is :func:`exact_epsilon`'s own result for the key
 (:func:`darrm_opt.privacy.pld.composition_key` names the profiles exactly, the counts, δ, the grid and the
@@ -41,14 +42,12 @@ from darrm_opt.privacy.pld import cached_exact_epsilon, composition_key, remembe
 from darrm_opt.privacy.profile import Profile
 
 from .db import Database
-from .schema import Composition, aware, utcnow
+from .leases import HEARTBEAT_S, STALE_S, Heartbeat, fresh
+from .schema import Composition, utcnow
 
 log = logging.getLogger("darrm.ledger")
 
-#: a claim not renewed for this many seconds is taken to be abandoned (its process died)
-STALE_S = 3.0
-#: how often a process renews the claims it holds
-HEARTBEAT_S = 0.5
+__all__ = ["HEARTBEAT_S", "STALE_S", "SharedCompositions"]
 #: the longest a process waits for a composition another live process is computing
 MAX_WAIT_S = 120.0
 #: how often a process waiting for another's composition polls its row
@@ -67,9 +66,8 @@ class SharedCompositions:
         self.db = db
         self.stale_s = stale_s
         self.heartbeat_s = heartbeat_s
-        #: the keys this process has claimed and is computing (renewed by the heartbeat thread)
-        self._held: set[str] = set()
-        self._beat: threading.Thread | None = None
+        #: renews the keys this process has claimed and is computing
+        self._beat = Heartbeat(self._renew, every_s=heartbeat_s, name="darrm-claims")
         self.poll_s = poll_s
         self.keep_s = keep_s
         self._pruned = time.monotonic()
@@ -79,7 +77,7 @@ class SharedCompositions:
         self.computed = 0
 
     def _fresh(self, at, now) -> bool:  # noqa: ANN001
-        return now - aware(at) <= timedelta(seconds=self.stale_s)
+        return fresh(at, now, self.stale_s)
 
     def peek(self, key: str) -> tuple[float | None, bool]:
         """(stored ε or None, whether another process holds a fresh claim), read without a write lock; a
@@ -125,15 +123,10 @@ class SharedCompositions:
             return None, True
 
     def _hold(self, key: str) -> None:
-        with self._lock:
-            self._held.add(key)
-            if self._beat is None or not self._beat.is_alive():
-                self._beat = threading.Thread(target=self._renew, name="darrm-claims", daemon=True)
-                self._beat.start()
+        self._beat.hold(key)
 
     def _release(self, key: str, *, failed: bool) -> None:
-        with self._lock:
-            self._held.discard(key)
+        self._beat.release(key)
         if failed:  # nobody will store it: let another process claim it at once
             try:
                 with self.db.write() as conn:
@@ -141,21 +134,11 @@ class SharedCompositions:
             except SQLAlchemyError as exc:
                 log.warning("failed claim not deleted (%s)", type(exc).__name__)
 
-    def _renew(self) -> None:
-        """The heartbeat: renew every held claim each ``heartbeat_s``; ends when none is held."""
-        while True:
-            time.sleep(self.heartbeat_s)
-            with self._lock:
-                held = sorted(self._held)
-                if not held:
-                    self._beat = None
-                    return
-            try:
-                with self.db.write() as conn:
-                    conn.execute(update(Composition).where(Composition.key.in_(held), Composition.epsilon.is_(None))
-                                 .values(updated_at=utcnow()))
-            except SQLAlchemyError as exc:
-                log.warning("claims not renewed (%s)", type(exc).__name__)
+    def _renew(self, held: list[str]) -> None:
+        """The heartbeat's write: renew the claims this process holds."""
+        with self.db.write() as conn:
+            conn.execute(update(Composition).where(Composition.key.in_(held), Composition.epsilon.is_(None))
+                         .values(updated_at=utcnow()))
 
     def store(self, key: str, epsilon: float) -> None:
         """Store ``epsilon`` for ``key`` (over a claim, or a new row); errors are logged, never raised."""

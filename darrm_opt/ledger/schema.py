@@ -16,6 +16,8 @@
   (0010; :mod:`darrm_opt.ledger.compositions`);
 - ``label_jobs``: the service's labelling jobs (``/v1/jobs``, 0012; :mod:`darrm_opt.ledger.jobs`): each a
   tenant's named job, its plan inputs, the ledger that pays it and, once planned, its table.
+- ``plans``: budget plans by id (a hash of their inputs): the request, status, progress, result or error,
+  under a heartbeated lease (0013; ``api/plan_store.py``, :mod:`darrm_opt.ledger.leases`).
 """
 
 from __future__ import annotations
@@ -98,6 +100,30 @@ class SolveJob(Base):
     progress: Mapped[str] = mapped_column(Text, default="{}")
     error: Mapped[str | None] = mapped_column(Text, nullable=True)
     owner: Mapped[str] = mapped_column(String(64))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class PlanRecord(Base):
+    __tablename__ = "plans"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    #: what rebuilds the plan's work in any process (JSON)
+    request: Mapped[str] = mapped_column(Text)
+    #: queued | running | done | failed
+    status: Mapped[str] = mapped_column(String(16))
+    progress: Mapped[str] = mapped_column(Text, default="{}")
+    #: the plan's document once done (JSON); its error once failed
+    result: Mapped[str | None] = mapped_column(Text, nullable=True)
+    error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    table_id: Mapped[str | None] = mapped_column(String(32), nullable=True)
+    #: the last ledger opened with this plan (``create_ledger``) and its tenant
+    ledger_id: Mapped[str | None] = mapped_column(String(32), nullable=True)
+    ledger_tenant: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    #: the process running it; ``updated_at`` is its lease, renewed while it runs
+    owner: Mapped[str] = mapped_column(String(64))
+    #: runs started: the first claim, a retry after a failure, a takeover
+    attempts: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 

@@ -6,14 +6,21 @@ import time
 
 import pytest
 
+from darrm_opt.api.plan_service import plan_key
 from darrm_opt.certify.certificate import certify
 from darrm_opt.model.params import Params
+from darrm_opt.planning.plan import PlanRequest
 from darrm_opt.privacy.pld import bucket, exact_epsilon
 from darrm_opt.privacy.profile import PrivacyProfile, privacy_profile
 from darrm_opt.privacy.table import table_id
 
 SMALL = {"K": 5, "epsilon": 0.2, "teacher_delta": 1e-4, "queries": 20, "budget_epsilon": 3.0,
          "budget_delta": 0.01}
+
+
+def _inputs(body: dict) -> dict:
+    return {"prior": "paper", **{k: body[k] for k in ("K", "epsilon", "teacher_delta", "queries", "budget_epsilon",
+                                                      "budget_delta")}}
 
 
 def _params(doc: dict) -> Params:
@@ -60,6 +67,9 @@ def test_infeasible_budget_is_a_422_with_the_least_epsilon(client):
     assert r.status_code == 422, r.text
     (err,) = r.json()["detail"]
     assert err["loc"] == ["body", "budget"] and "smallest epsilon reachable" in err["msg"]
+    failed = client.get("/v1/plans/" + plan_key(PlanRequest.make(**{**_inputs(SMALL), "budget_epsilon": 0.5})))
+    assert failed.status_code == 422 and failed.json()["status"] == "failed", failed.text
+    assert "smallest epsilon reachable" in failed.json()["error"]
     # the m = 1 table has no infinite-loss mass (γ < 1); its certified profile's MARGIN (1e-13) over 20 answers
     r = client.post("/v1/plans", json={**SMALL, "budget_delta": 1e-12})
     assert r.status_code == 422 and "below what 20 answers must spend" in r.text
@@ -90,3 +100,36 @@ def test_bad_plan_requests(client):
         assert r.status_code == 422, (bad, r.text)
         assert loc in str(r.json()["detail"][0]["loc"])
     assert client.get("/v1/plans/" + "0" * 32).status_code == 404
+
+
+def test_a_plan_is_admitted_or_refused_by_the_solve_cost_model_as_its_table_is(client):
+    """A pure-DP K = 1001 plan is refused as that table is: a 422 naming K with the same rule."""
+    table = client.post("/v1/tables", json={"K": 1001, "m": 1, "epsilon": 0.1, "teacher_delta": 0.0})
+    assert table.status_code == 422, table.text
+    plan = client.post("/v1/plans", json={**SMALL, "K": 1001, "teacher_delta": 0.0})
+    assert plan.status_code == 422, plan.text
+    [t], [p] = table.json()["detail"], plan.json()["detail"]
+    assert p["loc"] == t["loc"] == ["body", "K"] and p["msg"] == t["msg"] and "too large for this service" in p["msg"]
+    job = client.post("/v1/plans", json={**SMALL, "K": 1001, "teacher_delta": 0.0, "mechanism": "auto"})
+    assert job.status_code == 422 and job.json()["detail"] == plan.json()["detail"], job.text
+
+
+def test_a_plan_document_carries_its_status_progress_and_table_id(client):
+    r = client.post("/v1/plans", json=SMALL)
+    assert r.status_code == 200, r.text
+    doc = r.json()
+    assert (doc["status"], doc["progress"], doc["table_id"], doc["ledger_id"]) == ("done", {}, doc["id"], None)
+    got = client.get(f"/v1/plans/{doc['plan_id']}").json()
+    assert (got["status"], got["table_id"], got["gamma"]) == ("done", doc["id"], doc["gamma"])
+    opened = client.post("/v1/plans", json={**SMALL, "create_ledger": {"name": "named"}}).json()
+    assert opened["ledger_id"] == opened["ledger"]["id"]
+    assert client.get(f"/v1/plans/{doc['plan_id']}").json()["ledger_id"] == opened["ledger"]["id"]
+
+
+def test_an_invalid_plan_id_is_a_422_of_the_documented_shape(client):
+    """Found by schemathesis: the documented 422 of GET /v1/plans/{id} must fit a path validation error too."""
+    from darrm_opt.api.routers.plans import PlanFailedOut
+
+    r = client.get("/v1/plans/%C3%9D%F1%BB")
+    assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["path", "plan_id"], r.text
+    PlanFailedOut.model_validate(r.json())

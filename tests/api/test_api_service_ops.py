@@ -31,6 +31,7 @@ from svc_helpers import Server, make_ledger, make_table
 
 pytestmark = pytest.mark.slow
 
+ADMIN_KEY = "ops-admin-" + uuid.uuid4().hex[:12]
 GAUSSIAN = {"queries": 80, "epsilon": 8.0, "delta": 1e-3, "K": 3, "dim": 2, "radius": 1.0}
 POLICY = {"aggregator": "confident-gnmax", "K": 100, "classes": 3, "sigma": 40.0, "order": 10.0, "beta": 0.01,
           "sigma_ss": 1.0, "delta": 1e-5, "quota": 10, "threshold": 50.0, "sigma1": 40.0}
@@ -39,7 +40,7 @@ POLICY = {"aggregator": "confident-gnmax", "K": 100, "classes": 3, "sigma": 40.0
 @pytest.fixture(scope="module")
 def server(tmp_path_factory) -> Iterator[Server]:
     d = tmp_path_factory.mktemp("service-ops")
-    s = Server(d, f"sqlite:///{d / 'darrm.db'}", name="ops").start()
+    s = Server(d, f"sqlite:///{d / 'darrm.db'}", name="ops", env={"DARRM_ADMIN_KEYS": ADMIN_KEY}).start()
     yield s
     s.stop()
 
@@ -90,10 +91,10 @@ def test_the_word_vectors_inside_a_votes_body_does_not_reroute_it(c, key):
 # item 8 ------------------------------------------------------------------------------------------------------
 
 def _scrape(server: Server) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-    """Every sample of ``/metrics`` (fetched without a key) by (name, sorted labels)."""
+    """Every sample of ``/metrics`` (fetched with the admin key) by (name, sorted labels)."""
     from prometheus_client.parser import text_string_to_metric_families
 
-    r = httpx.get(server.url + "/metrics", timeout=30)
+    r = httpx.get(server.url + "/metrics", headers={"Authorization": f"Bearer {ADMIN_KEY}"}, timeout=30)
     assert r.status_code == 200 and r.headers["content-type"].startswith("text/plain"), r.text[:200]
     return {(s.name, tuple(sorted(s.labels.items()))): s.value
             for family in text_string_to_metric_families(r.text) for s in family.samples}
