@@ -98,10 +98,10 @@ class PlanService:
         """422 naming the field of an invalid job, or the rule's parameter when a table of the plan's largest
         problem (K teachers at (ε, Δ)) would be refused by the solve cost model of ``/v1/tables``; True when
         run inline."""
-        check_shared_job(job)
+        req = check_shared_job(job)
         if majority_free(job) is not None:
             return True  # no search
-        return self.tables.admit(Params(K=job.K, m=1, epsilon=job.epsilon, teacher_delta=job.teacher_delta))
+        return self.tables.admit(Params(K=req.K, m=1, epsilon=req.epsilon, teacher_delta=req.teacher_delta))
 
     def request(self, job: Job) -> tuple[str, str, dict[str, Any] | None]:
         """A job of shared or disjoint-private teachers (``plan_job``): (plan id, cache status 'hit' | 'miss' |

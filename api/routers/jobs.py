@@ -135,7 +135,12 @@ def _plan(request: Request, job: dict[str, Any], refuse: bool = False) -> dict[s
         return job
     store, plans, r = _store(request), _plans(request), job["request"]
     key = request.app.state.job_plans.get(job["id"])
-    state, doc, info = plans.get(key) if key is not None else ("unknown", None, None)
+    row, progress = plans.get(key) if key is not None else (None, {})
+    info: Any = progress
+    state = "unknown" if row is None else row.status if row.status in ("done", "failed") else "running"
+    doc = None if row is None else row.result
+    if row is not None and row.status == "failed":
+        info = row.error or "the plan failed"
     if state == "unknown":
         spec = make_job(r["K"], r["classes"], tuple(r["budget"]), r["queries"], teachers=r["teachers"],
                         epsilon=r["epsilon"], teacher_delta=r["teacher_delta"], prior=r["prior"], solver=r["solver"])
