@@ -9,7 +9,7 @@ import pytest
 from darrm_opt.api.plan_service import plan_key
 from darrm_opt.certify.certificate import certify
 from darrm_opt.model.params import Params
-from darrm_opt.planning.plan import PlanRequest
+from darrm_opt.planning.job import Job
 from darrm_opt.privacy.pld import bucket, exact_epsilon
 from darrm_opt.privacy.profile import PrivacyProfile, privacy_profile
 from darrm_opt.privacy.table import table_id
@@ -67,7 +67,7 @@ def test_infeasible_budget_is_a_422_with_the_least_epsilon(client):
     assert r.status_code == 422, r.text
     (err,) = r.json()["detail"]
     assert err["loc"] == ["body", "budget"] and "smallest epsilon reachable" in err["msg"]
-    failed = client.get("/v1/plans/" + plan_key(PlanRequest.make(**{**_inputs(SMALL), "budget_epsilon": 0.5})))
+    failed = client.get("/v1/plans/" + plan_key(Job(**{**_inputs(SMALL), "budget_epsilon": 0.5})))
     assert failed.status_code == 422 and failed.json()["status"] == "failed", failed.text
     assert "smallest epsilon reachable" in failed.json()["error"]
     # the m = 1 table has no infinite-loss mass (γ < 1); its certified profile's MARGIN (1e-13) over 20 answers
