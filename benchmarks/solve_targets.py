@@ -48,7 +48,9 @@ def measure(cmd: list[str], tree: str | None, timeout: float) -> tuple[float, fl
     if tree:
         env["PYTHONPATH"] = tree
     t0 = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, *cmd], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    # run in the tree itself: `python -c` and `-m` put the working directory ahead of PYTHONPATH
+    proc = subprocess.Popen([sys.executable, *cmd], env=env, cwd=tree or None, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE)
     deadline = t0 + timeout
     while True:
         pid, status, ru = os.wait4(proc.pid, os.WNOHANG)
