@@ -94,11 +94,22 @@ class BearerKeyMiddleware:
     ``metrics_admin``, ``/metrics`` needs an admin key: 401 without a valid key, 403 with a tenant's."""
 
     def __init__(self, app, keys: KeyRing, rates: TenantRates | None = None,  # noqa: ANN001
-                 metrics_admin: bool = False) -> None:
+                 metrics_admin: bool = False, body_limit: int | None = None) -> None:
         self.app = app
         self.keys = keys
         self.rates = rates
         self.metrics_admin = metrics_admin
+        #: a ``/metrics`` request declaring a body over this is left to the body limit's 413 (which reads the
+        #: body first), not refused here with its body unread (the client would see a reset)
+        self.body_limit = body_limit
+
+    def _oversize(self, scope) -> bool:  # noqa: ANN001
+        if self.body_limit is None:
+            return False
+        for name, value in scope["headers"]:
+            if name == b"content-length":
+                return value.isdigit() and int(value) > self.body_limit
+        return False
 
     @staticmethod
     def _header(scope) -> bytes | None:  # noqa: ANN001
@@ -117,7 +128,8 @@ class BearerKeyMiddleware:
         return self.keys.lookup(token)
 
     async def __call__(self, scope, receive, send) -> None:  # noqa: ANN001
-        if scope["type"] == "http" and self.metrics_admin and scope["path"] == METRICS_PATH:
+        if (scope["type"] == "http" and self.metrics_admin and scope["path"] == METRICS_PATH
+                and not self._oversize(scope)):
             who = self._principal(self._header(scope))
             if who is None:
                 await _refuse(send, 401, _BODY, [(b"www-authenticate", b"Bearer")])

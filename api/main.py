@@ -102,7 +102,7 @@ def create_app(settings: Settings | None = None, *, random_bytes: RandomBytes = 
                        default_limit=settings.max_request_bytes, body_timeout_s=settings.body_timeout_s)
     rates = None if settings.tenant_rate is None else TenantRates(settings.tenant_rate, settings.tenant_burst)
     app.add_middleware(BearerKeyMiddleware, keys=keys, rates=rates,  # 401 (and 429) before all else
-                       metrics_admin=settings.metrics_auth == "admin")
+                       metrics_admin=settings.metrics_auth == "admin", body_limit=settings.max_request_bytes)
     app.add_middleware(AllowMiddleware, routes_of=app)  # OPTIONS needs no key (the routes are public)
     app.add_middleware(RequestLogMiddleware)  # outermost: every answer carries a request id and is logged
     install_errors(app)

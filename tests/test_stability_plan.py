@@ -49,3 +49,9 @@ def test_plan_refuses_a_zero_delta() -> None:
 def test_distance_law_reads_a_job_prior() -> None:
     a, b = distance_law(30, 2, "beta:9,1"), distance_law(30, 2, "labels:dirichlet:9,1")
     assert (a.mass == b.mass).all() and (a.wrong == b.wrong).all() and a.wrong.sum() > 0
+
+
+@pytest.mark.parametrize("epsilon", [5e-324, 1e-300])
+def test_an_epsilon_too_small_for_any_noise_scale_is_refused_naming_it(epsilon):
+    with pytest.raises(InvalidParameter, match="budget_epsilon: too small for a stability-based release"):
+        plan_stability(5, None, "paper", 1, epsilon, 1e-5)

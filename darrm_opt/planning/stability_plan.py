@@ -117,8 +117,12 @@ class _Search:
 
     def __call__(self, cutoff: int, split: float) -> StabilityCandidate:
         s = self.scale
-        t_rho = max(1, math.ceil(s / (split * self.eps)))
-        t_nu = max(1, math.ceil(2 * cutoff * s / ((1 - split) * self.eps)))
+        rho_eps, nu_eps = split * self.eps, (1 - split) * self.eps
+        if not (rho_eps > 0 and nu_eps > 0 and s / rho_eps <= MAX_INT and 2 * cutoff * s / nu_eps <= MAX_INT):
+            raise InvalidParameter("budget_epsilon", f"too small for a stability-based release: its noise scales "
+                                                     f"would exceed {MAX_INT}", self.eps)
+        t_rho = max(1, math.ceil(s / rho_eps))
+        t_nu = max(1, math.ceil(2 * cutoff * s / nu_eps))
         key = (cutoff, t_rho, t_nu)
         if key not in self.seen:
             T = least_threshold(s, t_rho, t_nu, cutoff, self.Q, self.delta)

@@ -33,7 +33,7 @@ def test_job_plan_is_served_paid_and_released(client):
     assert doc["data_independent_epsilon"] == doc["epsilon_spent"]
     assert {(a["mechanism"], a["accounting"]) for a in doc["alternatives"]} == {
         ("confident-gnmax", "data-independent"), ("darrm-multiclass", "data-independent"),
-        ("gnmax", "data-dependent")}
+        ("gnmax", "data-dependent"), ("stability", "data-independent")}
     # (at K = 20, Q = 10 multi-class DaRRM wins: the planner does pick per job)
     assert all(a["expected_error"] >= doc["expected_error"] for a in doc["alternatives"])
 
