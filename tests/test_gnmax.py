@@ -239,7 +239,7 @@ def test_plan_job_picks_the_most_accurate_and_lists_every_offer():
     job = Job(K=40, queries=30, budget_epsilon=2.0, budget_delta=1e-5, classes=3)
     best, offers, refused = plan_job(job)
     kinds = [o.mechanism for o in offers]
-    assert set(kinds) == {"gnmax", "confident-gnmax", "darrm-multiclass"} and not refused
+    assert set(kinds) == {"gnmax", "confident-gnmax", "darrm-multiclass", "stability"} and not refused
     assert best is offers[0] and all(best.expected_error <= o.expected_error for o in offers)
     assert all(o.epsilon_spent <= 2.0 for o in offers)
     conf = next(o for o in offers if o.mechanism == "confident-gnmax")

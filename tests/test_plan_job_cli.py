@@ -48,7 +48,7 @@ def test_plan_json_names_the_chosen_mechanism_and_the_alternatives(planned):
     assert doc["accounting"] == "data-independent" and doc["run"] == {**doc["run"], "ledger": "plain"}
     alts = {(a["mechanism"], a["accounting"]): a for a in doc["alternatives"]}
     assert set(alts) == {("confident-gnmax", "data-independent"), ("darrm-multiclass", "data-independent"),
-                         ("gnmax", "data-dependent")} and doc["refused"] == {}
+                         ("gnmax", "data-dependent"), ("stability", "data-independent")} and doc["refused"] == {}
     assert all(a["expected_error"] >= doc["expected_error"] and a["epsilon_spent"] <= 2.0 for a in alts.values())
     assert alts[("gnmax", "data-dependent")]["run"]["ledger"] == "data-dependent"
     assert {"sigma1", "sigma2", "threshold"} <= set(alts[("confident-gnmax", "data-independent")])
@@ -89,7 +89,8 @@ def test_binary_even_K_plans_every_mechanism_of_the_pate_setting_by_default(tmp_
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
     alts = {a["mechanism"]: a for a in doc["alternatives"]}
-    assert set(alts) | {doc["mechanism"]} == {"darrm-pate", "darrm-pate-shaped", "gnmax", "confident-gnmax"}
+    assert set(alts) | {doc["mechanism"]} == {"darrm-pate", "darrm-pate-shaped", "gnmax", "confident-gnmax",
+                                             "stability"}
     assert doc["refused"] == {}
     assert all(a["expected_error"] >= doc["expected_error"] and a["epsilon_spent"] <= 2.0 for a in alts.values())
     assert doc["epsilon_spent"] <= 2.0 and doc["plan"]["spent_epsilon"] == doc["epsilon_spent"]

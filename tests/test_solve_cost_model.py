@@ -36,7 +36,8 @@ GROWING = {
        for name, delta in (("pure", 0.0), ("approximate", 1e-5))},
 }
 NO_LP = {"gnmax": GnmaxParams(250, 10, 40.0), "confident-gnmax": ConfidentGnmaxParams(5, 3, 3.0, 2.5, 2.0),
-         "gaussian-mean": GaussianMeanParams(8, 16, 1.0, 2.0**-9, 4397, 1.25e-5)}
+         "gaussian-mean": GaussianMeanParams(8, 16, 1.0, 2.0**-9, 4397, 1.25e-5),
+         "stability": mechanism("stability").examples()[0].params}
 
 
 def _curve(params) -> str:

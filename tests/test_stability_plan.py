@@ -55,3 +55,8 @@ def test_distance_law_reads_a_job_prior() -> None:
 def test_an_epsilon_too_small_for_any_noise_scale_is_refused_naming_it(epsilon):
     with pytest.raises(InvalidParameter, match="budget_epsilon: too small for a stability-based release"):
         plan_stability(5, None, "paper", 1, epsilon, 1e-5)
+
+
+def test_queries_beyond_the_noise_integers_are_refused_naming_queries():
+    with pytest.raises(InvalidParameter, match="queries: a stability-based release takes"):
+        plan_stability(5, None, "paper", 2**61, 2.0, 1e-5)

@@ -49,6 +49,7 @@ WRITERS: dict[str, tuple[str, ...]] = {
     "darrm-multiclass-top2": ("plan", *CLASS_JOB, "darrm-multiclass-top2"),
     "gnmax": ("plan", *CLASS_JOB, "gnmax"),
     "confident-gnmax": ("plan", *CLASS_JOB, "confident-gnmax"),
+    "stability": ("plan", *CLASS_JOB, "stability"),
     "gaussian-mean": ("gaussian", "--queries", "80", "--epsilon", "8", "--delta", "1e-3", "--K", "8", "--dim", "16"),
 }
 
@@ -178,7 +179,8 @@ def _one_line(output: str, field: str) -> str:
 #: the files by the time their verification takes, the quickest first (a tamper's subprocess runs on the first
 #: that has its field)
 QUICKEST_FIRST = ("darrm-pate", "darrm", "darrm-multiclass", "darrm-pate-shaped", "darrm-plan",
-                  "darrm-multiclass-top2", "darrm-multiclass-shaped", "confident-gnmax", "gnmax", "gaussian-mean")
+                  "darrm-multiclass-top2", "darrm-multiclass-shaped", "confident-gnmax", "gnmax", "gaussian-mean",
+                  "stability")
 
 
 @pytest.fixture(scope="module")

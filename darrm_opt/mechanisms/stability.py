@@ -403,10 +403,13 @@ class Stability(Mechanism):
         return out, json.dumps({"jobs": jobs, "current": current}, sort_keys=True)
 
     def offer_spend(self, table: Any, queries: int, budget_delta: float) -> Any:
-        """One job: its pair composed once (whatever ``queries`` up to the quota)."""
+        """The jobs ``queries`` answers open (one up to the quota), stated as a ledger states them: the
+        tightest of its bounds on the job's (ε, δ) pair (the pair itself, its exact composition)."""
         from darrm_opt.privacy import accounting
 
-        return accounting.exact([(table.profile, self.units(table.params, queries))], budget_delta)
+        n = self.units(table.params, queries)
+        eps, delta = self.per_answer(table.params)
+        return accounting.account([(eps, delta, n)], budget_delta, profiles=[(table.profile, n)]).spend
 
     def offer_details(self, table: Any, composition: str) -> dict[str, Any]:
         """The job's figures: its (ε, δ), expected answered queries and share of ⊥ under the prior."""

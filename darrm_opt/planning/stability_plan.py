@@ -109,6 +109,10 @@ def least_threshold(scale: int, t_rho: int, t_nu: int, cutoff: int, queries: int
     return hi
 
 
+#: the largest ε a plan spends (exp(ε) stays finite in every formula of the search)
+MAX_EPSILON = 700.0
+
+
 class _Search:
     def __init__(self, law: DistanceLaw, queries: int, budget_epsilon: float, budget_delta: float) -> None:
         self.law, self.Q, self.eps, self.delta = law, queries, budget_epsilon, budget_delta
@@ -160,7 +164,10 @@ def plan_stability(K: int, classes: int | None, prior: str, queries: int, budget
         raise InvalidParameter("budget_epsilon", "must be finite and > 0", budget_epsilon)
     if not 0 < budget_delta < 1:
         raise InvalidParameter("budget_delta", "a stability-based release needs 0 < δ < 1", budget_delta)
-    search = _Search(distance_law(K, classes, prior), queries, budget_epsilon, budget_delta)
+    if isinstance(queries, bool) or not isinstance(queries, int) or not 1 <= queries <= MAX_INT:
+        raise InvalidParameter("queries", f"a stability-based release takes 1 <= queries <= {MAX_INT}", queries)
+    # a budget over MAX_EPSILON is planned at MAX_EPSILON: spending less than the budget is within it
+    search = _Search(distance_law(K, classes, prior), queries, min(budget_epsilon, MAX_EPSILON), budget_delta)
     best: StabilityCandidate | None = None
     worse = 0
     for c in cutoffs:
