@@ -333,3 +333,21 @@ class Mechanism(ABC):
     def private_as(self, params: Any) -> str:
         """What its certificate proves, in words (for messages)."""
         return "(ε, δ)-DP per answer"
+
+
+def certificate_of_fields(cls: Any, data: Mapping[str, Any], what: str) -> Any:
+    """A certificate dataclass ``cls`` from the fields of a document that it has; InvalidParameter naming
+    ``certificate`` (``is not {what}``) when they do not make one."""
+    try:
+        return cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
+    except TypeError:
+        raise InvalidParameter("certificate", f"is not {what}") from None
+
+
+def exact_pair_check(true: Any, stored: Any, what: str) -> Any:
+    """The verdict on a stored profile of a kind whose profile is one exact pair: valid iff it is ``true``."""
+    from darrm_opt.privacy.statements import ProfileCheck
+
+    if stored == true:
+        return ProfileCheck("valid", 1)
+    return ProfileCheck("optimistic", 1, what, f"stored {stored.to_dict()} is not {true.to_dict()}")

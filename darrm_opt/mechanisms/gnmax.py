@@ -31,7 +31,7 @@ from darrm_opt.errors import InvalidParameter
 from darrm_opt.model.gnmax import ConfidentGnmaxParams, GnmaxParams, abstain_probability, confident_error, gnmax_error
 from darrm_opt.privacy.gaussian_profile import GaussianProfile
 
-from .base import Example, Mechanism, Solved
+from .base import Example, Mechanism, Solved, certificate_of_fields, exact_pair_check
 from .outputs import GaussianTableOut
 
 #: the per-answer δ₀ at which a Gaussian table's certificate states its ε₀
@@ -148,20 +148,11 @@ class _GaussianKind(Mechanism):
         return super().table(params, gamma, cert, teachers, profile)
 
     def certificate_from(self, data: Mapping[str, Any]) -> GaussianPldCertificate:
-        try:
-            return GaussianPldCertificate(**{k: data[k] for k in GaussianPldCertificate.__dataclass_fields__
-                                          if k in data})
-        except TypeError:
-            raise InvalidParameter("certificate", "is not a Gaussian release's certificate") from None
+        return certificate_of_fields(GaussianPldCertificate, data, "a Gaussian release's certificate")
 
     def check_profile(self, params: Any, gamma: np.ndarray, stored: Any, certificate: Any, **options: Any) -> Any:
         """A stored Gaussian profile is valid iff it is exactly this release's pair (any other is refused)."""
-        from darrm_opt.privacy.statements import ProfileCheck
-
-        true = self.profile(params, gamma)
-        if stored == true:
-            return ProfileCheck("valid", 1)
-        return ProfileCheck("optimistic", 1, "Gaussian pair", f"stored {stored.to_dict()} is not {true.to_dict()}")
+        return exact_pair_check(self.profile(params, gamma), stored, "Gaussian pair")
 
     def verdict_line(self, params: Any, certificate: Any) -> str:
         head = "CERTIFIED" if certificate.certified else "NOT CERTIFIED"

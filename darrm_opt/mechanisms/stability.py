@@ -41,7 +41,7 @@ from darrm_opt.privacy.stability import (
 )
 from darrm_opt.sampling import RandomBytes, discrete_laplace, uniform_index, uniform_limits
 
-from .base import Example, Mechanism, Solved
+from .base import Example, Mechanism, Solved, certificate_of_fields, exact_pair_check
 from .outputs import TableOutBase
 
 #: the answer written for ⊥ (an unstable query, or any query after the cut-off)
@@ -315,19 +315,10 @@ class Stability(Mechanism):
         return super().table(params, gamma, cert, teachers, profile)
 
     def certificate_from(self, data: Mapping[str, Any]) -> StabilityCertificate:
-        try:
-            return StabilityCertificate(**{k: data[k] for k in StabilityCertificate.__dataclass_fields__
-                                           if k in data})
-        except TypeError:
-            raise InvalidParameter("certificate", "is not a stability release's certificate") from None
+        return certificate_of_fields(StabilityCertificate, data, "a stability release's certificate")
 
     def check_profile(self, params: Any, gamma: np.ndarray, stored: Any, certificate: Any, **options: Any) -> Any:
-        from darrm_opt.privacy.statements import ProfileCheck
-
-        true = self.profile(params, gamma)
-        if stored == true:
-            return ProfileCheck("valid", 1)
-        return ProfileCheck("optimistic", 1, "(ε, δ) pair", f"stored {stored.to_dict()} is not {true.to_dict()}")
+        return exact_pair_check(self.profile(params, gamma), stored, "(ε, δ) pair")
 
     def verdict_line(self, params: Any, certificate: Any) -> str:
         head = "CERTIFIED" if certificate.certified else "NOT CERTIFIED"
