@@ -55,6 +55,12 @@ def plan_key(job: Job, teachers: str | None = None) -> str:
     return hashlib.sha256(("plan:" + text).encode()).hexdigest()[:32]
 
 
+def job_plan_key(job: Job, kinds: list[str] | None) -> str:
+    """The plan id of a job planned over every mechanism (or ``kinds``): a hash of its canonical inputs."""
+    text = json.dumps({**job.canonical(), "kinds": kinds}, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(("job-plan:" + text).encode()).hexdigest()[:32]
+
+
 def _free_document(key: str, job: Job, best: Offer) -> dict[str, Any]:
     """The plan of disjoint-private teachers whose (ε, Δ) is within the budget: the plain majority, free, with
     the teachers' cap it spends."""
@@ -205,9 +211,7 @@ class PlanService:
             mechanism(kind)  # 422 naming kind before anything runs
         if job.classes is None and job.epsilon is not None and job.teacher_delta is not None:
             self.tables.admit(Params(K=job.K, m=1, epsilon=job.epsilon, teacher_delta=job.teacher_delta))
-        text = json.dumps({**job.canonical(), "kinds": kinds}, sort_keys=True, separators=(",", ":"))
-        key = hashlib.sha256(("job-plan:" + text).encode()).hexdigest()[:32]
-        return self._single_flight(key, {"kind": "job", "job": job.canonical(), "kinds": kinds})
+        return self._single_flight(job_plan_key(job, kinds), {"kind": "job", "job": job.canonical(), "kinds": kinds})
 
     def _job_work(self, key: str, spec: dict[str, Any]) -> Work:
         job, kinds = Job(**spec["job"]), spec["kinds"]

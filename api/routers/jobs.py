@@ -34,6 +34,7 @@ from ..debits import pay, refusal
 from ..deps import KEYED_RESPONSES, keyed, principal, readable, services
 from ..errors import invalid, validation_detail
 from ..middleware import BodyBudgetExceeded, read_body
+from ..plan_service import job_plan_key
 from ..schemas import ID_PATTERN, MAX_K, ErrorOut, HTTPValidationErrorOut, PlainText, Teachers
 from ..schemas import JobOut as SolveJobOut
 from . import tables
@@ -123,7 +124,6 @@ def _store(request: Request) -> LabelJobStore:
     with _LOCK:
         if getattr(state, "label_jobs", None) is None:
             state.label_jobs = LabelJobStore(services(request).db)
-            state.job_plans = {}
         return state.label_jobs
 
 
@@ -134,24 +134,22 @@ def _plan(request: Request, job: dict[str, Any], refuse: bool = False) -> dict[s
     if job["table_id"] is not None or job["error"] is not None:
         return job
     store, plans, r = _store(request), _plans(request), job["request"]
-    key = request.app.state.job_plans.get(job["id"])
-    row, progress = plans.get(key) if key is not None else (None, {})
+    spec = make_job(r["K"], r["classes"], tuple(r["budget"]), r["queries"], teachers=r["teachers"],
+                    epsilon=r["epsilon"], teacher_delta=r["teacher_delta"], prior=r["prior"], solver=r["solver"])
+    row, progress = plans.get(job_plan_key(spec, r["kinds"]))  # the plan's row, in any process
     info: Any = progress
     state = "unknown" if row is None else row.status if row.status in ("done", "failed") else "running"
     doc = None if row is None else row.result
     if row is not None and row.status == "failed":
         info = row.error or "the plan failed"
     if state == "unknown":
-        spec = make_job(r["K"], r["classes"], tuple(r["budget"]), r["queries"], teachers=r["teachers"],
-                        epsilon=r["epsilon"], teacher_delta=r["teacher_delta"], prior=r["prior"], solver=r["solver"])
         try:
-            key, _, doc = plans.request_job(spec, r["kinds"])
+            _, _, doc = plans.request_job(spec, r["kinds"])
         except DarrmError as exc:
             store.planned(job["id"], None, str(exc))
             if refuse:
                 raise
             return {**job, "error": str(exc)}
-        request.app.state.job_plans[job["id"]] = key
         state, info = ("done" if doc is not None else "running"), {}
     if state == "failed":
         store.planned(job["id"], None, str(info))
