@@ -269,9 +269,20 @@ class JobError:
 def per_threshold(p: SvtParams, law: DistanceLaw, z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(u(z), w(z)): per query, Pr[unstable | ρ = z] and Pr[stable, released class wrong | ρ = z]."""
     x = p.threshold + z[:, None] - p.scale * np.arange(law.mass.size)[None, :]
-    u = dlap_cdf(p.t_nu, x) @ law.mass
-    w = dlap_sf(p.t_nu, x) @ law.wrong
+    u = _rows_dot(dlap_cdf(p.t_nu, x), law.mass)
+    w = _rows_dot(dlap_sf(p.t_nu, x), law.wrong)
     return u, w
+
+
+def _rows_dot(a: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """a @ v summed in numpy's fixed pairwise order, not by BLAS, whose order (and so the last bits) moves with
+    its thread count: verify rebuilds a file's figures bit for bit."""
+    return (a * v[None, :]).sum(axis=1)
+
+
+def _dot(a: np.ndarray, b: np.ndarray) -> float:
+    """a·b correctly rounded (math.fsum of the products): the same float however BLAS is threaded."""
+    return math.fsum((a * b).tolist())
 
 
 def _stop_sums(u: np.ndarray, queries: int, cutoff: int) -> tuple[np.ndarray, np.ndarray]:
@@ -323,12 +334,12 @@ def job_error(p: SvtParams, law: DistanceLaw, queries: int, chunk: int = 1 << 16
         z, pz = z[keep], pz[keep]
         u, w = per_threshold(p, law, z)
         R, S = _stop_sums(u, Q, p.cutoff)
-        err = float(pz @ (S + R * (u + w))) / Q
+        err = _dot(pz, S + R * (u + w)) / Q
         tail = _rho_tail(p.t_rho, reach)
         if tail <= 1e-3 * err:
             break
-    ans = float(pz @ (R * (1 - u)))
-    bot = float(pz @ (S + R * u)) / Q
+    ans = _dot(pz, R * (1 - u))
+    bot = _dot(pz, S + R * u) / Q
     return JobError(min(1.0, err + tail), ans, min(1.0, bot + tail))
 
 
