@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from darrm_opt.errors import InvalidParameter
 from darrm_opt.ledger.dd_store import DataDependentStore
+from darrm_opt.mechanisms.registry import MECHANISMS
 from darrm_opt.model.neighbours import check_setting_options, setting_note
 from darrm_opt.planning.job import Job
 
@@ -71,8 +72,7 @@ class PlanRequestIn(BaseModel):
                                                                  "disjoint-nonprivate)")
     mechanism: PlainText | None = Field(None, min_length=1, max_length=40,
                                         description="auto (every mechanism; the default with classes) or one "
-                                                    "kind (darrm, darrm-pate, darrm-multiclass, gnmax, "
-                                                    "confident-gnmax)")
+                                                    f"kind ({', '.join(MECHANISMS)})")
     accounting: Literal["worst-case", "data-dependent"] = Field(
         "worst-case", description="worst-case (default): choose only among offers whose Q answers fit the budget "
                                   "over every dataset (a plain ledger at the budget pays them all); "

@@ -36,9 +36,8 @@ def plan(
                                           help="C class labels per vote (C >= 2): plan over every mechanism"),
     mechanism_name: Optional[str] = typer.Option(
         None, "--mechanism", help="auto (every mechanism; the default with --classes or "
-                                  "--teachers disjoint-nonprivate) or one kind: darrm, darrm-pate, "
-                                  "darrm-pate-shaped, darrm-multiclass, darrm-multiclass-shaped, "
-                                  "darrm-multiclass-top2, gnmax, confident-gnmax"),
+                                  "--teachers disjoint-nonprivate) or one kind of the registry by its name "
+                                  "(e.g. gnmax; an unknown name is refused with the list of kinds)"),
     accounting: PlanAccounting = typer.Option(
         PlanAccounting.worst_case, "--accounting",
         help="worst-case (default): choose only among offers whose Q answers fit the budget over every "

@@ -274,3 +274,13 @@ def test_solve_writes_every_kind_its_flags_reach(solved, case, tmp_path):
     table = table_from_document(doc, profile=False)  # certified again
     assert table.gamma == tuple(doc["gamma"]) and table.params == solved[case].params
     assert table.expected_error == pytest.approx(solved[case].expected_error, abs=1e-7)  # both optimal
+
+
+def test_the_plan_request_names_every_kind(client):
+    """The OpenAPI description of ``POST /v1/plans``'s ``mechanism`` lists the registry's kinds (it is built
+    from the registry, not written by hand)."""
+    schema = client.get("/openapi.json").json()["components"]["schemas"]
+    described = next(s["properties"]["mechanism"] for s in schema.values()
+                     if "mechanism" in s.get("properties", {}) and "budget_delta" in s["properties"])
+    text = json.dumps(described)
+    assert all(kind in text for kind in MECHANISMS), (set(MECHANISMS), text)
