@@ -71,7 +71,7 @@ def aggregate(
     durably, with the service's ledger code (its answers compose exactly, from the table's privacy profile
     computed here), and only then drawn; a batch that does not fit releases nothing and exits 1. With
     --records the rows whose record the ledger answered before get the stored answer and are not paid (the
-    output names them: column ``reanswered`` in CSV, ``reanswered`` and ``changed`` row indices in JSON).
+    output names them: column reanswered in CSV, reanswered and changed row indices in JSON).
 
     \b
     Example:
