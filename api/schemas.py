@@ -30,7 +30,8 @@ def _plain_text(value: str) -> str:
 
 PlainText = Annotated[str, AfterValidator(_plain_text)]
 #: a client's record id (darrm_opt.ledger.core.record_ids): 1 to 200 printable characters, or an integer
-RecordId = int | Annotated[str, Field(min_length=1, max_length=200), AfterValidator(_plain_text)]
+RecordId = Annotated[int, Field(ge=-(2**63), lt=2**63)] | Annotated[str, Field(min_length=1, max_length=200),
+                                                                     AfterValidator(_plain_text)]
 
 
 #: a binary DaRRM table's fields (:mod:`darrm_opt.mechanisms.outputs`), which a DaRRM plan's answer extends

@@ -36,9 +36,9 @@ Records. A debit may name the client's record id of each row (``Debit.records``,
 ``record_answers``) gets the stored answer and is not paid; a record named twice in one debit is answered and
 paid once; only the remaining rows are paid (``Debit.units_of`` prices their count), and their answers are
 recorded in the debit's own transaction, so a paid answer is never unrecorded nor a recorded one unpaid. A
-record asked again with other votes (its row's digest, :func:`row_digests`, differs) is still given the stored
-answer, and reported (``DebitResult.changed``). Records are read only after the tenant check, so a record of
-another tenant's ledger is never seen.
+record asked again with other votes (its row's digest, :func:`row_digests`, differs) or with another table is
+still given the stored answer, and reported (``DebitResult.changed``). Records are read only after the
+tenant check, so a record of another tenant's ledger is never seen.
 
 Idempotency. A debit with an ``idempotency_key`` already used on its ledger replays the stored answers
 (same request digest) or is refused as a conflict; every debit also carries a unique ``debit_id``, stored
@@ -223,7 +223,7 @@ class DebitResult:
     detail: str = ""
     #: rows given a stored answer at no cost: their record was answered before (or earlier in the request)
     reanswered: tuple[int, ...] = ()
-    #: of those, the rows whose votes differ from the ones their record was answered for
+    #: of those, the rows whose votes (or table) differ from the ones their record was answered with
     changed: tuple[int, ...] = ()
 
 
@@ -422,8 +422,10 @@ def _split_records(d: Debit, stored: dict[tuple[str, str], Any]) -> _RecordSplit
     for j, rid in enumerate(d.records):
         rec = stored.get((d.ledger_id, rid))
         if rec is not None:
-            answers[j] = decode_answers(rec.answer).reshape(answers[j].shape)
-            was = rec.votes_digest
+            value = decode_answers(rec.answer)
+            answers = answers.astype(np.promote_types(answers.dtype, value.dtype), copy=False)
+            answers[j] = value.reshape(answers[j].shape)
+            was = rec.votes_digest if rec.table_id == d.table_id else None  # another table: reported as changed
         elif rid in first:
             answers[j] = answers[first[rid]]
             was = digests[first[rid]]

@@ -94,6 +94,10 @@ def test_a_record_asked_again_gets_its_answer_and_pays_nothing(url, sub5):
         Aggregator(sub5, plain)(v[5:6])
         assert (book.view()["answers"], book.view()["epsilon_spent"]) == (6, plain.view()["epsilon_spent"])
         assert count(book.db, RecordAnswer, book.id) == 6 and book.answered(["a", "zz", "new"]) == {"a", "new"}
+        other_table = certify_table(Params(5, 3), gamma_sub(5, 3))  # the record's answer, reported as changed
+        across = Aggregator(other_table, book).answer(v[:1], ["a"])
+        assert (list(across.answers), across.reanswered, across.changed) == ([first.answers[0]], (0,), (0,))
+        assert (book.view()["answers"], book.view()["epsilon_spent"]) == (6, plain.view()["epsilon_spent"])
 
 
 def test_records_are_checked_naming_the_field(tmp_path, sub5):
@@ -292,7 +296,8 @@ def test_rest_aggregate_answers_records_again_at_no_cost(svc, sub5):
 
     for records, loc in ((["a"] * 4, ["body", "records"]), (["a", "b", "", "d", "e"], ["body", "records", 2]),
                          (["a", "b", "x" * 201, "d", "e"], ["body", "records", 2]),
-                         (["a", "b", "c\u0007", "d", "e"], ["body", "records", 2])):
+                         (["a", "b", "c\u0007", "d", "e"], ["body", "records", 2]),
+                         (["a", "b", 10**300, "d", "e"], ["body", "records", 2])):
         r = c.post("/v1/aggregate", json={**body, "records": records})
         assert r.status_code == 422, r.text
         assert r.json()["detail"][0]["loc"][:len(loc)] == loc
