@@ -249,7 +249,7 @@ class JobState(Base):
 
 class LabelJobRecord(Base):
     """A labelling job of the service (0012; :class:`darrm_opt.ledger.jobs.LabelJobStore`): its plan inputs,
-    the ledger that pays its answers (whose spend records, keyed by batch, hold the answers) and its table
+    the ledger that pays its answers (whose ``record_answers`` hold each record's label) and its table
     once planned; a tenant's job names are unique (a second POST with the name resumes the job)."""
 
     __tablename__ = "label_jobs"
