@@ -63,6 +63,7 @@ def test_job_pays_each_batch_once_states_as_label_and_names_bad_rows(tmp_path):
                                   "votes": counts_of(votes[:10], 2).tolist(), "form": "counts"})
         assert again.status_code == 200, again.text
         assert again.json()["labels"] == a["labels"] and again.json()["replayed"]
+        assert (again.json()["reanswered"], again.json()["changed"]) == (list(range(10)), [])  # counts = labels
         assert again.json()["statement"]["epsilon"] == a["statement"]["epsilon"]
         got = c.get(f"/v1/jobs/{job['id']}")
         assert got.status_code == 200, (got.text, job['id'])
