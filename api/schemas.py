@@ -29,6 +29,9 @@ def _plain_text(value: str) -> str:
 
 
 PlainText = Annotated[str, AfterValidator(_plain_text)]
+#: a client's record id (darrm_opt.ledger.core.record_ids): 1 to 200 printable characters, or an integer
+RecordId = Annotated[int, Field(ge=-(2**63), lt=2**63)] | Annotated[str, Field(min_length=1, max_length=200),
+                                                                     AfterValidator(_plain_text)]
 
 
 #: a binary DaRRM table's fields (:mod:`darrm_opt.mechanisms.outputs`), which a DaRRM plan's answer extends
@@ -207,6 +210,10 @@ class AggregateOut(BaseModel):
     composition: str
     ledger_answers: int
     replayed: bool = False
+    reanswered: list[int] = Field([], description="rows given their record's stored answer at no cost (their "
+                                                  "record id was answered before, or earlier in this request)")
+    changed: list[int] = Field([], description="of the reanswered rows, those whose votes differ from the ones "
+                                               "their record was answered for (the stored answer is returned)")
 
 
 class StatusOut(BaseModel):

@@ -27,12 +27,12 @@ loop's thread gets the GIL back within milliseconds. Votes are never logged.
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any
+from typing import Annotated, Any, NamedTuple
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from .schemas import Id, PlainText
+from .schemas import Id, PlainText, RecordId
 
 _HEAD = re.compile(rb'"votes"\s{0,1024}:\s{0,1024}\[')
 #: bodies up to this size are validated by pydantic; larger ones only by the numpy path
@@ -81,6 +81,11 @@ class AggregateRequest(BaseModel):
         None, min_length=1, max_length=200,
         description="repeating a key on the same ledger returns the stored answers and spends nothing",
     )
+    records: list[RecordId] | None = Field(
+        None, min_length=1, description="the client's record id of each row (1 to 200 printable characters, or "
+        "an integer): a row whose record the ledger answered before gets that answer again at no cost; a record "
+        "named twice is answered and paid once",
+    )
 
 
 class _Rest(BaseModel):
@@ -90,6 +95,12 @@ class _Rest(BaseModel):
     ledger_id: Id
     votes: list[Any] = Field(..., max_length=0)
     idempotency_key: PlainText | None = Field(None, min_length=1, max_length=200)
+    records: list[RecordId] | None = Field(None, min_length=1)
+
+
+#: bytes a record id may take in a large body beyond REST_LIMIT (200 characters, each at most a 6-byte
+#: escape, with its quotes and comma)
+RECORD_BYTES = 6 * 200 + 3
 
 
 def _first_bad_row(rows: np.ndarray, pattern: np.ndarray, mask: np.ndarray) -> int | None:
@@ -203,8 +214,8 @@ def _compact_array(data: np.ndarray, start: int, max_rows: int) -> tuple[int, np
     raise _invalid("votes", msg=f"must be a non-empty array of rows; {LAYOUT}")
 
 
-def _rest(body: bytes | bytearray, start: int, end: int) -> _Rest:
-    if start + len(body) - end > REST_LIMIT:
+def _rest(body: bytes | bytearray, start: int, end: int, rows: int = 0) -> _Rest:
+    if start + len(body) - end > REST_LIMIT + RECORD_BYTES * rows:
         raise _invalid(msg=f"the fields other than votes take at most {REST_LIMIT} bytes; {LAYOUT}")
     try:
         return _Rest.model_validate_json(body[:start] + b"[]" + body[end:])
@@ -224,7 +235,7 @@ def parse_large(body: bytes | bytearray, max_rows: int) -> tuple[_Rest, np.ndarr
     start = head.end() - 1
     data = np.frombuffer(body, dtype=np.uint8)
     end, compact = _compact_array(data, start, max_rows)
-    rest = _rest(body, start, end)
+    rest = _rest(body, start, end, int(np.count_nonzero(compact == _OPEN)))
     votes = _votes(compact)
     if votes.dtype != np.uint8 and _split_number(data, start, end):
         raise _invalid("votes", msg=f"whitespace between two digits (a label must be one JSON number); {LAYOUT}")
@@ -261,18 +272,36 @@ def parse_fast(body: bytes | bytearray) -> tuple[_Rest, np.ndarray] | None:
         return None
 
 
-def parse(body: bytes | bytearray, max_rows: int) -> tuple[str, str, str | None, np.ndarray | list[list[int]]]:
-    """(table_id, ledger_id, idempotency_key, votes) of an aggregate body; raises ValidationError (small
-    bodies, pydantic's) or :class:`InvalidBody`. Rows beyond ``max_rows`` are refused (422 naming votes).
+class Parsed(NamedTuple):
+    table_id: str
+    ledger_id: str
+    idempotency_key: str | None
+    votes: np.ndarray | list[list[int]]
+    #: the client's record id of each row as text, or None; one per row (else a 422 naming records)
+    records: list[str] | None
+
+
+def _records(records: list[int | str] | None, rows: int) -> list[str] | None:
+    if records is None:
+        return None
+    if len(records) != rows:
+        raise _invalid("records", msg=f"one record id per row: {len(records)} ids for {rows} rows")
+    return [str(r) for r in records]
+
+
+def parse(body: bytes | bytearray, max_rows: int) -> Parsed:
+    """(table_id, ledger_id, idempotency_key, votes, records) of an aggregate body; raises ValidationError
+    (small bodies, pydantic's) or :class:`InvalidBody`. Rows beyond ``max_rows`` are refused (422 naming votes).
 
     ``votes`` is a (rows, K) uint8 array (large bodies) or the validated lists (small bodies)."""
     if len(body) > SMALL_BODY:
         rest, votes = parse_large(body, max_rows)
-        return rest.table_id, rest.ledger_id, rest.idempotency_key, votes
+        return Parsed(rest.table_id, rest.ledger_id, rest.idempotency_key, votes,
+                      _records(rest.records, votes.shape[0]))
     req = AggregateRequest.model_validate_json(body)
     if len(req.votes) > max_rows:
         raise _invalid("votes", msg=f"at most {max_rows} rows per request (DARRM_MAX_ROWS)")
-    return req.table_id, req.ledger_id, req.idempotency_key, req.votes
+    return Parsed(req.table_id, req.ledger_id, req.idempotency_key, req.votes, _records(req.records, len(req.votes)))
 
 
 def check_labels(votes: np.ndarray | list[list[int]], K: int, classes: int | None) -> tuple[int, str] | None:

@@ -17,7 +17,7 @@ from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 from starlette.requests import ClientDisconnect
 
-from darrm_opt.ledger.core import Debit, request_digest
+from darrm_opt.ledger.core import Debit, DebitResult, request_digest, row_digests
 
 from .. import vectors_io
 from .. import votes as votes_io
@@ -94,9 +94,10 @@ async def _aggregate(request: Request, s, taken: list[int]) -> Response:  # noqa
         return await means.aggregate_vectors(request, s, body)
     try:
         if len(body) > votes_io.SMALL_BODY:  # numpy path: off the event loop
-            table_id, ledger_id, key, votes = await run_in_threadpool(votes_io.parse, body, s.settings.max_rows)
+            table_id, ledger_id, key, votes, records = await run_in_threadpool(votes_io.parse, body,
+                                                                               s.settings.max_rows)
         else:
-            table_id, ledger_id, key, votes = votes_io.parse(body, s.settings.max_rows)
+            table_id, ledger_id, key, votes, records = votes_io.parse(body, s.settings.max_rows)
     except ValidationError as exc:
         return JSONResponse(status_code=422, content={"detail": validation_detail(exc.errors(), ("body",))})
     except votes_io.InvalidBody as exc:
@@ -115,8 +116,10 @@ async def _aggregate(request: Request, s, taken: list[int]) -> Response:  # noqa
     if bad is not None:
         return invalid("body", "votes", bad[0], message=f"{bad[1]} (table {table_id})")
 
+    if records is not None and table.mechanism.votes_file != "csv":  # pragma: no cover - vectors go to means
+        return invalid("body", "records", message="apply to vote rows")
     if table.mechanism.keeps_state:
-        return await _aggregate_job(request, s, table, ledger_id, key, votes)
+        return await _aggregate_job(request, s, table, ledger_id, key, votes, records)
     if n_rows > THREAD_ROWS:
         answers = await run_in_threadpool(table.aggregator, votes)
     else:
@@ -124,28 +127,36 @@ async def _aggregate(request: Request, s, taken: list[int]) -> Response:  # noqa
     key = key if key is not None else issued_key()  # a 503 names it: a debit paid late is never lost
     digest = (await run_in_threadpool(request_digest, table.id, ledger_id, votes) if n_rows > THREAD_ROWS
               else request_digest(table.id, ledger_id, votes))
+    digests = None if records is None else await run_in_threadpool(row_digests, votes)
     del votes
+    m, params = table.mechanism, table.params
     debit = Debit.of(ledger_id, table, len(answers), answers=answers, idempotency_key=key, request_digest=digest,
-                     tenant=principal(request).tenant,
-                     units=table.mechanism.units(table.params, len(answers)))
+                     tenant=principal(request).tenant, units=m.units(params, len(answers)), records=records,
+                     record_digests=digests, units_of=None if records is None else (lambda n: m.units(params, n)))
     result = await pay(s, debit)
     return result if isinstance(result, Response) else _response(result)
 
 
-async def _aggregate_job(request: Request, s, table, ledger_id: str, key: str | None, votes) -> Response:  # noqa: ANN001
-    """A kind that keeps state (darrm_opt.release.release): the ledger's job of this table continues across
-    requests. A first debit (no answers) pays the jobs the rows open, or none, and proves the ledger is this
-    tenant's before its state is read; the answers are drawn from the stored state, the next state is stored by
-    compare and swap (a stale one: read again, pay again), and the rows are then recorded with the answers
-    (no further units) under the idempotency key before they are released. ρ never leaves the server."""
-    from darrm_opt.ledger.job_state import JobStates
-    from darrm_opt.release.release import STATE_TRIES
+async def run_job_rows(s, table, ledger_id: str, tenant: str | None, votes, key: str | None,  # noqa: ANN001
+                       records: list[str] | None, stored_form=lambda a: a) -> DebitResult | Response:  # noqa: ANN001
+    """The answers of ``votes`` continuing the ledger's job of ``table``, a kind that keeps state
+    (darrm_opt.release.release): the paid result, or the response that refuses them.
 
-    tenant = principal(request).tenant
+    A first debit pays the jobs the rows open, or none, and proves the ledger is this tenant's before its state
+    is read (with ``records``: a debit of nothing proves it first, and only the rows whose record the ledger
+    has not answered run in the job); the answers are drawn from the stored state, the next state is stored by
+    compare and swap (a stale one: read again, pay again), and the rows are then recorded with the answers (no
+    further units; ``stored_form`` of them: what the ledger keeps) under the idempotency key and the records
+    before they are released. ρ never leaves the server."""
+    from darrm_opt.ledger.job_state import JobStates
+    from darrm_opt.ledger.records import answered
+    from darrm_opt.release.release import STATE_TRIES, new_rows
+
     m, states = table.mechanism, JobStates(s.db)
     prepared = await run_in_threadpool(table.aggregator.prepare, votes)
     rows = int(prepared.shape[0])
     digest = await run_in_threadpool(request_digest, table.id, ledger_id, votes)
+    digests = None if records is None else await run_in_threadpool(row_digests, votes)
     del votes
     if key is not None and await run_in_threadpool(states.key_used, ledger_id, key):
         # a retry: the writer replays the answers stored with the key (or refuses a conflict) for the tenant
@@ -156,26 +167,47 @@ async def _aggregate_job(request: Request, s, table, ledger_id: str, key: str | 
             return result
         if result.status == "paid":  # pragma: no cover - a spend record is never deleted
             return JSONResponse(status_code=503, content={"detail": "no answer was released"})
-        return _response(result)
-    key = key if key is not None else issued_key()
+        return result
+    fresh = list(range(rows))
+    if records is not None:
+        proof = await pay(s, Debit.of(ledger_id, table, 0, tenant=tenant, units=0))
+        if isinstance(proof, Response):
+            return proof
+        if proof.status != "paid":
+            return refusal(proof)
+    answers = np.zeros(rows, dtype=np.int16)
     for _ in range(STATE_TRIES):
+        if records is not None:
+            fresh = new_rows(records, await run_in_threadpool(answered, s.db, ledger_id, records))
+            if not fresh:
+                break
         stored = await run_in_threadpool(states.get, ledger_id, table.id)
         opened = await pay(s, Debit.of(ledger_id, table, 0, tenant=tenant,
-                                       units=m.job_units(table.params, stored.state, rows)))
+                                       units=m.job_units(table.params, stored.state, len(fresh))))
         if isinstance(opened, Response):
             return opened
         if opened.status != "paid":
             return refusal(opened)
-        answers, state = await run_in_threadpool(m.run_job, table.params, stored.state, prepared,
-                                                 s.tables.random_bytes)
+        drawn, state = await run_in_threadpool(m.run_job, table.params, stored.state, prepared[fresh],
+                                               s.tables.random_bytes)
         if await run_in_threadpool(states.swap, ledger_id, table.id, stored.version, state):
+            answers[fresh] = drawn
             break
     else:
         return JSONResponse(status_code=503, content={"detail": "the job was advanced by other requests meanwhile; "
                                                                 "no answer was released"})
-    result = await pay(s, Debit.of(ledger_id, table, rows, answers=answers, idempotency_key=key,
-                                   request_digest=digest, tenant=tenant, units=0))
-    return result if isinstance(result, Response) else _response(result)
+    return await pay(s, Debit.of(ledger_id, table, rows, answers=stored_form(answers),
+                                 idempotency_key=key if key is not None else issued_key(), request_digest=digest,
+                                 tenant=tenant, units=0, records=records, record_digests=digests))
+
+
+async def _aggregate_job(request: Request, s, table, ledger_id: str, key: str | None, votes,  # noqa: ANN001
+                         records: list[str] | None) -> Response:
+    """A kind that keeps state: the ledger's job of this table continues across requests (:func:`run_job_rows`)."""
+    result = await run_job_rows(s, table, ledger_id, principal(request).tenant, votes, key, records)
+    if isinstance(result, Response):
+        return result
+    return _response(result) if result.status in ("paid", "replayed") else refusal(result)
 
 
 def _response(result) -> Response:
@@ -187,6 +219,8 @@ def _response(result) -> Response:
             "composition": result.composition,
             "ledger_answers": result.ledger_answers,
             "replayed": result.status == "replayed",
+            "reanswered": list(result.reanswered),
+            "changed": list(result.changed),
         }).encode()
         content = b'{"answers":[' + votes_io.render_answers(np.asarray(result.answers)) + b"]," + tail[1:]
         return Response(content=content, media_type="application/json")

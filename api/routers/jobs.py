@@ -3,16 +3,17 @@
 ``POST /v1/jobs`` plans the job (every mechanism's offer, worst-case accounting, on the plan service's pool:
 200 when planned within ``inline_timeout_s``, else 202 to poll) and opens its ledger with the budget; a second
 POST with the name resumes the job. ``POST /v1/jobs/{id}/votes`` answers a batch of votes ((n, K) labels or
-(n, C) counts, read and checked as the CLI reads them) with the client's record ids: the batch's debit is
-keyed by its ids, so a resent batch returns the stored labels and pays nothing. ``GET /v1/jobs/{id}``: the
+(n, C) counts, read and checked as the CLI reads them) with the client's record ids: the ledger keeps each
+record's label (:mod:`darrm_opt.ledger.core`), so a record sent again gets its stored label and pays nothing
+(a resent batch pays nothing; a batch overlapping earlier ones pays its new records only). A job of a kind
+that keeps state (the stability-based release) continues the ledger's job across batches, as
+``/v1/aggregate`` does. ``GET /v1/jobs/{id}``: the
 job's status (planning, ready, failed), answered count, spend and the statement ``label`` gives. Jobs live in
 the database (``label_jobs``): after a restart a job still planning is planned again.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import threading
 import uuid
 from typing import Any, Literal
@@ -25,9 +26,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.requests import ClientDisconnect
 
 from darrm_opt.errors import DarrmError, InvalidParameter
-from darrm_opt.ledger.core import Debit, request_digest
+from darrm_opt.ledger.core import Debit, request_digest, row_digests
 from darrm_opt.ledger.jobs import LabelJobStore
-from darrm_opt.release.label import LabelResult, check_fits, draw, make_job, released, statement
+from darrm_opt.release.label import LabelResult, check_fits, draw, make_job, statement
 from darrm_opt.release.votes import votes_from_array
 
 from ..debits import pay, refusal
@@ -35,15 +36,14 @@ from ..deps import KEYED_RESPONSES, keyed, principal, readable, services
 from ..errors import invalid, validation_detail
 from ..middleware import BodyBudgetExceeded, read_body
 from ..plan_service import job_plan_key
-from ..schemas import ID_PATTERN, MAX_K, ErrorOut, HTTPValidationErrorOut, PlainText, Teachers
+from ..schemas import ID_PATTERN, MAX_K, ErrorOut, HTTPValidationErrorOut, PlainText, RecordId, Teachers
 from ..schemas import JobOut as SolveJobOut
 from . import tables
+from .aggregate import run_job_rows
 from .plans import _plans
 
 router = APIRouter(prefix="/v1", tags=["jobs"], dependencies=keyed, responses=KEYED_RESPONSES)
 _LOCK = threading.Lock()
-#: idempotency keys of a job's batches: BATCH_PREFIX + a digest of the batch's record ids
-BATCH_PREFIX = "job-batch:"
 
 
 class JobIn(BaseModel):
@@ -76,9 +76,10 @@ class JobIn(BaseModel):
 class VotesIn(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
-    records: list[int | PlainText] = Field(..., min_length=1, description="the client's id of each row (unique "
-                                                                            "in the job): a resent batch pays "
-                                                                            "nothing")
+    records: list[RecordId] = Field(..., min_length=1, description="the client's id of each row (1 to 200 "
+                                                                   "printable characters, or an integer): a row "
+                                                                   "whose record the job answered before gets "
+                                                                   "its stored label and pays nothing")
     votes: list[list[int]] = Field(..., min_length=1, description="(n, K) class labels or (n, C) vote counts")
     form: Literal["auto", "labels", "counts"] = Field("auto", description="auto: rows of C numbers summing to K "
                                                                          "are counts")
@@ -109,7 +110,12 @@ class BatchOut(BaseModel):
     job_id: str
     records: list[int | str]
     labels: list[int] = Field(..., description="one label per row (−1: ⊥, Confident-GNMax's abstention)")
-    replayed: bool = Field(..., description="the batch was answered before: its stored labels, nothing paid")
+    replayed: bool = Field(..., description="every record of the batch was answered before: their stored "
+                                            "labels, nothing paid")
+    reanswered: list[int] = Field([], description="rows whose record was answered before (or earlier in the "
+                                                  "batch): the stored label, nothing paid")
+    changed: list[int] = Field([], description="of the reanswered rows, those whose votes differ from the ones "
+                                               "their record was answered for")
     statement: dict[str, Any]
     text: str
 
@@ -283,8 +289,6 @@ async def _batch(request: Request, s: Any, job_id: str, batch: VotesIn) -> Any:
         return invalid("body", "votes", message=f"at most {s.settings.max_rows} rows per request (DARRM_MAX_ROWS)")
     if len(batch.records) != n:
         return invalid("body", "records", message=f"one record id per row: {len(batch.records)} ids for {n} rows")
-    if len(set(map(str, batch.records))) != n:
-        return invalid("body", "records", message="record ids must be unique in a batch")
     empty = next((i for i, row in enumerate(batch.votes) if not row), None)
     if empty is not None:
         return invalid("body", "votes", empty, message="every row must hold K class labels or C vote counts")
@@ -294,26 +298,28 @@ async def _batch(request: Request, s: Any, job_id: str, batch: VotesIn) -> Any:
     assert served is not None  # stored by its plan
     check_fits(served.table, votes)
     assert votes.N == n
-    drawn = await run_in_threadpool(draw, served.table, votes.labels)
-    ids = json.dumps([str(x) for x in batch.records], separators=(",", ":"))
-    key = BATCH_PREFIX + hashlib.sha256(ids.encode()).hexdigest()[:40]
-    digest = request_digest(served.id, job["ledger_id"], votes.counts)
-    # a kind whose profile states a whole job (stability) pays each batch's jobs: draw ran them afresh
-    debit = Debit.of(job["ledger_id"], served, n, answers=(drawn + 1).astype(np.uint16), idempotency_key=key,
-                     request_digest=digest, tenant=who.tenant,
-                     units=served.mechanism.units(served.params, n))
-    result = await pay(s, debit)
+    records = [str(x) for x in batch.records]
+    m, params = served.mechanism, served.params
+    if m.keeps_state:  # the ledger's job of the table continues across batches, as /v1/aggregate's does
+        result = await run_job_rows(s, served, job["ledger_id"], who.tenant, votes.labels, None, records,
+                                    stored_form=lambda a: (a + 1).astype(np.uint16))
+    else:
+        drawn = await run_in_threadpool(draw, served.table, votes.labels)
+        digest = request_digest(served.id, job["ledger_id"], votes.counts)
+        digests = await run_in_threadpool(row_digests, votes.labels)
+        result = await pay(s, Debit.of(job["ledger_id"], served, n, answers=(drawn + 1).astype(np.uint16),
+                                       request_digest=digest, tenant=who.tenant, units=m.units(params, n),
+                                       records=records, record_digests=digests,
+                                       units_of=lambda k: m.units(params, k)))
     if isinstance(result, Response):
         return result
-    if result.status == "key_conflict":
-        return invalid("body", "records", message="these record ids were answered for other votes (a batch "
-                                                  "resent must be the same votes)", type_="records_reused")
-    if result.status not in ("paid", "replayed"):
+    if result.status != "paid":
         return refusal(result)
-    labels = released(result, drawn)
+    labels = np.asarray(result.answers).astype(np.int16) - 1  # stored shifted by one (⊥ = −1 as 0)
     view = await run_in_threadpool(s.ledgers.get, job["ledger_id"])
-    now = n if result.status == "paid" else 0
+    now = n - len(result.reanswered)
     said = statement(view, served.table, K=r["K"], classes=r["classes"], teachers=r["teachers"],
                      labels=n, now=now, before=view["answers"] - now)
     return {"job_id": job_id, "records": batch.records, "labels": [int(x) for x in labels],
-            "replayed": result.status == "replayed", "statement": said, "text": LabelResult(labels, said).text}
+            "replayed": now == 0, "reanswered": list(result.reanswered), "changed": list(result.changed),
+            "statement": said, "text": LabelResult(labels, said).text}

@@ -54,6 +54,10 @@ def aggregate(
                                                    "(the EPS of --budget)"),
     delta_budget: Optional[float] = typer.Option(None, "--delta-budget", help="δ budget of a new ledger "
                                                  "(the DELTA of --budget)"),
+    records: Optional[Path] = typer.Option(
+        None, "--records", help="with --ledger: a text file of record ids, one per line, one per vote row (in "
+        "order; 1 to 200 printable characters each); a row whose record the ledger answered before gets that "
+        "answer again at no cost, a record named twice is answered and paid once"),
     no_ledger: bool = typer.Option(False, "--no-ledger", help="release without a ledger, knowingly: nothing is "
                                    "accounted (without it, a line on stderr says so)"),
     fmt: TabularFormat = typer.Option(TabularFormat.csv, "--format", help="csv | json"),
@@ -65,7 +69,9 @@ def aggregate(
 
     The table is certified again before use. With --ledger the batch is paid for first, atomically and
     durably, with the service's ledger code (its answers compose exactly, from the table's privacy profile
-    computed here), and only then drawn; a batch that does not fit releases nothing and exits 1.
+    computed here), and only then drawn; a batch that does not fit releases nothing and exits 1. With
+    --records the rows whose record the ledger answered before get the stored answer and are not paid (the
+    output names them: column reanswered in CSV, reanswered and changed row indices in JSON).
 
     \b
     Example:
@@ -90,17 +96,26 @@ def aggregate(
             raise InvalidParameter("ledger", "--ledger-db and --budget need --ledger NAME")
         if ledger is not None and no_ledger:
             raise InvalidParameter("no-ledger", "contradicts --ledger NAME: give one of them")
+        if records is not None and ledger is None:
+            raise InvalidParameter("records", "need --ledger NAME (the ledger keeps the answers of its records)")
         certified = load_certified(table, profile=ledger is not None)
         if mechanism(certified.kind).votes_file == "npy":
+            if records is not None:
+                raise InvalidParameter("records", f"apply to vote rows; a {certified.kind} table answers vectors")
             rows = read_vectors(votes)
         else:
             rows = read_votes(str(votes), K=certified.K, classes=certified.classes or 2).labels
-        spend = None
+        ids = None if records is None else read_records(records)
+        spend = released = None
         if ledger is not None:
             local_ledger = _require_service_extra()
             url = ledger_db or os.environ.get("DARRM_DATABASE_URL")
             with local_ledger.Ledger(url, ledger, epsilon_budget=epsilon_budget, delta_budget=delta_budget) as book:
-                answers = Aggregator(certified, book)(rows)
+                if ids is not None:
+                    released = Aggregator(certified, book).answer(rows, ids)
+                    answers = released.answers
+                else:
+                    answers = Aggregator(certified, book)(rows)
                 spend = book.view()
         else:
             answers = Aggregator(certified)(rows)
@@ -108,7 +123,11 @@ def aggregate(
                 err_console.print(f"no ledger: nothing was accounted for these {len(answers)} answers; their "
                                   "privacy is yours to account (--ledger NAME --budget EPS,DELTA pays for them "
                                   "first; --no-ledger releases knowingly)", soft_wrap=True, markup=False)
-        write_output(_render(answers, certified, spend, fmt), out)
+        write_output(_render(answers, certified, spend, fmt, ids, released), out)
+        if released is not None and released.reanswered:
+            err_console.print(f"{len(released.reanswered)} row(s) answered before: their stored answers, nothing "
+                              f"paid ({len(released.changed)} asked with other votes than their record was "
+                              "answered for)", soft_wrap=True, markup=False)
         if spend is not None:
             err_console.print(
                 f"ledger {spend['name']!r}: {spend['answers']} answers, spent ε={spend['epsilon_spent']:.6g} of "
@@ -126,11 +145,29 @@ def _require_service_extra():
     return darrm_opt.ledger.local
 
 
-def _render(answers, table, spend: dict | None, fmt: TabularFormat) -> str:
+def read_records(path: Path) -> list[str]:
+    """The record ids of ``path`` (or ``-``: standard input): one per non-blank line, ends stripped (checked
+    against the rows by the ledger: InvalidParameter naming records)."""
+    import sys
+
+    from darrm_opt.errors import InvalidParameter
+
+    try:
+        text = sys.stdin.read() if str(path) == "-" else path.read_text(encoding="utf-8-sig")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InvalidParameter("records", f"cannot read {str(path)!r}: {exc}") from None
+    return [line.strip() for line in text.splitlines() if line.strip()]
+
+
+def _render(answers, table, spend: dict | None, fmt: TabularFormat, ids: list[str] | None = None,
+            released=None) -> str:  # noqa: ANN001
     vectors = answers.ndim == 2  # a mean per row (else one class per row)
+    again = set() if released is None else set(released.reanswered)
     if fmt is TabularFormat.json:
         doc = {"table_id": table.id, **table.params.canonical(), "teachers": table.teachers,
                "answers": answers.tolist() if vectors else [int(a) for a in answers]}
+        if ids is not None and released is not None:
+            doc.update(records=ids, reanswered=list(released.reanswered), changed=list(released.changed))
         if spend is not None:
             doc["ledger"] = {k: spend[k] for k in ("id", "name", "epsilon_budget", "delta_budget", "answers",
                                                    "epsilon_spent", "delta_target", "composition",
@@ -139,4 +176,12 @@ def _render(answers, table, spend: dict | None, fmt: TabularFormat) -> str:
     if vectors:
         head = ",".join(f"answer_{j}" for j in range(answers.shape[1]))
         return head + "\n" + "".join(",".join(repr(float(x)) for x in row) + "\n" for row in answers)
+    if ids is not None:
+        return "record,answer,reanswered\n" + "".join(
+            f"{_cell(r)},{int(a)},{int(j in again)}\n" for j, (r, a) in enumerate(zip(ids, answers, strict=True)))
     return "answer\n" + "".join(f"{int(a)}\n" for a in answers)
+
+
+def _cell(text: str) -> str:
+    """A CSV cell: quoted (inner quotes doubled) when it holds a comma, a quote or leading/trailing spaces."""
+    return '"' + text.replace('"', '""') + '"' if any(c in text for c in ',"') else text

@@ -31,6 +31,15 @@ from a ledger of that tenant; for any other it is ``no_ledger``, exactly as for 
 so its idempotency records and stored answers are never replayed to another tenant. A debit without a
 tenant (the Python API and the CLI, which own their database) is not scoped.
 
+Records. A debit may name the client's record id of each row (``Debit.records``, checked by
+:func:`record_ids`), with every row's drawn answer. A row whose record this ledger answered before (stored in
+``record_answers``) gets the stored answer and is not paid; a record named twice in one debit is answered and
+paid once; only the remaining rows are paid (``Debit.units_of`` prices their count), and their answers are
+recorded in the debit's own transaction, so a paid answer is never unrecorded nor a recorded one unpaid. A
+record asked again with other votes (its row's digest, :func:`row_digests`, differs) or with another table is
+still given the stored answer, and reported (``DebitResult.changed``). Records are read only after the
+tenant check, so a record of another tenant's ledger is never seen.
+
 Idempotency. A debit with an ``idempotency_key`` already used on its ledger replays the stored answers
 (same request digest) or is refused as a conflict; every debit also carries a unique ``debit_id``, stored
 with its spend record, so that a transaction whose commit succeeded but whose acknowledgement was lost (a
@@ -39,9 +48,11 @@ connection dropped during COMMIT) is recognised on retry and never charged twice
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import math
+import re
 import uuid
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
@@ -50,6 +61,7 @@ from typing import Any
 
 import numpy as np
 
+from darrm_opt.errors import InvalidParameter
 from darrm_opt.privacy import accounting
 from darrm_opt.privacy.adaptive import EXACT_DOMINATING, adaptive_parts
 from darrm_opt.privacy.calibrate import bisect, integer
@@ -114,6 +126,41 @@ def request_digest(table_id: str, ledger_id: str, votes: np.ndarray | Sequence[S
     return h.hexdigest()
 
 
+#: the longest record id (characters; the ``record_answers`` column's width)
+MAX_RECORD_ID = 200
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def record_ids(records: Sequence[object], rows: int, name: str = "records") -> list[str]:
+    """The client's record ids of ``rows`` rows as strings (an integer id reads as its decimal text):
+    InvalidParameter naming ``name`` (and the row) unless there is one per row, each a string of 1 to
+    :data:`MAX_RECORD_ID` printable characters (valid Unicode, no control characters) or an integer."""
+    if isinstance(records, (str, bytes)) or not isinstance(records, Sequence):
+        raise InvalidParameter(name, "must be a list of record ids, one per row", type(records).__name__)
+    if len(records) != rows:
+        raise InvalidParameter(name, f"one record id per row: {len(records)} ids for {rows} rows")
+    out = []
+    for i, r in enumerate(records):
+        text = str(r) if isinstance(r, int) and not isinstance(r, bool) else r
+        if not isinstance(text, str) or not 1 <= len(text) <= MAX_RECORD_ID or _CONTROL.search(text):
+            raise InvalidParameter(f"{name}[{i}]", f"a record id must be a string of 1 to {MAX_RECORD_ID} "
+                                   "printable characters (or an integer)", r)
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            raise InvalidParameter(f"{name}[{i}]", "a record id must be valid Unicode text", r) from None
+        out.append(text)
+    return out
+
+
+def row_digests(votes: np.ndarray | Sequence[Sequence[int]]) -> list[str]:
+    """SHA-256 (hex) of each row's votes as a multiset (the row's labels sorted: labels and counts of the same
+    votes give one digest), stored with a recorded answer to report a record asked again with other votes.
+    One-way (low-entropy votes could be guessed, as from the answer beside it)."""
+    arr = np.sort(np.asarray(votes).astype("<u2"), axis=1)
+    return [hashlib.sha256(b"darrm-row-v1\0" + row.tobytes()).hexdigest() for row in arr]
+
+
 @dataclass
 class Debit:
     """A request to pay for ``rows`` answers of table ``table_id`` from ledger ``ledger_id``.
@@ -142,6 +189,12 @@ class Debit:
     #: how many times the table's profile is composed for these rows (None: once per row); a kind whose
     #: profile states a whole job pays it once (``Mechanism.units``)
     units: int | None = None
+    #: the client's record id of each row (:func:`record_ids`), or None; with them ``answers`` holds every row's
+    #: drawn answer and ``record_digests`` every row's votes digest (:func:`row_digests`)
+    records: Sequence[str] | None = None
+    record_digests: Sequence[str] | None = None
+    #: with records: the units of the rows left to pay (None: ``units`` as given)
+    units_of: Callable[[int], int | None] | None = None
 
     @property
     def paid_units(self) -> int:
@@ -168,6 +221,10 @@ class DebitResult:
     composition: str = accounting.BASIC
     ledger_answers: int = 0
     detail: str = ""
+    #: rows given a stored answer at no cost: their record was answered before (or earlier in the request)
+    reanswered: tuple[int, ...] = ()
+    #: of those, the rows whose votes (or table) differ from the ones their record was answered with
+    changed: tuple[int, ...] = ()
 
 
 class NeedsExact(Exception):
@@ -220,6 +277,8 @@ class LedgerState:
     #: the exact composition's method for the parts of the last decision (exact, or exact-dominating: see
     #: darrm_opt.privacy.adaptive)
     method: str = accounting.EXACT
+    #: ``record_answers`` rows of the debits paid in this decision (written in its transaction)
+    new_records: list[dict[str, Any]] = field(default_factory=list)
 
     def groups(self, extra: Sequence[Debit] = ()) -> list[tuple[float, float, int]]:
         """The ledger's answers by cost, with the debits ``extra`` added (merged by accounting.account)."""
@@ -341,21 +400,87 @@ class LedgerState:
         }
 
 
+@dataclass(frozen=True)
+class _RecordSplit:
+    """A debit's rows by record: ``fresh`` (to pay and record), the rows given a stored answer, those of them
+    whose votes changed, and every row's answer (the stored one for the re-answered rows)."""
+
+    fresh: tuple[int, ...]
+    reanswered: tuple[int, ...]
+    changed: tuple[int, ...]
+    answers: np.ndarray
+
+
+def _split_records(d: Debit, stored: dict[tuple[str, str], Any]) -> _RecordSplit:
+    """Which rows of ``d`` are answered by the ledger's stored records or by an earlier row of ``d`` with the
+    same record id (``stored``: ``record_answers`` rows by (ledger, record id))."""
+    assert d.records is not None and d.answers is not None
+    answers = np.array(d.answers, copy=True)
+    digests = d.record_digests or [""] * len(d.records)
+    first: dict[str, int] = {}
+    fresh, again, changed = [], [], []
+    for j, rid in enumerate(d.records):
+        rec = stored.get((d.ledger_id, rid))
+        if rec is not None:
+            value = decode_answers(rec.answer)
+            answers = answers.astype(np.promote_types(answers.dtype, value.dtype), copy=False)
+            answers[j] = value.reshape(answers[j].shape)
+            was = rec.votes_digest if rec.table_id == d.table_id else None  # another table: reported as changed
+        elif rid in first:
+            answers[j] = answers[first[rid]]
+            was = digests[first[rid]]
+        else:
+            first[rid] = j
+            fresh.append(j)
+            continue
+        again.append(j)
+        if was != digests[j]:
+            changed.append(j)
+    return _RecordSplit(tuple(fresh), tuple(again), tuple(changed), answers)
+
+
+def _record_rows(d: Debit, split: _RecordSplit) -> list[dict[str, Any]]:
+    digests = d.record_digests or [""] * len(split.answers)
+    assert d.records is not None
+    return [{"ledger_id": d.ledger_id, "record_id": d.records[j], "table_id": d.table_id,
+             "answer": encode_answers(np.asarray(split.answers[j]).reshape(-1)), "votes_digest": digests[j]}
+            for j in split.fresh]
+
+
 def decide(
     batch: list[Debit], states: dict[str, LedgerState], seen: dict[tuple[str, str], Any],
     committed: dict[str, Any] | None = None, profile_of: ProfileOf = no_profiles,
+    stored_records: dict[tuple[str, str], Any] | None = None,
 ) -> tuple[list[DebitResult], list[dict[str, Any]]]:
     """Accept or refuse every debit of the batch (in memory; the caller writes and commits).
 
     ``seen``: stored spend records by (ledger, idempotency key); ``committed``: stored spend records by
     ``debit_id`` (debits of this batch that an earlier, unacknowledged commit already paid: they are
-    reported paid and charged nothing more).
+    reported paid and charged nothing more). ``stored_records``: the ``record_answers`` rows of the batch's
+    record ids by (ledger, record id); no two debits of a batch may name one record of one ledger (the writer
+    decides such debits in separate transactions). A debit with records pays only its rows not answered before
+    (module docstring); the record rows to write are left in each ledger's ``LedgerState.new_records``.
 
     Per ledger, the spend with *all* its new debits is computed first; if it is within the budget they
     are all paid and all report that spend (the ledger's spend after this commit). Only when it is not
     are they checked in arrival order against the spend so far (:func:`_pay_in_order`), so a batch that
     does not fit whole still pays exactly the debits that fit, as if they had come one at a time."""
     results: list[DebitResult | None] = [None] * len(batch)
+    given, batch = batch, list(batch)
+    splits: dict[int, _RecordSplit] = {}
+    for i, d in enumerate(given):
+        state = states.get(d.ledger_id)
+        if d.records is None or state is None or (d.tenant is not None and d.tenant != state.row.tenant):
+            continue  # the tenant is checked first: another tenant's records are never read
+        split = _split_records(d, stored_records or {})
+        if (committed or {}).get(d.debit_id) is not None:  # paid with its records by a commit not acknowledged
+            split = _RecordSplit((), (), (), split.answers)
+            batch[i] = dataclasses.replace(d, answers=split.answers)
+            continue
+        splits[i] = split
+        n = len(split.fresh)
+        batch[i] = dataclasses.replace(d, rows=n, answers=split.answers,
+                                       units=d.units_of(n) if d.units_of is not None else d.units)
     fresh, duplicates = _classify(batch, states, seen, committed or {}, results)
     records: dict[int, dict[str, Any]] = {}
     for lid, indices in fresh.items():
@@ -372,6 +497,14 @@ def decide(
     for i, j in duplicates:  # the same idempotency key twice in one batch: the first one decides
         d = batch[i]
         results[i] = (_replay(_Replay(records[j]), d, states[d.ledger_id]) if j in records else results[j])
+    for i, split in splits.items():
+        result = results[i]
+        assert result is not None
+        if result.status != "paid":
+            continue
+        if i in records:
+            states[batch[i].ledger_id].new_records.extend(_record_rows(batch[i], split))
+        results[i] = dataclasses.replace(result, reanswered=split.reanswered, changed=split.changed)
     return results, [records[i] for i in sorted(records)]  # type: ignore[return-value]
 
 

@@ -1,9 +1,10 @@
-"""Labelling jobs on the ledger's database (``label_jobs``, migration 0011): the service's ``/v1/jobs``.
+"""Labelling jobs on the ledger's database (``label_jobs``, migration 0012): the service's ``/v1/jobs``.
 
 A job is a tenant's name, its plan inputs (``request``, canonical JSON), the ledger that pays its answers
 (created with the job's budget, named as the job) and its table once planned. Its answers stay where every
-paid answer is: in the ledger's spend records, one per batch, under the batch's idempotency key. A job
-survives a restart: a job without a table is planned again from ``request``.
+paid answer is, in the ledger: each record's label in ``record_answers`` (a record sent again gets it at no
+cost), beside the spend record of the batch that paid it. A job survives a restart: a job without a table is
+planned again from ``request``.
 """
 
 from __future__ import annotations

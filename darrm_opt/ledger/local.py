@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -28,10 +28,11 @@ from darrm_opt.privacy.parallel import capped
 from darrm_opt.privacy.profile import Profile, profile_from_dict
 from darrm_opt.privacy.table import CertifiedTable
 
-from .core import Debit, DebitResult
+from .core import Debit, DebitResult, record_ids
 from .db import DEFAULT_URL, Database, migrate
 from .job_state import JobStates, StoredState
-from .schema import GammaTable, LedgerRecord, SpendRecord, utcnow
+from .records import answered
+from .schema import GammaTable, LedgerRecord, RecordAnswer, SpendRecord, utcnow
 from .tables import table_columns
 from .views import LedgerStore, insert_ledger
 from .writer import DebitWriter
@@ -158,7 +159,9 @@ class Ledger:
         return profile_from_dict(json.loads(row.privacy_profile))
 
     def pay(self, table: CertifiedTable, rows: int, *, idempotency_key: str | None = None,
-            answers: Any = None, request_digest: str | None = None, units: int | None = None) -> DebitResult:
+            answers: Any = None, request_digest: str | None = None, units: int | None = None,
+            records: Sequence[str] | None = None, record_digests: Sequence[str] | None = None,
+            units_of: Callable[[int], int | None] | None = None) -> DebitResult:
         """Debit ``rows`` answers of the certified ``table``, durably, before any of them is released. Raises
         BudgetExceeded (nothing is written) when they do not fit, InvalidParameter when the table's
         teachers' setting conflicts with the ledger's cap.
@@ -167,16 +170,27 @@ class Ledger:
         ``request_digest``, :func:`darrm_opt.ledger.core.request_digest`): a later debit with that key and
         digest is ``replayed`` (the stored answers, nothing charged), with another digest refused
         (InvalidParameter naming ``idempotency_key``). ``units``: how many times the table's profile is
-        composed for these rows (``Mechanism.units``; None: once per row)."""
+        composed for these rows (``Mechanism.units``; None: once per row).
+
+        ``records``: the client's record id of each row (:func:`darrm_opt.ledger.core.record_ids`), with every
+        row's drawn ``answers`` and ``record_digests`` (:func:`darrm_opt.ledger.core.row_digests`): the rows
+        whose record this ledger answered before get the stored answer and are not paid; the others are paid
+        (``units_of`` their count, when given) and recorded with the debit (the result's ``answers`` are every
+        row's, ``reanswered`` and ``changed`` name the rows given a stored answer)."""
         if isinstance(rows, bool) or not isinstance(rows, int) or rows < 0:
             raise InvalidParameter("rows", "must be an integer >= 0", rows)
         if units is not None and (isinstance(units, bool) or not isinstance(units, int) or units < 0):
             raise InvalidParameter("units", "must be an integer >= 0", units)
+        if records is not None:
+            records = record_ids(records, rows)
+            if answers is None or len(answers) != rows:
+                raise InvalidParameter("answers", "records need every row's drawn answer")
         self.register(table)
         if self._writer is None:
             self._writer = DebitWriter(self.db, max_batch=1, profile_of=self.profile_of)
         debit = Debit.of(self.id, table, rows, idempotency_key=idempotency_key, answers=answers,
-                         request_digest=request_digest, units=units)
+                         request_digest=request_digest, units=units, records=records,
+                         record_digests=record_digests, units_of=units_of)
         try:
             result: DebitResult = self._writer.submit(debit).result()
         except SQLAlchemyError as exc:
@@ -199,6 +213,17 @@ class Ledger:
         """Store the job's next state iff its version is still ``expected`` (the table is registered first)."""
         self.register(table)
         return JobStates(self.db).swap(self.id, table.id, expected, state)
+
+    def recorded(self, record_id: str) -> Any:
+        """The answer this ledger released for ``record_id`` (its ``record_answers`` row: ``answer`` encoded,
+        ``table_id``, ``votes_digest``), or None when it answered none."""
+        with self.db.read() as conn:
+            return conn.execute(select(RecordAnswer.__table__).where(
+                RecordAnswer.ledger_id == self.id, RecordAnswer.record_id == record_id)).first()
+
+    def answered(self, record_ids: Sequence[str]) -> frozenset[str]:
+        """Which of ``record_ids`` this ledger answered before (``record_answers``)."""
+        return answered(self.db, self.id, record_ids)
 
     def records(self, key_prefix: str) -> list[Any]:
         """The ledger's spend records whose idempotency key starts with ``key_prefix`` (oldest first): each

@@ -16,6 +16,8 @@
   (0010; :mod:`darrm_opt.ledger.compositions`);
 - ``label_jobs``: the service's labelling jobs (``/v1/jobs``, 0012; :mod:`darrm_opt.ledger.jobs`): each a
   tenant's named job, its plan inputs, the ledger that pays it and, once planned, its table.
+- ``record_answers``: the answer a ledger released for a client's record id (0014): a record asked again
+  gets that answer at no cost; written in the debit's own transaction (:mod:`darrm_opt.ledger.core`).
 - ``plans``: budget plans by id (a hash of their inputs): the request, status, progress, result or error,
   under a heartbeated lease (0013; ``api/plan_store.py``, :mod:`darrm_opt.ledger.leases`).
 """
@@ -247,7 +249,7 @@ class JobState(Base):
 
 class LabelJobRecord(Base):
     """A labelling job of the service (0012; :class:`darrm_opt.ledger.jobs.LabelJobStore`): its plan inputs,
-    the ledger that pays its answers (whose spend records, keyed by batch, hold the answers) and its table
+    the ledger that pays its answers (whose ``record_answers`` hold each record's label) and its table
     once planned; a tenant's job names are unique (a second POST with the name resumes the job)."""
 
     __tablename__ = "label_jobs"
@@ -263,4 +265,22 @@ class LabelJobRecord(Base):
     table_id: Mapped[str | None] = mapped_column(ForeignKey("gamma_tables.id"), nullable=True)
     #: why planning failed (the job then answers no votes); NULL otherwise
     error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class RecordAnswer(Base):
+    """The answer a ledger released for a record id its client gave (0014): written in the transaction of the
+    debit that paid it (:func:`darrm_opt.ledger.core.decide`), so a paid answer is never unrecorded nor a
+    recorded one unpaid; a row asking about the record again gets this answer and pays nothing. Scoped by the
+    ledger, hence by its tenant. ``votes_digest``: SHA-256 of the row's votes (one-way), to report a record
+    asked again with other votes."""
+
+    __tablename__ = "record_answers"
+
+    ledger_id: Mapped[str] = mapped_column(ForeignKey("ledgers.id"), primary_key=True)
+    record_id: Mapped[str] = mapped_column(String(200), primary_key=True)
+    table_id: Mapped[str] = mapped_column(ForeignKey("gamma_tables.id"))
+    #: the released answer (:func:`darrm_opt.ledger.core.encode_answers` of a one-answer array)
+    answer: Mapped[str] = mapped_column(Text)
+    votes_digest: Mapped[str] = mapped_column(String(64))
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)

@@ -8,11 +8,16 @@ many requests) and, in one transaction:
 1. locks the ledgers concerned: SQLite ``BEGIN IMMEDIATE`` (the database's single write lock, shared by
    every process on the file); PostgreSQL ``SELECT … FROM ledgers … ORDER BY id FOR UPDATE`` (row locks,
    taken in id order so two processes cannot deadlock);
-2. reads their per-table usage, the idempotency keys of the debits in hand and the ``debit_id`` of each
-   (a debit whose id is already stored was committed by an earlier attempt whose acknowledgement was lost);
+2. reads their per-table usage, the idempotency keys of the debits in hand, the ``debit_id`` of each
+   (a debit whose id is already stored was committed by an earlier attempt whose acknowledgement was lost)
+   and the stored answers of the record ids the debits name (``record_answers``);
 3. decides every debit (:func:`darrm_opt.ledger.core.decide`);
-4. writes the new ledger state, the usage counts and one ``spends`` row per accepted debit (with its
-   ``debit_id``, and with the answers when it has an idempotency key), and COMMITS.
+4. writes the new ledger state, the usage counts, one ``spends`` row per accepted debit (with its
+   ``debit_id``, and with the answers when it has an idempotency key) and one ``record_answers`` row per
+   record it paid, and COMMITS.
+
+Debits that name one record of one ledger are decided in separate transactions, in arrival order (the later
+one then finds the record stored and is given its answer).
 
 Exact compositions are never computed by the writer: a decision that needs one not cached yet
 (:class:`darrm_opt.ledger.core.NeedsExact`) sets its ledger's debits aside and the batch goes on without them;
@@ -45,13 +50,33 @@ from darrm_opt.privacy import accounting
 from .compositions import SharedCompositions
 from .core import Debit, DebitResult, LedgerState, NeedsExact, ProfileOf, decide, no_profiles
 from .db import Database
+from .records import CHUNK
 from .scheduler import CompositionScheduler
-from .schema import LedgerRecord, LedgerUsage, SpendRecord, utcnow
+from .schema import LedgerRecord, LedgerUsage, RecordAnswer, SpendRecord, utcnow
 from .views import ledger_row
 
 log = logging.getLogger("darrm.ledger")
 
 RETRIES = 5
+
+
+def disjoint_records(batch: list[Debit]) -> list[list[Debit]]:
+    """``batch`` as consecutive parts in which no two debits name one record of one ledger (arrival order
+    kept; a debit goes after every earlier debit it shares a record with)."""
+    parts: list[list[Debit]] = []
+    claimed: list[set[tuple[str, str]]] = []
+    for d in batch:
+        mine = set() if d.records is None else {(d.ledger_id, r) for r in d.records}
+        at = 0
+        for k in range(len(parts)):
+            if mine & claimed[k]:
+                at = k + 1
+        if at == len(parts):
+            parts.append([])
+            claimed.append(set())
+        parts[at].append(d)
+        claimed[at] |= mine
+    return parts
 
 
 class DebitWriter:
@@ -117,10 +142,11 @@ class DebitWriter:
             # a group set aside for a composition is decided alone, as it was when it asked (its composition
             # is then in the cache); the new debits together
             for group in groups:
-                self._process(self.compositions.divert(group))
+                for part in disjoint_records(self.compositions.divert(group)):
+                    self._process(part)
             live = self.compositions.divert([d for d in fresh if d.future.set_running_or_notify_cancel()])
-            if live:
-                self._process(live)
+            for part in disjoint_records(live):
+                self._process(part)
             if stop:
                 return
 
@@ -192,7 +218,19 @@ class DebitWriter:
                 select(SpendRecord.__table__).where(SpendRecord.debit_id.in_(uncertain)))
             } if uncertain else {}
 
-            results, new_spends = decide(batch, states, seen, committed, self.profile_of)
+            wanted: dict[str, set[str]] = {}
+            for d in batch:
+                if d.records is not None and d.ledger_id in states:
+                    wanted.setdefault(d.ledger_id, set()).update(d.records)
+            stored: dict[tuple[str, str], Any] = {}
+            for lid, ids in wanted.items():
+                listed = sorted(ids)
+                for lo in range(0, len(listed), CHUNK):
+                    for rec in conn.execute(select(RecordAnswer.__table__).where(
+                            RecordAnswer.ledger_id == lid, RecordAnswer.record_id.in_(listed[lo:lo + CHUNK]))):
+                        stored[(lid, rec.record_id)] = rec
+
+            results, new_spends = decide(batch, states, seen, committed, self.profile_of, stored)
 
             now = utcnow()
             for state in states.values():
@@ -218,4 +256,7 @@ class DebitWriter:
                             ledger_id=lid, table_id=t, epsilon0=e0, delta0=d0, answers=n))
             if new_spends:
                 conn.execute(insert(SpendRecord), [{**r, "created_at": now} for r in new_spends])
+            new_records = [{**r, "created_at": now} for state in states.values() for r in state.new_records]
+            if new_records:
+                conn.execute(insert(RecordAnswer), new_records)
         return results, [(s.row.id, s.answers, s.ahead) for s in states.values() if s.ahead is not None]

@@ -63,15 +63,23 @@ def test_job_pays_each_batch_once_states_as_label_and_names_bad_rows(tmp_path):
                                   "votes": counts_of(votes[:10], 2).tolist(), "form": "counts"})
         assert again.status_code == 200, again.text
         assert again.json()["labels"] == a["labels"] and again.json()["replayed"]
+        assert (again.json()["reanswered"], again.json()["changed"]) == (list(range(10)), [])  # counts = labels
         assert again.json()["statement"]["epsilon"] == a["statement"]["epsilon"]
         got = c.get(f"/v1/jobs/{job['id']}")
         assert got.status_code == 200, (got.text, job['id'])
         assert got.json()['answered'] == 10
-        # the same record ids with other votes are refused, naming records
+        # the same record ids with other votes: their stored labels (nothing paid), the changed rows reported
         other = votes[:10].copy()
         other[0] = 1 - other[0]
         r = c.post(url, json={"records": [f"q{i}" for i in range(10)], "votes": other.tolist()})
-        assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "records"]
+        assert r.status_code == 200, r.text
+        assert (r.json()["labels"], r.json()["reanswered"], r.json()["changed"]) == (a["labels"], list(range(10)), [0])
+        assert r.json()["statement"]["epsilon"] == a["statement"]["epsilon"]
+        # a batch overlapping an earlier one pays its new records only
+        part = c.post(url, json={"records": ["q9", "q10"], "votes": votes[9:11].tolist()})
+        assert part.status_code == 200, part.text
+        assert (part.json()["labels"][0], part.json()["reanswered"], part.json()["statement"]["ledger"]["answers"]) \
+            == (a["labels"][9], [0], 11)
 
         bad_sum = counts_of(votes[10:12], 2)
         bad_sum[1, 0] += 1
@@ -94,6 +102,7 @@ def test_job_pays_each_batch_once_states_as_label_and_names_bad_rows(tmp_path):
 
         done = c.post(url, json={"records": [f"q{i}" for i in range(10, 20)], "votes": votes[10:].tolist()})
         assert done.status_code == 200, done.text
+        assert done.json()["reanswered"] == [0] and done.json()["labels"][0] == part.json()["labels"][1]
         status = c.get(f"/v1/jobs/{job['id']}").json()
         assert status["answered"] == 20 and status["statement"]["labels"] == 20
         assert status["spent"]["epsilon"] == status["statement"]["epsilon"] <= 2
