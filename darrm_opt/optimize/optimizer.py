@@ -474,14 +474,27 @@ def _solve_in_out(run: _Run, opts: LazyOptions, act: ActiveSet, pool: CandidateP
             return done[0], act.keys, done[1]
 
 
+def own_scaling(params: Params) -> bool:
+    """Whether the LP backend should scale the rows itself, on top of their power-of-two row scaling: not for
+    pure DP (Δ = 0), whose rows that scaling balances and where HiGHS's own scaling made each warm dual simplex
+    20–25× slower (K = 501); kept for Δ > 0, where turning it off made K = 151 slower (benchmarks/solve_targets.py)."""
+    return params.teacher_delta != 0
+
+
+def _session(run: _Run):
+    """The backend's cutting-plane session (its own scaling per :func:`own_scaling`; the keyword is passed only
+    when off, so backends without it keep working)."""
+    extra = {} if own_scaling(run.params) else {"own_scaling": False}
+    return run.backend.session(-run.w, 0.0, 1.0, feasibility_tol=1e-9, **extra)
+
+
 def _solve_lazy(run: _Run, opts: LazyOptions) -> tuple[np.ndarray, list, Certificate | None]:
     """Cutting planes until an exhaustive sweep finds no new violated multiset (or only violations within
     the relative ``gap``); returns (g, active set, the last sweep's certificate, or None if γ was rescaled
     after it and still needs one)."""
     params = run.params
     limit = opts.max_active if opts.max_active is not None else _row_limit(run.backend)
-    act = ActiveSet(run.builder, max_rows=limit, rhs=run.b_lp,
-                    session=run.backend.session(-run.w, 0.0, 1.0, feasibility_tol=1e-9))
+    act = ActiveSet(run.builder, max_rows=limit, rhs=run.b_lp, session=_session(run))
     if opts.seed_multisets is not None and len(opts.seed_multisets):
         act.add(np.asarray(opts.seed_multisets), limit=act.max_rows // 2 if act.max_rows else None)
     inout = opts.use_pool and opts.inout
