@@ -390,6 +390,26 @@ def test_pool_rows_kept_between_rounds_are_bitwise_fresh_rows(monkeypatch):
     assert pool._used == np.unique(c).size
 
 
+def test_pool_costs_are_those_of_its_rows_kept_or_not(monkeypatch):
+    """``costs64`` (what the line search reads) is ``rows64(idx) @ points`` from kept rows, and from fresh
+    rows computed in chunks when they would not fit the cache (nothing is then kept)."""
+    from darrm_opt.model.constraints import CandidatePool, candidate_pool
+
+    p = Params(41, 3, teacher_delta=0.0, delta=0.0)
+    pool = candidate_pool(p)
+    rng = np.random.default_rng(1)
+    idx = rng.choice(pool.size, 500, replace=False)
+    pts = rng.random((p.n_free, 2))
+    ref = pool.builder.rows(pool.counts[idx]) @ pts
+    np.testing.assert_allclose(pool.costs64(idx, pts, chunk=64), ref, rtol=0, atol=1e-12)
+    assert pool._used == idx.size
+    np.testing.assert_allclose(pool.costs64(idx, pts), pool.rows64(idx) @ pts, rtol=0, atol=1e-12)
+    fresh = candidate_pool(p)
+    monkeypatch.setattr(CandidatePool, "CACHE_BYTES", 8 * p.n_free * 400)  # 500 rows do not fit
+    np.testing.assert_allclose(fresh.costs64(idx, pts, chunk=64), ref, rtol=0, atol=1e-12)
+    assert fresh._used == 0
+
+
 @pytest.mark.slow  # 25 examples up to K = 41
 @settings(max_examples=25, deadline=None)
 @given(K=st.integers(1, 41).filter(lambda k: k % 2), eps=st.sampled_from([0.01, 0.1, 1.0]),
