@@ -482,3 +482,17 @@ def test_spread_out_is_the_row_by_row_greedy_rule(n, limit, spread, seed):
 
     counts = np.random.default_rng(seed).integers(0, 12, size=(n, 4)).astype(np.int32)  # n > 1024: the prefix grows
     assert np.array_equal(spread_out(counts, limit, spread), _spread_out_plain(counts, limit, spread))
+
+
+def test_pool_budget_per_problem(monkeypatch):
+    """Pure DP gets the thin pool's budget, Δ > 0 the large one; DARRM_POOL_BYTES overrides both, and the
+    candidate multisets stay within the budget's rows."""
+    from darrm_opt.model.constraints import POOL_BYTES, PURE_POOL_BYTES, candidate_counts, pool_budget
+
+    monkeypatch.delenv("DARRM_POOL_BYTES", raising=False)
+    pure, approx = Params(501, 3, teacher_delta=0.0, delta=0.0), Params(31, 3)
+    assert (pool_budget(pure), pool_budget(approx), pool_budget()) == (PURE_POOL_BYTES, POOL_BYTES, POOL_BYTES)
+    assert PURE_POOL_BYTES < POOL_BYTES
+    assert candidate_counts(pure, shift=True).shape[0] <= PURE_POOL_BYTES // (4 * pure.n_free)
+    monkeypatch.setenv("DARRM_POOL_BYTES", "4096")
+    assert pool_budget(pure) == pool_budget(approx) == 4096

@@ -70,11 +70,18 @@ def all_multisets(params: Params) -> np.ndarray:
 
 #: Default memory budget of the candidate pool's float32 rows (DARRM_POOL_BYTES overrides it).
 POOL_BYTES = 1 << 30
+#: The budget for pure DP (Δ = 0): each round screens every row, and there a thinner pool costs fewer CPU
+#: seconds in all (more rounds, each far cheaper; the sweep of 4 corners finds what the pool misses) and far
+#: less memory: K = 501 and 1001 in benchmarks/solve_targets.py.
+PURE_POOL_BYTES = 128 << 20
 
 
-def pool_budget() -> int:
+def pool_budget(params: Params | None = None) -> int:
+    """The pool's budget in bytes: DARRM_POOL_BYTES if set, else PURE_POOL_BYTES for pure DP, else POOL_BYTES."""
     env = os.environ.get("DARRM_POOL_BYTES")
-    return int(float(env)) if env else POOL_BYTES
+    if env:
+        return int(float(env))
+    return PURE_POOL_BYTES if params is not None and params.teacher_delta == 0 else POOL_BYTES
 
 
 def deterministic_corners(probs: np.ndarray) -> tuple[int, int] | None:
@@ -143,7 +150,8 @@ class ShiftFamilies:
 
 
 def candidate_counts(params: Params, budget_bytes: int | None = None, *, shift: bool = False) -> np.ndarray:
-    """Multisets that mix at most 3 distinct corners, within a memory budget for their float32 rows.
+    """Multisets that mix at most 3 distinct corners, within a memory budget for their float32 rows
+    (default :func:`pool_budget`).
 
     Every multiset of ≤ 2 distinct corners is kept (C(C, 2)·(K − 1) + C of them); the 3-corner ones
     (C(C, 3)·C(K − 1, 2)) are kept all if they fit, otherwise an evenly spaced subset of each corner triple's
@@ -151,7 +159,7 @@ def candidate_counts(params: Params, budget_bytes: int | None = None, *, shift: 
     of at most one random corner are left out (:class:`ShiftFamilies` covers them, all of them, without
     rows), so the budget goes to the triples with two or three random corners."""
     K, C = params.K, n_corners(params)
-    budget = pool_budget() if budget_bytes is None else budget_bytes
+    budget = pool_budget(params) if budget_bytes is None else budget_bytes
     max_rows = max(1, budget // (4 * params.n_free))
     two = multisets_with_few_corners(K, C, min(2, K))
     det = deterministic_corners(corners(params)) if shift else None
