@@ -125,12 +125,24 @@ def _verdict(highspy, h, lp: LP, tol: float) -> str:
     return check_solution(lp, np.asarray(sol.col_value, dtype=np.float64), duals, feasibility_tol=tol)
 
 
+def _fallbacks(h) -> tuple:
+    """FALLBACKS, whose last retry is HiGHS's own scaling when the session runs without it (``own_scaling``
+    False) rather than without it again."""
+    if _option(h, "simplex_scale_strategy") == 0:
+        return (*FALLBACKS[:-1], ({"simplex_scale_strategy": SCALED}, "cold"))
+    return FALLBACKS
+
+
+#: HiGHS's default simplex scaling (equilibration), the retry of a session run without scaling
+SCALED = 2
+
+
 def _run(highspy, h, lp: LP, tol: float) -> str:
-    """Run; unless the answer is final (see :func:`_verdict`), retry with each of FALLBACKS. Returns
+    """Run; unless the answer is final (see :func:`_verdict`), retry with each of :func:`_fallbacks`. Returns
     '' or the last reason the answer is not final."""
     h.run()
     reason = _verdict(highspy, h, lp, tol)
-    for opts, start in FALLBACKS:
+    for opts, start in _fallbacks(h):
         if not reason:
             return ""
         defaults = {k: _option(h, k) for k in opts}

@@ -70,3 +70,14 @@ def test_highs_without_its_scaling_solves_the_same_lp():
     one = highs.solve(lp, own_scaling=False)
     assert one.status is solvers.Status.OPTIMAL
     assert abs(one.objective - out[True].objective) <= 1e-9 * max(1.0, abs(one.objective))
+
+
+def test_a_session_without_scaling_retries_with_it():
+    """The last fallback of an unscaled session is HiGHS's own scaling (not "scaling off" once more)."""
+    from darrm_opt.solvers.highs import FALLBACKS, SCALED, _fallbacks
+
+    on = highs.session(np.ones(2), 0.0, 1.0)
+    off = highs.session(np.ones(2), 0.0, 1.0, own_scaling=False)
+    assert _fallbacks(on.h) == FALLBACKS and FALLBACKS[-1] == ({"simplex_scale_strategy": 0}, "cold")
+    assert _fallbacks(off.h)[:-1] == FALLBACKS[:-1]
+    assert _fallbacks(off.h)[-1] == ({"simplex_scale_strategy": SCALED}, "cold")
