@@ -7,10 +7,11 @@ counted and a loaded machine changes the wall time more than the CPU seconds. Pr
     python benchmarks/solve_targets.py                       # K = 151 json and table (about a minute of CPU)
     python benchmarks/solve_targets.py --all                 # every row of the issue (K = 251, pure 1001: long)
     python benchmarks/solve_targets.py --only k151-json,pure-501
-    python benchmarks/solve_targets.py --tree /work/main     # another checkout's code (PYTHONPATH), to compare
+    python benchmarks/solve_targets.py --tree /work/main     # before (that checkout) beside after (this one)
 
-"today" is the issue's figure (main before this work, the same 2-core machine); measure both trees in the same
-conditions to compare (``--tree``).
+"issue" is the issue's figure (main before this work, the same 2-core machine). With ``--tree`` each workload
+runs first in that checkout ("before") and then in the checkout holding this script ("after"), back to back,
+so both figures of a row are taken under the same load.
 """
 
 from __future__ import annotations
@@ -72,18 +73,23 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--all", action="store_true", help="every workload of the issue")
     ap.add_argument("--only", help="comma-separated workload names: " + ", ".join(WORKLOADS))
-    ap.add_argument("--tree", help="PYTHONPATH for the children (another checkout's code)")
+    ap.add_argument("--tree", help="another checkout (PYTHONPATH) whose figures are printed beside this one's")
     ap.add_argument("--timeout", type=float, default=3600.0)
     a = ap.parse_args()
     names = a.only.split(",") if a.only else list(WORKLOADS) if a.all else list(DEFAULT)
-    print(f"load average at start: {os.getloadavg()[0]:.2f}; tree: {a.tree or 'installed/PYTHONPATH'}")
-    print("| workload | today CPU-s | today peak RSS | target | CPU-s | peak RSS | wall s | ok |")
-    print("|---|---:|---:|---|---:|---:|---:|---|")
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    trees = [("before", a.tree), ("after", here)] if a.tree else [("CPU-s, peak RSS", here)]
+    print(f"load average at start: {os.getloadavg()[0]:.2f}; " + "; ".join(f"{n}: {t}" for n, t in trees))
+    print("| workload | issue | target | " + " | ".join(n for n, _ in trees) + " |")
+    print("|---|---:|---|" + "---:|" * len(trees))
     for name in names:
         desc, cmd, cpu0, rss0, target = WORKLOADS[name]
-        cpu, rss, wall, rc = measure(cmd, a.tree, a.timeout)
-        print(f"| {desc} | {cpu0 or '—'} | {f'{rss0:.0f} MB' if rss0 else '—'} | {target or '—'} | {cpu:.1f} | "
-              f"{rss:.0f} MB | {wall:.1f} | {'yes' if rc == 0 else f'exit {rc}'} |", flush=True)
+        cells = []
+        for _, tree in trees:
+            cpu, rss, wall, rc = measure(cmd, tree, a.timeout)
+            cells.append(f"{cpu:.1f} CPU-s, {rss:.0f} MB" + ("" if rc == 0 else f" (exit {rc})"))
+        issue = ", ".join(x for x in (f"{cpu0} CPU-s" if cpu0 else "", f"{rss0:.0f} MB" if rss0 else "") if x)
+        print(f"| {desc} | {issue or '—'} | {target or '—'} | " + " | ".join(cells) + " |", flush=True)
 
 
 if __name__ == "__main__":

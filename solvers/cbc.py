@@ -145,8 +145,9 @@ def solve(lp: LP, *, feasibility_tol: float = 1e-9) -> LPResult:
     return LPResult(Status.ERROR, None, None, name, time.perf_counter() - start, reason)
 
 
-def session(c, lb, ub, *, feasibility_tol: float = 1e-9) -> StatelessSession:
-    """No incremental solves here: each round re-solves the current rows."""
+def session(c, lb, ub, *, feasibility_tol: float = 1e-9, own_scaling: bool = True) -> StatelessSession:
+    """No incremental solves here: each round re-solves the current rows (``own_scaling``, a hint, is not
+    used: the rows are solved as :func:`darrm_opt.solvers.base.scaled` gives them, with the solver's defaults)."""
     import sys
 
     return StatelessSession(sys.modules[__name__], c, lb, ub, feasibility_tol=feasibility_tol)

@@ -81,7 +81,7 @@ def _stdout_fd_silenced():
             os.close(saved)
 
 
-def _new(highspy, feasibility_tol: float):
+def _new(highspy, feasibility_tol: float, own_scaling: bool = True):
     # highspy 1.16 prints a banner on stdout while constructing the first Highs(), before any option can be
     # set; output_flag = False silences everything after it
     with _stdout_fd_silenced():
@@ -92,6 +92,8 @@ def _new(highspy, feasibility_tol: float):
     # the rows come with their tiny entries already dropped and their bounds lowered (solvers.base.drop_small);
     # HiGHS must not drop any more on its own (its default drops entries below 1e-9 and keeps the bound)
     h.setOptionValue("small_matrix_value", 1e-12)
+    if not own_scaling:  # the rows' power-of-two scaling (solvers.base.row_scales) only
+        h.setOptionValue("simplex_scale_strategy", 0)
     return h
 
 
@@ -123,12 +125,24 @@ def _verdict(highspy, h, lp: LP, tol: float) -> str:
     return check_solution(lp, np.asarray(sol.col_value, dtype=np.float64), duals, feasibility_tol=tol)
 
 
+def _fallbacks(h) -> tuple:
+    """FALLBACKS, whose last retry is HiGHS's own scaling when the session runs without it (``own_scaling``
+    False) rather than without it again."""
+    if _option(h, "simplex_scale_strategy") == 0:
+        return (*FALLBACKS[:-1], ({"simplex_scale_strategy": SCALED}, "cold"))
+    return FALLBACKS
+
+
+#: HiGHS's default simplex scaling (equilibration), the retry of a session run without scaling
+SCALED = 2
+
+
 def _run(highspy, h, lp: LP, tol: float) -> str:
-    """Run; unless the answer is final (see :func:`_verdict`), retry with each of FALLBACKS. Returns
+    """Run; unless the answer is final (see :func:`_verdict`), retry with each of :func:`_fallbacks`. Returns
     '' or the last reason the answer is not final."""
     h.run()
     reason = _verdict(highspy, h, lp, tol)
-    for opts, start in FALLBACKS:
+    for opts, start in _fallbacks(h):
         if not reason:
             return ""
         defaults = {k: _option(h, k) for k in opts}
@@ -165,11 +179,11 @@ class Session:
     """Incremental HiGHS model: rows are added and deleted in place and each solve starts from the last
     basis (a handful of dual simplex iterations per cutting-plane round instead of a fresh solve)."""
 
-    def __init__(self, c, lb, ub, *, feasibility_tol: float = 1e-9) -> None:
+    def __init__(self, c, lb, ub, *, feasibility_tol: float = 1e-9, own_scaling: bool = True) -> None:
         self._hs = _import()
         self.c = np.asarray(c, dtype=np.float64)
         n = self.c.size
-        self.h = _new(self._hs, feasibility_tol)
+        self.h = _new(self._hs, feasibility_tol, own_scaling)
         self.h.addVars(n, np.broadcast_to(np.asarray(lb, dtype=np.float64), n).copy(),
                        np.broadcast_to(np.asarray(ub, dtype=np.float64), n).copy())
         self.h.changeColsCost(n, np.arange(n, dtype=np.int32), self.c)
@@ -214,17 +228,19 @@ class Session:
         return _result(self._hs, self.h, lp, start, reason, float(self.lowered.max(initial=0.0)))
 
 
-def session(c, lb, ub, *, feasibility_tol: float = 1e-9) -> Session:
-    return Session(c, lb, ub, feasibility_tol=feasibility_tol)
+def session(c, lb, ub, *, feasibility_tol: float = 1e-9, own_scaling: bool = True) -> Session:
+    """An incremental HiGHS model; ``own_scaling=False``: HiGHS's simplex scaling is off
+    (``simplex_scale_strategy`` 0), the rows keep only their power-of-two scaling (see :class:`Backend`)."""
+    return Session(c, lb, ub, feasibility_tol=feasibility_tol, own_scaling=own_scaling)
 
 
-def solve(lp: LP, *, feasibility_tol: float = 1e-9) -> LPResult:
+def solve(lp: LP, *, feasibility_tol: float = 1e-9, own_scaling: bool = True) -> LPResult:
     highspy = _import()
     start = time.perf_counter()
     s = row_scales(lp.A_ub)
     A, b, lowered = drop_small(lp.A_ub * s[:, None], lp.b_ub * s, lp.lb, lp.ub)
     lp = LP(lp.c, A, b, lp.lb, lp.ub)
-    h = _new(highspy, feasibility_tol)
+    h = _new(highspy, feasibility_tol, own_scaling)
     model = highspy.HighsLp()
     n, r = lp.n_vars, lp.n_rows
     model.num_col_ = n

@@ -390,6 +390,26 @@ def test_pool_rows_kept_between_rounds_are_bitwise_fresh_rows(monkeypatch):
     assert pool._used == np.unique(c).size
 
 
+def test_pool_costs_are_those_of_its_rows_kept_or_not(monkeypatch):
+    """``costs64`` (what the line search reads) is ``rows64(idx) @ points`` from kept rows, and from fresh
+    rows computed in chunks when they would not fit the cache (nothing is then kept)."""
+    from darrm_opt.model.constraints import CandidatePool, candidate_pool
+
+    p = Params(41, 3, teacher_delta=0.0, delta=0.0)
+    pool = candidate_pool(p)
+    rng = np.random.default_rng(1)
+    idx = rng.choice(pool.size, 500, replace=False)
+    pts = rng.random((p.n_free, 2))
+    ref = pool.builder.rows(pool.counts[idx]) @ pts
+    np.testing.assert_allclose(pool.costs64(idx, pts, chunk=64), ref, rtol=0, atol=1e-12)
+    assert pool._used == idx.size
+    np.testing.assert_allclose(pool.costs64(idx, pts), pool.rows64(idx) @ pts, rtol=0, atol=1e-12)
+    fresh = candidate_pool(p)
+    monkeypatch.setattr(CandidatePool, "CACHE_BYTES", 8 * p.n_free * 400)  # 500 rows do not fit
+    np.testing.assert_allclose(fresh.costs64(idx, pts, chunk=64), ref, rtol=0, atol=1e-12)
+    assert fresh._used == 0
+
+
 @pytest.mark.slow  # 25 examples up to K = 41
 @settings(max_examples=25, deadline=None)
 @given(K=st.integers(1, 41).filter(lambda k: k % 2), eps=st.sampled_from([0.01, 0.1, 1.0]),
@@ -462,3 +482,17 @@ def test_spread_out_is_the_row_by_row_greedy_rule(n, limit, spread, seed):
 
     counts = np.random.default_rng(seed).integers(0, 12, size=(n, 4)).astype(np.int32)  # n > 1024: the prefix grows
     assert np.array_equal(spread_out(counts, limit, spread), _spread_out_plain(counts, limit, spread))
+
+
+def test_pool_budget_per_problem(monkeypatch):
+    """Pure DP gets the thin pool's budget, Δ > 0 the large one; DARRM_POOL_BYTES overrides both, and the
+    candidate multisets stay within the budget's rows."""
+    from darrm_opt.model.constraints import POOL_BYTES, PURE_POOL_BYTES, candidate_counts, pool_budget
+
+    monkeypatch.delenv("DARRM_POOL_BYTES", raising=False)
+    pure, approx = Params(501, 3, teacher_delta=0.0, delta=0.0), Params(31, 3)
+    assert (pool_budget(pure), pool_budget(approx), pool_budget()) == (PURE_POOL_BYTES, POOL_BYTES, POOL_BYTES)
+    assert PURE_POOL_BYTES < POOL_BYTES
+    assert candidate_counts(pure, shift=True).shape[0] <= PURE_POOL_BYTES // (4 * pure.n_free)
+    monkeypatch.setenv("DARRM_POOL_BYTES", "4096")
+    assert pool_budget(pure) == pool_budget(approx) == 4096

@@ -38,7 +38,10 @@ class RowBuilder:
         self.high = np.arange(H) + (self.K + 1) // 2
         self.low = self.K - self.high
 
-    def rows(self, counts: np.ndarray, chunk: int = 50_000) -> np.ndarray:
+    #: rows per FFT batch: a batch's temporaries (spectra, pmfs) take about 50·(K + 1) bytes per row
+    CHUNK = 4096
+
+    def rows(self, counts: np.ndarray, chunk: int = CHUNK) -> np.ndarray:
         """Constraint rows, shape (M, (K+1)/2)."""
         counts = np.asarray(counts)
         out = np.empty((counts.shape[0], self.high.size))
@@ -67,11 +70,18 @@ def all_multisets(params: Params) -> np.ndarray:
 
 #: Default memory budget of the candidate pool's float32 rows (DARRM_POOL_BYTES overrides it).
 POOL_BYTES = 1 << 30
+#: The budget for pure DP (Δ = 0): each round screens every row, and there a thinner pool costs fewer CPU
+#: seconds in all (more rounds, each far cheaper; the sweep of 4 corners finds what the pool misses) and far
+#: less memory: K = 501 and 1001 in benchmarks/solve_targets.py.
+PURE_POOL_BYTES = 128 << 20
 
 
-def pool_budget() -> int:
+def pool_budget(params: Params | None = None) -> int:
+    """The pool's budget in bytes: DARRM_POOL_BYTES if set, else PURE_POOL_BYTES for pure DP, else POOL_BYTES."""
     env = os.environ.get("DARRM_POOL_BYTES")
-    return int(float(env)) if env else POOL_BYTES
+    if env:
+        return int(float(env))
+    return PURE_POOL_BYTES if params is not None and params.teacher_delta == 0 else POOL_BYTES
 
 
 def deterministic_corners(probs: np.ndarray) -> tuple[int, int] | None:
@@ -140,7 +150,8 @@ class ShiftFamilies:
 
 
 def candidate_counts(params: Params, budget_bytes: int | None = None, *, shift: bool = False) -> np.ndarray:
-    """Multisets that mix at most 3 distinct corners, within a memory budget for their float32 rows.
+    """Multisets that mix at most 3 distinct corners, within a memory budget for their float32 rows
+    (default :func:`pool_budget`).
 
     Every multiset of ≤ 2 distinct corners is kept (C(C, 2)·(K − 1) + C of them); the 3-corner ones
     (C(C, 3)·C(K − 1, 2)) are kept all if they fit, otherwise an evenly spaced subset of each corner triple's
@@ -148,7 +159,7 @@ def candidate_counts(params: Params, budget_bytes: int | None = None, *, shift: 
     of at most one random corner are left out (:class:`ShiftFamilies` covers them, all of them, without
     rows), so the budget goes to the triples with two or three random corners."""
     K, C = params.K, n_corners(params)
-    budget = pool_budget() if budget_bytes is None else budget_bytes
+    budget = pool_budget(params) if budget_bytes is None else budget_bytes
     max_rows = max(1, budget // (4 * params.n_free))
     two = multisets_with_few_corners(K, C, min(2, K))
     det = deterministic_corners(corners(params)) if shift else None
@@ -184,9 +195,9 @@ class CandidatePool:
     #: float32 screen margin, relative to max(1, level)
     MARGIN = 4e-6
     #: memory for the float64 rows kept between rounds (the same rows are near the level round after round)
-    CACHE_BYTES = 256 << 20
+    CACHE_BYTES = 96 << 20
 
-    def __init__(self, builder: RowBuilder, counts: np.ndarray, block: int = 20_000,
+    def __init__(self, builder: RowBuilder, counts: np.ndarray, block: int = RowBuilder.CHUNK,
                  shift: ShiftFamilies | None = None) -> None:
         self.builder = builder
         self.shift = shift
@@ -215,23 +226,49 @@ class CandidatePool:
         the batch uses), so a kept row may differ from a fresh one by ~1e-16: rows only propose cuts and
         move the core within the pool's rows; every γ is certified by the exhaustive sweep."""
         idx = np.asarray(idx, dtype=np.intp)
-        miss = np.unique(idx[self._slot[idx] < 0])
-        if miss.size:
-            width = self._store.shape[1]
-            if (self._used + miss.size) * width * 8 > self.CACHE_BYTES:
-                if miss.size * width * 8 > self.CACHE_BYTES // 2:
-                    return self.builder.rows(self.counts[idx])
-                self._slot[:] = -1
-                self._used = 0
-                miss = np.unique(idx)
-            if self._used + miss.size > self._store.shape[0]:
-                grown = np.empty((max(2 * self._store.shape[0], self._used + miss.size), width))
-                grown[: self._used] = self._store[: self._used]
-                self._store = grown
-            self._store[self._used : self._used + miss.size] = self.builder.rows(self.counts[miss])
-            self._slot[miss] = np.arange(self._used, self._used + miss.size)
-            self._used += miss.size
+        if not self._keep(idx):
+            return self.builder.rows(self.counts[idx])
         return self._store[self._slot[idx]]
+
+    def costs64(self, idx: np.ndarray, points: np.ndarray, chunk: int = 8192) -> np.ndarray:
+        """The float64 costs ``rows64(idx) @ points`` (``points``: one column per γ's free values), without
+        holding all those rows at once: kept rows are read in chunks, rows that do not fit the cache are
+        computed in chunks and dropped."""
+        idx = np.asarray(idx, dtype=np.intp)
+        points = np.asarray(points, dtype=np.float64)
+        out = np.empty((idx.size, points.shape[1]))
+        kept = self._keep(idx)
+        for a in range(0, idx.size, chunk):
+            part = idx[a : a + chunk]
+            rows = self._store[self._slot[part]] if kept else self.builder.rows(self.counts[part])
+            out[a : a + chunk] = rows @ points
+        return out
+
+    def _keep(self, idx: np.ndarray) -> bool:
+        """Compute and keep the rows of ``idx`` not yet kept; False (nothing changed) when they would take
+        more than half the cache. A full cache starts afresh."""
+        miss = np.unique(idx[self._slot[idx] < 0])
+        if not miss.size:
+            return True
+        width = self._store.shape[1]
+        if (self._used + miss.size) * width * 8 > self.CACHE_BYTES:
+            if np.unique(idx).size * width * 8 > self.CACHE_BYTES // 2:
+                return False
+            self._slot[:] = -1
+            self._used = 0
+            miss = np.unique(idx)
+        if self._used + miss.size > self._store.shape[0]:
+            # the whole cache at once, never copied: its pages become resident only as rows are written
+            self._store = np.empty((max(self.CACHE_BYTES // (8 * width), self._used + miss.size), width))
+            self._slot[:] = -1
+            self._used = 0
+            miss = np.unique(idx)
+        for a in range(0, miss.size, self.builder.CHUNK):
+            part = miss[a : a + self.builder.CHUNK]
+            self._store[self._used + a : self._used + a + part.size] = self.builder.rows(self.counts[part])
+        self._slot[miss] = np.arange(self._used, self._used + miss.size)
+        self._used += miss.size
+        return True
 
     def _screen(self, g: np.ndarray, level: float) -> tuple[np.ndarray, np.ndarray]:
         """(indices, screened costs) of the pool multisets that may cost more than ``level`` at ``g``: the
@@ -267,14 +304,15 @@ class CandidatePool:
         chosen = hit[pick]
         return self.counts[cand[chosen]], rows[chosen], float(cost[chosen[0]])
 
-    def near(self, g: np.ndarray, level: float, cap: int) -> tuple[np.ndarray, np.ndarray] | None:
-        """Indices and float64 rows of every pool multiset whose screen at ``g`` is within its margin of
-        ``level`` or above (so every pool row *not* returned costs at most ``level`` at ``g``); None when
-        there are more than ``cap`` of them."""
+    def near(self, g: np.ndarray, level: float, cap: int,
+             points: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray] | None:
+        """Indices of every pool multiset whose screen at ``g`` is within its margin of ``level`` or above (so
+        every pool row *not* returned costs at most ``level`` at ``g``) and their float64 costs at the columns
+        of ``points`` (default: ``g`` alone; :meth:`costs64`); None when there are more than ``cap`` of them."""
         idx, _ = self._screen(g, level)
         if idx.size > cap:
             return None
-        return idx, self.rows64(idx)
+        return idx, self.costs64(idx, g[:, None] if points is None else points)
 
 
 def spread_out(counts: np.ndarray, limit: int, spread: int) -> np.ndarray:

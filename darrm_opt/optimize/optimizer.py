@@ -384,19 +384,21 @@ class _Core:
 
 def _line_search(run: _Run, pool: CandidatePool, act: ActiveSet, core: _Core, g: np.ndarray, cap: int):
     """The best point on the segment from the core to the LP point g that meets every pool and LP row at
-    b_sep, and the pool rows violated at g, most blocking first: (new core, (pool indices, rows)), or
+    b_sep, and the pool rows violated at g, most blocking first: (new core, their pool indices), or
     (core, None) when more than ``cap`` pool rows are near the level (far from the optimum: plain cuts).
 
     Each row is linear along the segment, cost(λ) = (1 − λ)·c_core + λ·c_g, and c_core ≤ b_sep, so the
     largest feasible λ is min (b_sep − c_core)/(c_g − c_core) over the rows with c_g > b_sep; pool rows the
     float32 screen puts below the level minus its margin cannot block (see :meth:`CandidatePool.near`)."""
     lev = run.b_sep
-    near = pool.near(g, lev, cap)
+    pair = np.stack([g, core.g], axis=1)
+    near = pool.near(g, lev, cap, points=pair)
     if near is None:
         return core, None
-    idx, rows = near
-    both = np.concatenate([rows, act.rows]) if act.size else rows
-    c_g, c_core = both @ g, both @ core.g
+    idx, costs = near
+    if act.size:
+        costs = np.concatenate([costs, act.rows @ pair])  # the pool's near rows, then the LP's
+    c_g, c_core = costs[:, 0], costs[:, 1]
     rise = c_g - c_core
     with np.errstate(divide="ignore", invalid="ignore"):
         ratio = np.where((c_g > lev) & (rise > 0), (lev - c_core) / rise, np.inf)
@@ -413,8 +415,7 @@ def _line_search(run: _Run, pool: CandidatePool, act: ActiveSet, core: _Core, g:
         if value > core.value:
             core = _Core(point, value)
     viol = np.flatnonzero(c_g[: idx.size] > lev)
-    order = viol[np.argsort(ratio[viol], kind="stable")]
-    return core, (idx[order], rows[order])
+    return core, idx[viol[np.argsort(ratio[viol], kind="stable")]]
 
 
 def _finish_core(run: _Run, opts: LazyOptions, act: ActiveSet, core: _Core):
@@ -463,8 +464,8 @@ def _solve_in_out(run: _Run, opts: LazyOptions, act: ActiveSet, pool: CandidateP
         if cuts is None:
             counts, rows, _ = pool.violated(g, run.b_sep, opts.batch, spread=opts.spread(run.params.K))
         else:
-            pick = spread_out(pool.counts[cuts[0]].astype(np.int32), opts.batch, opts.spread(run.params.K))
-            counts, rows = pool.counts[cuts[0][pick]], cuts[1][pick]
+            picked = cuts[spread_out(pool.counts[cuts].astype(np.int32), opts.batch, opts.spread(run.params.K))]
+            counts, rows = pool.counts[picked], pool.rows64(picked)
         if core.value < upper * (1.0 - opts.gap) and counts.shape[0]:
             act.make_room(counts.shape[0], g, run.b_lp - 1e-9 * max(run.bound, 1.0))
             if act.add(counts, limit=opts.batch, rows=rows):
@@ -474,14 +475,27 @@ def _solve_in_out(run: _Run, opts: LazyOptions, act: ActiveSet, pool: CandidateP
             return done[0], act.keys, done[1]
 
 
+def own_scaling(params: Params) -> bool:
+    """Whether the LP backend should scale the rows itself, on top of their power-of-two row scaling: not for
+    pure DP (Δ = 0), whose rows that scaling balances and where HiGHS's own scaling made each warm dual simplex
+    20–25× slower (K = 501); kept for Δ > 0, where turning it off made K = 151 slower (benchmarks/solve_targets.py)."""
+    return params.teacher_delta != 0
+
+
+def _session(run: _Run):
+    """The backend's cutting-plane session (its own scaling per :func:`own_scaling`; the keyword is passed only
+    when off, so backends without it keep working)."""
+    extra = {} if own_scaling(run.params) else {"own_scaling": False}
+    return run.backend.session(-run.w, 0.0, 1.0, feasibility_tol=1e-9, **extra)
+
+
 def _solve_lazy(run: _Run, opts: LazyOptions) -> tuple[np.ndarray, list, Certificate | None]:
     """Cutting planes until an exhaustive sweep finds no new violated multiset (or only violations within
     the relative ``gap``); returns (g, active set, the last sweep's certificate, or None if γ was rescaled
     after it and still needs one)."""
     params = run.params
     limit = opts.max_active if opts.max_active is not None else _row_limit(run.backend)
-    act = ActiveSet(run.builder, max_rows=limit, rhs=run.b_lp,
-                    session=run.backend.session(-run.w, 0.0, 1.0, feasibility_tol=1e-9))
+    act = ActiveSet(run.builder, max_rows=limit, rhs=run.b_lp, session=_session(run))
     if opts.seed_multisets is not None and len(opts.seed_multisets):
         act.add(np.asarray(opts.seed_multisets), limit=act.max_rows // 2 if act.max_rows else None)
     inout = opts.use_pool and opts.inout
