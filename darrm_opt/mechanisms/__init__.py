@@ -231,7 +231,10 @@ def _plan_job(job: Any, progress: Any, kinds: Sequence[str] | None) -> tuple[Any
     ways = [(how, name, i if data_independent else None) for i, m in enumerate(asked)
             for how, name, data_independent in ((lambda j, m=m: m.plan(j, progress), m.kind, True),
                                                 (m.plan_data_dependent, f"{m.kind} (data-dependent)", False))]
+    from darrm_opt.privacy.pld import release_compositions
+
     for how, name, i in ways:
+        release_compositions()  # each kind composes its own tables: the last kind's PLDs are not reused
         if progress is not None and i is not None:
             progress("kind", kind=name, index=i + 1, total=len(asked))
         try:

@@ -24,7 +24,6 @@ import math
 import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
@@ -278,6 +277,7 @@ def _convolve_pmf(a: Any, b: Any, wide: bool = False) -> tuple[Any, float, float
     fa, fb = scipy_fft.rfft(pa, size), scipy_fft.rfft(pb, size)
     prod = fa * fb
     out = np.asarray(scipy_fft.irfft(prod, size)[:n], dtype=float)
+    _release_fft_plans(size)
     tau, u = _fft_tau(size, wide), _unit(wide)
     ea, eb = tau * float(np.abs(pa).sum()), tau * float(np.abs(pb).sum())
     aa, ab = np.abs(fa).astype(float), np.abs(fb).astype(float)
@@ -346,19 +346,74 @@ def _self_convolve_pmf(x: Any, count: int, wide: bool = False) -> tuple[Any, flo
     out_len = hi - lo + 1
     size = scipy_fft.next_fast_len(max(out_len, probs.size))
     spec = scipy_fft.fft(probs.astype(np.longdouble) if wide else probs, size)
-    power = spec**count
-    out = np.asarray(np.roll(np.real(scipy_fft.ifft(power)), -lo)[:out_len], dtype=float)
     tau, u = _fft_tau(size, wide), _unit(wide)
     e = tau * float(np.abs(probs).sum())
     mod = np.abs(spec).astype(float)
-    with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
-        top = np.minimum(mod + e, 1.0 + e)
-        logs = np.where(mod > 0, np.abs(np.log(np.where(mod > 0, mod, 1.0))), 0.0)
-        d = count * e * top ** (count - 1) + ((count * (logs + 4) + 2) * u) * top**count
-    per, l2 = _spectral_bounds(d, np.abs(power).astype(float), tau, size, half=False)
+    # spec**count in place (spec is not needed again); ** computes a square by np.square, any other power by np.power
+    power = np.square(spec, out=spec) if count == 2 else np.power(spec, count, out=spec)
+    del spec
+    amp = np.abs(power).astype(float)
+    wrapped = np.real(scipy_fft.ifft(power, overwrite_x=True))
+    del power
+    out = _rolled(wrapped, lo, out_len).astype(float)
+    del wrapped
+    d = _power_error(mod, e, u, count)
+    del mod
+    _release_fft_plans(size)
+    per, l2 = _spectral_bounds(d, amp, tau, size, half=False)
     inf = 1.0 if x._infinity_mass >= 1 else SELF_TAIL - math.expm1(count * math.log1p(-x._infinity_mass))
     lower = x._lower_loss * count + lo
     return _dense(x._discretization, lower, out, inf), per + SELF_TAIL, l2 + SELF_TAIL
+
+
+#: an FFT of at least this many points drops pocketfft's cached plans once done (:func:`_release_fft_plans`)
+FFT_PLAN_RELEASE = 1 << 18
+
+
+def _release_fft_plans(size: int) -> None:
+    """After an FFT of ``size`` ≥ FFT_PLAN_RELEASE points, evict it from pocketfft's plan caches. scipy.fft keeps
+    the plans of the last 16 lengths of each transform kind and precision, each holding its twiddle factors (about
+    90 MB at 4·10⁶ points); compositions rarely repeat a length, so 16 large plans stayed resident (1.5 GB).
+    Transforms of 16 tiny lengths of each kind (complex and real, float64 and long double) replace them; a plan is
+    deterministic, so a length transformed again later gets the same plan and the same values."""
+    if size < FFT_PLAN_RELEASE:
+        return
+    for real, complex_ in ((np.float64, np.complex128), (np.longdouble, np.clongdouble)):
+        for n in range(2, 18):
+            scipy_fft.fft(np.zeros(n, dtype=complex_))
+            scipy_fft.rfft(np.zeros(n, dtype=real))
+
+
+def _rolled(values: np.ndarray, lo: int, length: int) -> np.ndarray:
+    """``np.roll(values, -lo)[:length]`` (the same values, copied), without rolling the whole array."""
+    n = values.size
+    start = lo % n
+    if start + length <= n:
+        return values[start:start + length]
+    return np.concatenate((values[start:], values[:length - (n - start)]))
+
+
+#: log₂ of the float64 zero threshold of :func:`_power_error`: a power whose exact value is below 2^UNDERFLOW_LOG2
+#: rounds to +0 under any pow within a few ulps (the smallest subnormal is 2^−1074)
+UNDERFLOW_LOG2 = -1200.0
+
+
+def _power_error(mod: np.ndarray, e: float, u: float, count: int) -> np.ndarray:
+    """d_f of :func:`_self_convolve_pmf` at every frequency from the moduli |X̂_f| (float64):
+
+        d_f = k·ē·t_f^{k−1} + (k·(|ln|X̂_f|| + 4) + 2)u·t_f^k,   t_f = min(|X̂_f| + ē, 1 + ē),  k = count,
+
+    evaluated term by term as written, but only where t_f^{k−1} can be non-zero: where t_f ≤
+    2^{UNDERFLOW_LOG2/(k−1)} both powers are below 2^UNDERFLOW_LOG2, round to +0, and d_f is +0, the value the
+    full expression takes there (each factor is finite and non-negative)."""
+    with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
+        top = np.minimum(mod + e, 1.0 + e)
+        live = np.flatnonzero(top > 2.0 ** (UNDERFLOW_LOG2 / (count - 1)))
+        t, m = top[live], mod[live]
+        logs = np.where(m > 0, np.abs(np.log(np.where(m > 0, m, 1.0))), 0.0)
+        d = np.zeros_like(top)
+        d[live] = count * e * t ** (count - 1) + ((count * (logs + 4) + 2) * u) * t**count
+    return d
 
 
 def self_compose(pld: PLD | Bounded, count: int, wide: bool = False) -> Bounded:
@@ -564,15 +619,68 @@ def _check_count_zero(count: int) -> None:
         raise InvalidParameter("count", "must be an integer >= 0", count)
 
 
-@lru_cache(maxsize=128)
+class _SizedCache:
+    """A thread-safe LRU cache of PLDs bounded by ``entries`` and by ``limit`` bytes of probabilities (the most
+    recent value is always kept); values are computed outside the lock."""
+
+    def __init__(self, entries: int, limit: int) -> None:
+        self.entries, self.limit = entries, limit
+        self.items: collections.OrderedDict[Any, tuple[Any, int]] = collections.OrderedDict()
+        self.lock = threading.Lock()
+
+    def get(self, key: Any, make: Any) -> Any:
+        with self.lock:
+            hit = self.items.get(key)
+            if hit is not None:
+                self.items.move_to_end(key)
+                return hit[0]
+        value = make()
+        size = 0 if value is None else sum(_pmf_bytes(m) for m in _pmfs(bounded(value).pld))
+        with self.lock:
+            self.items[key] = (value, size)
+            self.items.move_to_end(key)
+            while len(self.items) > 1 and (len(self.items) > self.entries
+                                           or sum(n for _, n in self.items.values()) > self.limit):
+                self.items.popitem(last=False)
+        return value
+
+    def clear(self) -> None:
+        with self.lock:
+            self.items.clear()
+
+
+#: one answer's PLDs kept for reuse: at most this many, taking at most ONE_PLD_CACHE_BYTES together (a Gaussian
+#: pair's PLD at the finest grid holds about 10⁶ points, 8 MB)
+ONE_PLD_CACHE_SIZE = 128
+ONE_PLD_CACHE_BYTES = 64 * 2**20
+#: composed PLDs kept for reuse (one composition of 100 answers holds up to ~5·10⁶ grid points, 40 MB; the ε
+#: and δ read off them are cached separately, :func:`exact_epsilon`)
+COMPOSED_CACHE_SIZE = 8
+COMPOSED_CACHE_BYTES = 96 * 2**20
+_ONE = _SizedCache(ONE_PLD_CACHE_SIZE, ONE_PLD_CACHE_BYTES)
+_COMPOSED = _SizedCache(COMPOSED_CACHE_SIZE, COMPOSED_CACHE_BYTES)
+
+
 def _one_pld(profile: DominatingPair, interval: float) -> PLD:
-    return profile_pld(profile, interval)
+    return _ONE.get((profile, float(interval)), lambda: profile_pld(profile, interval))
 
 
-@lru_cache(maxsize=8)  # each composed PLD holds up to ~10⁶ grid points; the ε results are cached below
 def _composed(parts: Parts, interval: float, wide: bool = False) -> Bounded | None:
-    return compose((_one_pld(p, interval), n) for p, n in parts) if not wide else \
-        compose_bounded(((_one_pld(p, interval), n) for p, n in parts), wide=True)
+    """The composition of ``parts`` on the grid ``interval`` (:func:`compose_bounded`), cached."""
+    return _COMPOSED.get((parts, float(interval), bool(wide)),
+                         lambda: compose_bounded(((_one_pld(p, interval), n) for p, n in parts), wide=wide))
+
+
+def release_compositions() -> None:
+    """Drop every cached PLD, one answer's or composed (the ε and δ read off them stay cached): a planner calls
+    it between offers."""
+    _ONE.clear()
+    _COMPOSED.clear()
+
+
+def _pmf_bytes(pmf: Any) -> int:
+    """About how many bytes a PMF's probabilities take (dense: its array; sparse: its dictionary)."""
+    return 100 * len(pmf._loss_probs) if _sparse(pmf) else int(np.asarray(pmf._probs).nbytes)
 
 
 #: a composition is redone in long double when its float64 error bound exceeds this share of the δ target
