@@ -32,7 +32,7 @@ def expected_pmf(K: int, prior: Prior) -> np.ndarray:
 
         return stats.betabinom.pmf(np.arange(K + 1), K, prior.a, prior.b)
     if prior.kind == "counts":
-        return np.array(prior.count_pmf(K))
+        return prior.count_pmf(K)
     raise ValueError(f"unknown prior kind {prior.kind!r}")
 
 

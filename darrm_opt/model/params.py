@@ -14,6 +14,9 @@ from typing import TYPE_CHECKING
 
 from darrm_opt.errors import InvalidParameter
 
+if TYPE_CHECKING:
+    import numpy as np
+
 PRIOR_KINDS = ("paper", "iid-uniform", "common-uniform", "beta", "counts")
 #: a ``counts:`` prior's weights must sum to 1 within this (they are then divided by their sum)
 COUNTS_TOLERANCE = 1e-9
@@ -202,16 +205,17 @@ class Prior:
                                                 f"1-votes of the K teachers: 0 <= L <= K)", self.spec)
         return self
 
-    def count_pmf(self, K: int) -> list[float]:
-        """A ``counts`` prior's Pr[L = l], l = 0..K: each item's weight spread over its range, divided by the
-        weights' sum (math.fsum: the same floats on every machine)."""
+    def count_pmf(self, K: int) -> np.ndarray:
+        """A ``counts`` prior's Pr[L = l], l = 0..K: each item's weight W/(B − A + 1) added over its range in the
+        items' order (elementwise, the same floats on every machine), divided by the weights' math.fsum."""
+        import numpy as np
+
         self.check_K(K)
         total = math.fsum(w for _, _, w in self.counts)
-        parts: list[list[float]] = [[] for _ in range(K + 1)]
+        out = np.zeros(K + 1)
         for lo, hi, w in self.counts:
-            for l in range(lo, hi + 1):
-                parts[l].append(w / (hi - lo + 1))
-        return [math.fsum(p) / total for p in parts]
+            out[lo : hi + 1] += w / (hi - lo + 1)
+        return out / total
 
     @classmethod
     def parse(cls, spec: str | Prior | None) -> Prior:
