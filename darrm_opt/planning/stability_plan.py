@@ -183,7 +183,12 @@ def plan_stability(K: int, classes: int | None, prior: str, queries: int, budget
     for c in cutoffs:
         if c > queries:
             break
-        cand = search.best_split(c)
+        try:
+            cand = search.best_split(c)
+        except InvalidParameter:  # this c's noise scales exceed the integers: so do every larger c's
+            if best is None:
+                raise
+            break
         if best is None or cand.figures.error < best.figures.error:
             best, worse = cand, 0
         else:
