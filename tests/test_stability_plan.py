@@ -4,19 +4,24 @@ job (within budget, least error among its candidates, least feasible threshold).
 
 from __future__ import annotations
 
+import math
+
+import numpy as np
 import pytest
 
 from darrm_opt.errors import InvalidParameter
-from darrm_opt.planning.stability_plan import distance_law, least_threshold, plan_stability
+from darrm_opt.planning.stability_plan import SCALE, distance_law, least_threshold, plan_stability
 from darrm_opt.privacy.stability import SvtParams, job_error, ptr_delta, svt_epsilon
 
 #: (classes, Q, ε_B, δ_B, parameters chosen by plan_stability, issue 35's target), K = 250, prior paper
 TARGETS = [
-    (10, 1000, 2.0, 1e-5, SvtParams(32, 46, 50, 618, 1), 1e-4),
-    (10, 100, 2.0, 1e-5, SvtParams(32, 46, 50, 618, 1), 1e-6),
-    (10, 1000, 8.0, 1e-6, SvtParams(128, 68, 84, 1248, 2), 1e-10),
-    (None, 1000, 8.0, 1e-6, SvtParams(128, 68, 84, 1248, 2), 1e-6),
+    (10, 1000, 2.0, 1e-5, SvtParams(32, 48, 48, 615, 1), 1e-4),
+    (10, 100, 2.0, 1e-5, SvtParams(32, 48, 48, 615, 1), 1e-6),
+    (10, 1000, 8.0, 1e-6, SvtParams(128, 65, 85, 1248, 2), 1e-10),
+    (None, 1000, 8.0, 1e-6, SvtParams(128, 65, 85, 1248, 2), 1e-6),
 ]
+#: the planned errors of TARGETS' jobs (exact figures at those parameters)
+PLANNED = [3.623109555180557e-15, 3.82416815743275e-16, 7.365070622639526e-29, 1.394652347921084e-12]
 
 
 @pytest.mark.parametrize(("classes", "Q", "eps", "delta", "params", "target"), TARGETS)
@@ -60,3 +65,45 @@ def test_an_epsilon_too_small_for_any_noise_scale_is_refused_naming_it(epsilon):
 def test_queries_beyond_the_noise_integers_are_refused_naming_queries():
     with pytest.raises(InvalidParameter, match="queries: a stability-based release takes"):
         plan_stability(5, None, "paper", 2**61, 2.0, 1e-5)
+
+
+@pytest.mark.slow  # plans four K = 250 jobs (about 19 CPU s)
+@pytest.mark.parametrize(("classes", "Q", "eps", "delta", "params", "target", "planned"),
+                         [(*t, e) for t, e in zip(TARGETS, PLANNED, strict=True)])
+def test_the_planner_chooses_the_target_parameters(classes, Q, eps, delta, params, target, planned) -> None:
+    plan = plan_stability(250, classes, "paper", Q, eps, delta)
+    assert plan.best.params == params
+    assert plan.expected_error == pytest.approx(planned, rel=1e-12) and plan.expected_error <= target
+    assert plan.best.epsilon <= eps and plan.best.delta <= delta
+
+
+def _grid_scan(K, classes, prior, Q, eps, delta):  # noqa: ANN001, ANN202
+    """The least exact error over c = 1..8 and ε splits f = 0.05, 0.10, …, 0.95 with the textbook noise scales
+    t_ρ = ⌈s/(f·ε_B)⌉, t_ν = ⌈2cs/((1 − f)·ε_B)⌉ and the least threshold within δ_B."""
+    law, s = distance_law(K, classes, prior), SCALE * math.ceil(eps)
+    best = math.inf
+    for c in range(1, 9):
+        for f in np.arange(1, 20) / 20:
+            t_rho, t_nu = math.ceil(s / (f * eps)), math.ceil(2 * c * s / ((1 - f) * eps))
+            p = SvtParams(s, t_rho, t_nu, least_threshold(s, t_rho, t_nu, c, Q, delta), c)
+            assert svt_epsilon(p) <= eps
+            best = min(best, job_error(p, law, Q).error)
+    return best
+
+
+#: (K, classes, prior, Q, ε_B, δ_B), the planner's exact error, the grid scan's
+SMALL = [
+    ((81, None, "counts:78=0.95,41..77=0.05", 40, 8.0, 1e-6), 0.02840508617204335, 0.02846021155285896),
+    ((81, None, "paper", 40, 8.0, 1e-6), 0.007871138713294087, 0.008240349148135897),
+]
+
+
+@pytest.mark.parametrize(("job", "planned", "scanned"), SMALL)
+def test_the_search_is_no_worse_than_a_grid_scan(job, planned, scanned) -> None:
+    """The planner (cut-offs grown until the error grows twice, the split by a grid and golden-section steps,
+    the queries' noise from all of the budget the threshold's leaves) against a brute-force scan of a grid."""
+    plan = plan_stability(*job)
+    assert plan.expected_error == pytest.approx(planned, rel=1e-12)
+    assert _grid_scan(*job) == pytest.approx(scanned, rel=1e-12)
+    assert plan.expected_error <= scanned
+    assert all(c.epsilon <= job[4] and c.delta <= job[5] for c in plan.candidates)

@@ -21,8 +21,10 @@ def plan(
                                                   help="each teacher's Δ (required unless disjoint-nonprivate)"),
     queries: int = typer.Option(..., "--queries", help="number of answers Q the budget must cover"),
     budget: str = typer.Option(..., "--budget", help="total budget EPS,DELTA of the Q answers"),
-    prior: str = typer.Option("paper", "--prior", help="paper | iid-uniform:A,B | common-uniform:A,B; with "
-                                                       "--classes also dirichlet:AY,AW"),
+    prior: str = typer.Option("paper", "--prior", help="paper | iid-uniform:A,B | common-uniform:A,B | beta:A,B "
+                                                       "| counts:L=W,A..B=W (the law of the 1-votes' count L, "
+                                                       "e.g. counts:225=0.9,126..224=0.1); with --classes also "
+                                                       "dirichlet:AY,AW"),
     solver: str = typer.Option("highs", "--solver", help="highs | gurobi | cbc"),
     fmt: OutputFormat = typer.Option(OutputFormat.table, "--format", help="table | json"),
     out: Optional[Path] = typer.Option(None, "--out", help="write the result here instead of stdout"),

@@ -49,7 +49,7 @@ from darrm_opt.model.params import Prior, digest, finite_number
 special: Any = LazyModule("scipy.special")
 
 #: a 0/1-vote prior for C = 2 is one of these kinds (else the spec is read as a multi-class prior)
-BINARY_PRIORS = ("paper", "iid-uniform", "common-uniform", "beta")
+BINARY_PRIORS = ("paper", "iid-uniform", "common-uniform", "beta", "counts")
 #: the largest σ accepted (far above any vote count: the release is then almost a uniform class; the
 #: discrete Gaussian's PLD has about 23σ points)
 MAX_SIGMA = 1e4

@@ -99,6 +99,9 @@ class MulticlassPrior:
         if text == "paper":
             return cls()
         kind, sep, rest = text.partition(":")
+        if kind == "counts":
+            raise InvalidParameter("prior", "'counts' is a law of the count of 1-votes: a prior for 0/1 votes "
+                                            "(a job without classes), not for class labels", spec)
         parts = rest.split(",")
         if kind not in MC_PRIOR_KINDS or kind == "paper" or not sep or len(parts) != 2:
             raise InvalidParameter("prior", "must be 'paper', 'iid-uniform:A,B' or 'dirichlet:AY,AW'", spec)

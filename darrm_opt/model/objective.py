@@ -5,7 +5,8 @@ in (p_1..p_K), so for independent p_i the expectation is the pmf at the means: f
 is exactly Binomial(K, (a+b)/2) (Binomial(K, 0.75) for the paper's prior). For one p shared by all
 teachers, p ~ Uniform[a, b], it is ∫ Binomial(K, p)(l) dp / (b − a) = [I_b(l+1, K−l+1) − I_a(l+1, K−l+1)]
 / ((K+1)(b − a)) with I the regularised incomplete beta function. For one p ~ Beta(A, B) shared by all
-teachers it is the beta-binomial pmf C(K, l) B(l + A, K − l + B) / B(A, B).
+teachers it is the beta-binomial pmf C(K, l) B(l + A, K − l + B) / B(A, B). A ``counts`` prior states
+E[α_l] = Pr[L = l] itself (:meth:`~darrm_opt.model.params.Prior.count_pmf`).
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ def expected_pmf(K: int, prior: Prior) -> np.ndarray:
         from scipy import stats
 
         return stats.betabinom.pmf(np.arange(K + 1), K, prior.a, prior.b)
+    if prior.kind == "counts":
+        return prior.count_pmf(K)
     raise ValueError(f"unknown prior kind {prior.kind!r}")
 
 

@@ -14,7 +14,12 @@ from typing import TYPE_CHECKING
 
 from darrm_opt.errors import InvalidParameter
 
-PRIOR_KINDS = ("paper", "iid-uniform", "common-uniform", "beta")
+if TYPE_CHECKING:
+    import numpy as np
+
+PRIOR_KINDS = ("paper", "iid-uniform", "common-uniform", "beta", "counts")
+#: a ``counts:`` prior's weights must sum to 1 within this (they are then divided by their sum)
+COUNTS_TOLERANCE = 1e-9
 
 
 def finite_number(name: str, value: object) -> float:
@@ -99,6 +104,22 @@ def parse_values(name: str, text: str, *, integer: bool = False, odd: bool = Fal
     return sorted(out)
 
 
+def parse_counts(text: str, spec: object) -> tuple[tuple[int, int, float], ...]:
+    """The items of a ``counts:`` prior, ``L=W`` or ``A..B=W`` separated by commas, as (A, B, W) (L = A = B);
+    InvalidParameter naming ``prior`` for anything else (the weights' rules are checked by :class:`Prior`)."""
+    items = []
+    for part in text.split(","):
+        where, eq, weight = part.strip().partition("=")
+        lo_s, dots, hi_s = where.strip().partition("..")
+        if not eq:
+            raise InvalidParameter("prior", "a 'counts' item is L=W or A..B=W (e.g. counts:225=0.9,126..224=0.1)",
+                                   spec)
+        lo = integer_in("prior", lo_s.strip(), 0)
+        hi = integer_in("prior", hi_s.strip(), 0) if dots else lo
+        items.append((lo, hi, finite_number("prior", weight.strip())))
+    return tuple(items)
+
+
 def digest(doc: dict) -> str:
     """A stable hash of a JSON document: SHA-256 (first 128 bits, hex) of its canonical text (sorted keys,
     no spaces, floats as their shortest round-trip repr; NaN and infinities refused). Parameter keys and
@@ -118,15 +139,28 @@ class Prior:
       e.g. ``beta:9,1``); L is beta-binomial. p < ½ has positive probability, so the error counted is
       Pr[answer ≠ label] − Pr[majority ≠ label] (the absolute error less the noiseless majority's own,
       a constant of the prior; ties of an even K broken uniformly), which is linear in E[α].
+    - ``counts:ITEM,ITEM,...``: the law of L (the number of 1-votes, 1 the label) written out: an item
+      ``L=W`` puts weight W on L, ``A..B=W`` spreads W uniformly over L = A..B (weights of overlapping
+      items add), e.g. ``counts:225=0.9,126..224=0.1``. Weights ≥ 0 summing to 1 within COUNTS_TOLERANCE
+      (then divided by their sum); every L ≤ K, checked when K is known (:meth:`check_K`: a job, a
+      table). The error counted is the ``beta`` prior's, Pr[answer ≠ 1] − Pr[majority ≠ 1]: Pr[answer ≠
+      majority] when every L > K/2.
     """
 
     kind: str = "paper"
     a: float = 0.5
     b: float = 1.0
+    #: a ``counts`` prior's items (A, B, W): weight W spread uniformly over L = A..B; () for other kinds
+    counts: tuple[tuple[int, int, float], ...] = ()
 
     def __post_init__(self) -> None:
         if self.kind not in PRIOR_KINDS:
             raise InvalidParameter("prior", f"must be one of {', '.join(PRIOR_KINDS)}", self.kind)
+        if self.kind == "counts":
+            self._check_counts()
+            return
+        if self.counts:
+            raise InvalidParameter("prior", f"'{self.kind}' takes no counts", self.counts)
         a = finite_number("prior", self.a)
         b = finite_number("prior", self.b)
         if self.kind == "paper" and (a, b) != (0.5, 1.0):
@@ -139,9 +173,54 @@ class Prior:
         object.__setattr__(self, "a", a)
         object.__setattr__(self, "b", b)
 
+    def _check_counts(self) -> None:
+        if (self.a, self.b) != (0.5, 1.0):
+            raise InvalidParameter("prior", "'counts' takes no bounds, only its items L=W or A..B=W")
+        items = []
+        for item in self.counts:
+            if not isinstance(item, tuple) or len(item) != 3:
+                raise InvalidParameter("prior", "a 'counts' item is (A, B, W)", item)
+            lo = integer_in("prior", item[0], 0)
+            hi = integer_in("prior", item[1], 0)
+            w = finite_number("prior", item[2])
+            if hi < lo:
+                raise InvalidParameter("prior", "a 'counts' range A..B needs A <= B", f"{lo}..{hi}")
+            if w < 0:
+                raise InvalidParameter("prior", "'counts' weights must be >= 0", w)
+            items.append((lo, hi, w))
+        if not items:
+            raise InvalidParameter("prior", "'counts' needs at least one item L=W or A..B=W", self.counts)
+        total = math.fsum(w for _, _, w in items)
+        if not abs(total - 1.0) <= COUNTS_TOLERANCE:
+            raise InvalidParameter("prior", f"'counts' weights must sum to 1 (within {COUNTS_TOLERANCE:g})", total)
+        object.__setattr__(self, "counts", tuple(items))
+
+    def check_K(self, K: int) -> Prior:
+        """``self`` if it can describe K votes (a ``counts`` prior: every L ≤ K); InvalidParameter naming
+        ``prior`` otherwise."""
+        if self.kind == "counts":
+            top = max(hi for _, hi, _ in self.counts)
+            if top > K:
+                raise InvalidParameter("prior", f"'counts' puts weight on L = {top} > K = {K} (L counts the "
+                                                f"1-votes of the K teachers: 0 <= L <= K)", self.spec)
+        return self
+
+    def count_pmf(self, K: int) -> np.ndarray:
+        """A ``counts`` prior's Pr[L = l], l = 0..K: each item's weight W/(B − A + 1) added over its range in the
+        items' order (elementwise, the same floats on every machine), divided by the weights' math.fsum."""
+        import numpy as np
+
+        self.check_K(K)
+        total = math.fsum(w for _, _, w in self.counts)
+        out = np.zeros(K + 1)
+        for lo, hi, w in self.counts:
+            out[lo : hi + 1] += w / (hi - lo + 1)
+        return out / total
+
     @classmethod
     def parse(cls, spec: str | Prior | None) -> Prior:
-        """Parse ``paper``, ``iid-uniform:A,B``, ``common-uniform:A,B`` or ``beta:A,B``."""
+        """Parse ``paper``, ``iid-uniform:A,B``, ``common-uniform:A,B``, ``beta:A,B`` or
+        ``counts:L=W,A..B=W,...``."""
         if spec is None:
             return cls()
         if isinstance(spec, Prior):
@@ -154,8 +233,11 @@ class Prior:
         kind, sep, rest = text.partition(":")
         if kind not in PRIOR_KINDS or kind == "paper" or not sep:
             raise InvalidParameter(
-                "prior", "must be 'paper', 'iid-uniform:A,B', 'common-uniform:A,B' or 'beta:A,B'", spec
+                "prior", "must be 'paper', 'iid-uniform:A,B', 'common-uniform:A,B', 'beta:A,B' or "
+                "'counts:L=W,A..B=W,...'", spec
             )
+        if kind == "counts":
+            return cls("counts", counts=parse_counts(rest, spec))
         parts = rest.split(",")
         if len(parts) != 2:
             raise InvalidParameter("prior", f"'{kind}' takes two bounds A,B", spec)
@@ -166,6 +248,9 @@ class Prior:
         """Canonical text form, the inverse of :meth:`parse`."""
         if self.kind == "paper":
             return "paper"
+        if self.kind == "counts":
+            return "counts:" + ",".join(f"{lo}={w!r}" if lo == hi else f"{lo}..{hi}={w!r}"
+                                        for lo, hi, w in self.counts)
         return f"{self.kind}:{self.a!r},{self.b!r}"
 
     def __str__(self) -> str:

@@ -79,6 +79,10 @@ class Job:
             if isinstance(c, bool) or not isinstance(c, int) or c < 2:
                 raise InvalidParameter("classes", "must be an integer >= 2", c)
         object.__setattr__(self, "prior", normal_prior(self.prior, self.classes))
+        if self.prior.startswith("counts:"):  # its L must be counts of K votes
+            from darrm_opt.model.params import Prior
+
+            object.__setattr__(self, "prior", Prior.parse(self.prior).check_K(self.K).spec)
         if self.epsilon is not None:
             e = finite_number("epsilon", self.epsilon)
             if e <= 0:

@@ -5,8 +5,9 @@ The release (:mod:`darrm_opt.privacy.stability`) is one (ε, δ) statement for t
 release"). For a job (K, C or 0/1 votes, prior, Q, budget (ε_B, δ_B)) the search is over
 
 * the cut-off c (a growing grid; it stops once the error has grown on two successive c),
-* the share f of ε_B spent on the threshold (ε₁ = f·ε_B, ε₂ = (1 − f)·ε_B; a grid refined around its best
-  point by golden-section steps), with t_ρ = ⌈s/ε₁⌉ and t_ν = ⌈2cs/ε₂⌉ so that ε ≤ ε_B holds exactly,
+* the share f of ε_B spent on the threshold (a grid of step 1/20 refined around its best point by
+  golden-section steps): t_ρ = ⌈s/(f·ε_B)⌉ and t_ν the least integer with s/t_ρ + 2cs/t_ν ≤ ε_B (in exact
+  rationals), so that the queries get all of the budget the rounded threshold noise leaves,
 * the threshold T: the least integer with δ ≤ δ_B (δ decreases in T; every query errs no less when it is
   unstable than when it releases its plurality, and a larger T only makes queries unstable, so the least
   feasible T has the least error),
@@ -21,6 +22,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import Any
 
 from darrm_opt.errors import InvalidParameter
@@ -38,9 +40,10 @@ from darrm_opt.privacy.stability import (
 
 #: lattice points per unit of ε_B (s = SCALE·⌈ε_B⌉)
 SCALE = 16
-#: cut-offs tried, in order
-CUTOFFS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)
-#: the ε split's first grid, then this many golden-section steps around its best point
+#: cut-offs tried, in order (up to Q; the search stops once the error has grown on two successive ones)
+CUTOFFS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024)
+#: the ε split's first grid (the error is not unimodal in the split: the threshold moves in integer steps),
+#: then this many golden-section steps around its best point
 SPLITS = (0.15, 0.3, 0.45, 0.6, 0.75)
 GOLDEN_STEPS = 4
 
@@ -121,12 +124,19 @@ class _Search:
 
     def __call__(self, cutoff: int, split: float) -> StabilityCandidate:
         s = self.scale
-        rho_eps, nu_eps = split * self.eps, (1 - split) * self.eps
-        if not (rho_eps > 0 and nu_eps > 0 and s / rho_eps <= MAX_INT and 2 * cutoff * s / nu_eps <= MAX_INT):
+        rho_eps = split * self.eps
+        if not (0 < rho_eps < self.eps and s / rho_eps <= MAX_INT):
             raise InvalidParameter("budget_epsilon", f"too small for a stability-based release: its noise scales "
                                                      f"would exceed {MAX_INT}", self.eps)
         t_rho = max(1, math.ceil(s / rho_eps))
-        t_nu = max(1, math.ceil(2 * cutoff * s / nu_eps))
+        # the queries get all the budget the threshold leaves (ε₁ = s/t_ρ ≤ f·ε_B after rounding t_ρ up):
+        # the least t_ν with s/t_ρ + 2cs/t_ν ≤ ε_B, exactly in rationals
+        rest = Fraction(self.eps) - Fraction(s, t_rho)
+        need = Fraction(2 * cutoff * s) / rest if rest > 0 else Fraction(MAX_INT + 1)
+        if need > MAX_INT:
+            raise InvalidParameter("budget_epsilon", f"too small for a stability-based release: its noise scales "
+                                                     f"would exceed {MAX_INT}", self.eps)
+        t_nu = max(1, math.ceil(need))
         key = (cutoff, t_rho, t_nu)
         if key not in self.seen:
             T = least_threshold(s, t_rho, t_nu, cutoff, self.Q, self.delta)
@@ -173,7 +183,12 @@ def plan_stability(K: int, classes: int | None, prior: str, queries: int, budget
     for c in cutoffs:
         if c > queries:
             break
-        cand = search.best_split(c)
+        try:
+            cand = search.best_split(c)
+        except InvalidParameter:  # this c's noise scales exceed the integers: so do every larger c's
+            if best is None:
+                raise
+            break
         if best is None or cand.figures.error < best.figures.error:
             best, worse = cand, 0
         else:
