@@ -107,3 +107,13 @@ def test_the_search_is_no_worse_than_a_grid_scan(job, planned, scanned) -> None:
     assert _grid_scan(*job) == pytest.approx(scanned, rel=1e-12)
     assert plan.expected_error <= scanned
     assert all(c.epsilon <= job[4] and c.delta <= job[5] for c in plan.candidates)
+
+
+def test_a_budget_too_small_for_any_threshold_noise_is_refused_naming_it():
+    """At ε_B = 2e-8 every split needs t_ρ far over MAX_T_RHO (the exact error's sums would need terabytes):
+    refused as the budget, before any array is made."""
+    from darrm_opt.planning.stability_plan import MAX_T_RHO
+
+    with pytest.raises(InvalidParameter) as e:
+        plan_stability(25, 3, "paper", 10, 2e-8, 1e-5)
+    assert e.value.parameter == "budget_epsilon" and str(MAX_T_RHO) in str(e.value)

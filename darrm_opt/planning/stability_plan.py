@@ -115,6 +115,11 @@ def least_threshold(scale: int, t_rho: int, t_nu: int, cutoff: int, queries: int
 #: the largest ε a plan spends (exp(ε) stays finite in every formula of the search)
 MAX_EPSILON = 700.0
 
+#: the largest threshold noise scale t_ρ a plan uses: the exact error sums over ρ's support, |z| up to 700·t_ρ
+#: times the ⌈K/2⌉ distances, so memory grows with t_ρ (a budget ε near 0 asked for terabytes); splits that
+#: would need more are not tried, and a budget that needs more for every split is refused
+MAX_T_RHO = 4096
+
 
 class _Search:
     def __init__(self, law: DistanceLaw, queries: int, budget_epsilon: float, budget_delta: float) -> None:
@@ -129,6 +134,9 @@ class _Search:
             raise InvalidParameter("budget_epsilon", f"too small for a stability-based release: its noise scales "
                                                      f"would exceed {MAX_INT}", self.eps)
         t_rho = max(1, math.ceil(s / rho_eps))
+        if t_rho > MAX_T_RHO:
+            raise InvalidParameter("budget_epsilon", f"too small for a stability-based release: its threshold "
+                                                     f"noise scale would exceed {MAX_T_RHO}", self.eps)
         # the queries get all the budget the threshold leaves (ε₁ = s/t_ρ ≤ f·ε_B after rounding t_ρ up):
         # the least t_ν with s/t_ρ + 2cs/t_ν ≤ ε_B, exactly in rationals
         rest = Fraction(self.eps) - Fraction(s, t_rho)
@@ -145,11 +153,20 @@ class _Search:
                                                 job_error(p, self.law, self.Q))
         return self.seen[key]
 
+    def least_split(self) -> float:
+        """The least split whose t_ρ = ⌈s/(split·ε_B)⌉ is within MAX_T_RHO (with a margin for rounding)."""
+        return self.scale / (self.eps * MAX_T_RHO) * (1 + 1e-9)
+
     def best_split(self, cutoff: int) -> StabilityCandidate:
-        grid = [self(cutoff, f) for f in SPLITS]
+        least = self.least_split()
+        splits = [f for f in SPLITS if f >= least]
+        if not splits:
+            raise InvalidParameter("budget_epsilon", f"too small for a stability-based release: its threshold "
+                                                     f"noise scale would exceed {MAX_T_RHO}", self.eps)
+        grid = [self(cutoff, f) for f in splits]
         i = min(range(len(grid)), key=lambda k: grid[k].figures.error)
-        lo = SPLITS[max(0, i - 1)] if i > 0 else SPLITS[0] / 2
-        hi = SPLITS[i + 1] if i + 1 < len(SPLITS) else (1 + SPLITS[-1]) / 2
+        lo = splits[max(0, i - 1)] if i > 0 else max(least, splits[0] / 2)
+        hi = splits[i + 1] if i + 1 < len(splits) else (1 + splits[-1]) / 2
         g = (math.sqrt(5) - 1) / 2
         a, b = hi - g * (hi - lo), lo + g * (hi - lo)
         fa, fb = self(cutoff, a), self(cutoff, b)
