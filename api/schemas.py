@@ -29,6 +29,10 @@ def _plain_text(value: str) -> str:
 
 
 PlainText = Annotated[str, AfterValidator(_plain_text)]
+#: the longest prior a request body carries: a ``counts:`` prior writes out the law of L in up to K + 1 items
+#: (about 25 characters each at full precision, K <= 2001); a list filter in a URL takes at most PRIOR_QUERY_CHARS
+PRIOR_CHARS = 65_536
+PRIOR_QUERY_CHARS = 4_096
 #: a client's record id (darrm_opt.ledger.core.record_ids): 1 to 200 printable characters, or an integer
 RecordId = Annotated[int, Field(ge=-(2**63), lt=2**63)] | Annotated[str, Field(min_length=1, max_length=200),
                                                                      AfterValidator(_plain_text)]
@@ -102,8 +106,8 @@ class TableRequest(BaseModel):
     delta: float | None = Field(
         None, ge=0, lt=1, description="the answer's delta; default 1 - (1 - teacher_delta)^m"
     )
-    prior: PlainText = Field("paper", min_length=1, max_length=100,
-                       description="'paper', 'iid-uniform:A,B' or 'common-uniform:A,B'")
+    prior: PlainText = Field("paper", min_length=1, max_length=PRIOR_CHARS,
+                       description="'paper', 'iid-uniform:A,B', 'common-uniform:A,B' or 'counts:L=W,A..B=W,...'")
     solver: PlainText | None = Field(None, min_length=1, max_length=20,
                                      description="highs (default), gurobi or cbc")
 

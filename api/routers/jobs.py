@@ -36,7 +36,16 @@ from ..deps import KEYED_RESPONSES, keyed, principal, readable, services
 from ..errors import invalid, validation_detail
 from ..middleware import BodyBudgetExceeded, read_body
 from ..plan_service import job_plan_key
-from ..schemas import ID_PATTERN, MAX_K, ErrorOut, HTTPValidationErrorOut, PlainText, RecordId, Teachers
+from ..schemas import (
+    ID_PATTERN,
+    MAX_K,
+    PRIOR_CHARS,
+    ErrorOut,
+    HTTPValidationErrorOut,
+    PlainText,
+    RecordId,
+    Teachers,
+)
 from ..schemas import JobOut as SolveJobOut
 from . import tables
 from .aggregate import run_job_rows
@@ -67,7 +76,7 @@ class JobIn(BaseModel):
                                                                                 "disjoint-private)")
     teacher_delta: float | None = Field(None, ge=0, lt=1, description="each teacher's Δ (shared, "
                                                                       "disjoint-private)")
-    prior: PlainText = Field("paper", min_length=1, max_length=100)
+    prior: PlainText = Field("paper", min_length=1, max_length=PRIOR_CHARS)
     solver: PlainText | None = Field(None, min_length=1, max_length=20)
     mechanism: PlainText | None = Field(None, min_length=1, max_length=40,
                                         description="plan over this kind only (default: every kind)")

@@ -20,6 +20,7 @@ from ..plan_service import PlanService
 from ..schemas import (
     ID_PATTERN,
     MAX_K,
+    PRIOR_CHARS,
     AnyTableOut,
     ErrorOut,
     HTTPValidationErrorOut,
@@ -63,7 +64,7 @@ class PlanRequestIn(BaseModel):
     queries: int = Field(..., ge=1, description="number of answers Q the budget must cover")
     budget_epsilon: float = Field(..., gt=0, allow_inf_nan=False, description="total epsilon of the Q answers")
     budget_delta: float = Field(..., gt=0, lt=1, description="total delta of the Q answers")
-    prior: PlainText = Field("paper", min_length=1, max_length=100)
+    prior: PlainText = Field("paper", min_length=1, max_length=PRIOR_CHARS)
     solver: PlainText | None = Field(None, min_length=1, max_length=20)
     create_ledger: LedgerSpec | None = Field(
         None, description="also open a ledger with this plan's budget (its id is returned as ledger.id)")

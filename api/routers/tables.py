@@ -14,6 +14,7 @@ from darrm_opt.model.neighbours import check_setting_options
 from ..deps import KEYED_RESPONSES, PrincipalDep, ServicesDep, keyed
 from ..schemas import (
     ID_PATTERN,
+    PRIOR_QUERY_CHARS,
     AnyTableOut,
     ErrorOut,
     HTTPValidationErrorOut,
@@ -101,7 +102,7 @@ def list_tables(
     epsilon: float | None = Query(None, allow_inf_nan=False),
     teacher_delta: float | None = Query(None, allow_inf_nan=False),
     delta: float | None = Query(None, allow_inf_nan=False),
-    prior: PlainText | None = Query(None, max_length=100),
+    prior: PlainText | None = Query(None, max_length=PRIOR_QUERY_CHARS),
     teachers: Teachers | None = Query(None),
     limit: int = Query(50, ge=1, le=500),
     offset: int = Query(0, ge=0, le=1_000_000_000),

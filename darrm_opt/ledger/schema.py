@@ -77,7 +77,7 @@ class GammaTable(Base):
     epsilon: Mapped[float] = mapped_column(Double)  #: the teachers' ε; the per-answer ε for disjoint-nonprivate
     teacher_delta: Mapped[float] = mapped_column(Double)  #: 0 for disjoint-nonprivate (no teacher Δ; 0006)
     delta: Mapped[float] = mapped_column(Double)
-    prior: Mapped[str] = mapped_column(String(100))
+    prior: Mapped[str] = mapped_column(Text)  #: any length: a counts prior has up to K + 1 items (0015)
     #: shared | disjoint-private | disjoint-nonprivate (darrm_opt.model.neighbours); part of the table id
     teachers: Mapped[str] = mapped_column(String(32), default="shared", server_default="shared")
     solver: Mapped[str] = mapped_column(String(20))
