@@ -23,8 +23,9 @@ with two tenants' keys (``DARRM_API_KEYS=victim:…,hostile:…``) and measures,
    over its request rate with ``--tenant-rate``); and, 1-row only, while the hostile tenant floods the service
    with requests on a ledger that pays none (each refused, 409, or 429 with ``--tenant-rate``);
 3. ``GET /v1/ledgers?limit=1000`` over 1000 ledgers of one tenant, each paid once (first call and best of 3);
-4. the server's RSS (parent and workers) before and with 1000 idle slow connections, each having sent its
-   headers (``Content-Length: 16000000``) and 30 bytes of body, then nothing.
+4. the server's peak RSS (parent and workers, sampled every 0.5 s) over the runs above, and its RSS before and
+   with 1000 idle slow connections, each having sent its headers (``Content-Length: 16000000``) and 30 bytes of
+   body, then nothing.
 
 Targets (issue 26; 2 cores, 2 workers, PostgreSQL): 1-row ≥ 800 req/s with p99 ≤ 100 ms; the victim keeps
 ≥ 80 % of its throughput; 1000 slow connections add < 200 MB; the ledger list of 1000 ledgers in < 1 s.
@@ -40,6 +41,7 @@ import os
 import socket
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -132,6 +134,29 @@ def _rss(pid: int) -> int:
     return sum(p.memory_info().rss for p in [proc, *proc.children(recursive=True)])
 
 
+class PeakRss:
+    """The largest summed RSS of a process and its children, sampled every ``every`` seconds in a thread."""
+
+    def __init__(self, pid: int, every: float = 0.5) -> None:
+        self.pid, self.every, self.peak = pid, every, 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            with contextlib.suppress(psutil.Error):
+                self.peak = max(self.peak, _rss(self.pid))
+            self._stop.wait(self.every)
+
+    def __enter__(self) -> PeakRss:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
 def idle_connections(url: str, pid: int, n: int) -> tuple[float, float]:
     """(RSS before, RSS with ``n`` idle slow connections) of the server's processes, in MB."""
     host, port = url.split("//", 1)[1].split(":")
@@ -192,6 +217,7 @@ def main() -> None:
                 server = Server(db, workers, f"victim:{VICTIM},hostile:{HOSTILE}", Path(tmp), env=env)
                 stack.callback(server.stop)
                 row = {"backend": backend, "workers": workers}
+                peak = stack.enter_context(PeakRss(server.proc.pid))
 
                 def victim(rows: int, url: str = server.url) -> dict:
                     return measure(url, VICTIM, rows=rows, connections=32 if rows == 1 else 8,
@@ -215,6 +241,7 @@ def main() -> None:
                 row["paced_1"] = measure(server.url, VICTIM, rows=1, connections=32, seconds=args.seconds,
                                          warmup=args.warmup, rate=args.rate)
                 row["list_first_s"], row["list_best_s"] = ledger_list(server.url, args.ledgers)
+                row["rss_peak_load_mb"] = peak.peak / 2**20  # the load runs: before the idle connections
                 row["rss_before_mb"], row["rss_idle_mb"] = idle_connections(server.url, server.proc.pid, args.idle)
                 results.append(row)
                 print(json.dumps(row), flush=True)
@@ -247,11 +274,12 @@ def main() -> None:
               f"{p['p99_ms']:.1f} |")
     print()
     print(f"| database | GET /v1/ledgers, {args.ledgers} ledgers: first | best of 3 | RSS before | "
-          f"RSS with {args.idle} idle connections | added |")
-    print("|---|---|---|---|---|---|")
+          f"RSS with {args.idle} idle connections | added | peak RSS under the load runs |")
+    print("|---|---|---|---|---|---|---|")
     for r in results:
         print(f"| {r['backend']} | {r['list_first_s']:.3f} s | {r['list_best_s']:.3f} s | {r['rss_before_mb']:.0f} MB "
-              f"| {r['rss_idle_mb']:.0f} MB | {r['rss_idle_mb'] - r['rss_before_mb']:.0f} MB |")
+              f"| {r['rss_idle_mb']:.0f} MB | {r['rss_idle_mb'] - r['rss_before_mb']:.0f} MB "
+              f"| {r['rss_peak_load_mb']:.0f} MB |")
     for r in results:
         print(f"hostile tenant's answers ({r['backend']}): 1-row run {r['hostile_codes_1']}, "
               f"100-row run {r['hostile_codes_100']}")
