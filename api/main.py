@@ -14,6 +14,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 from fastapi.concurrency import run_in_threadpool
 
+from darrm_opt.ledger.children import MachineSlots
 from darrm_opt.ledger.db import Database, migrate
 from darrm_opt.ledger.keys import env_principals
 from darrm_opt.ledger.views import LedgerStore
@@ -69,7 +70,8 @@ def create_app(settings: Settings | None = None, *, random_bytes: RandomBytes = 
             writer=DebitWriter(db, settings.debit_batch, tables_svc.profile_of, settings.exact_workers,
                                fine_processes=True, share_compositions=True,
                                exact_share=settings.tenant_exact_share,
-                               exact_burst_s=settings.tenant_exact_burst_s),
+                               exact_burst_s=settings.tenant_exact_burst_s,
+                               composition_slots=MachineSlots(settings.database_url, settings.composition_slots)),
             bodies=BodyBudget(settings.max_body_memory),
         )
         app.state.services = svc

@@ -84,6 +84,9 @@ class Settings(BaseSettings):
     max_request_bytes: int = Field(64 * 1024, ge=1024)
     max_body_memory: int = Field(256 * 1024 * 1024, ge=1024)
     exact_workers: int = Field(2, ge=1)
+    #: exact compositions computed at once by all the processes of a server on this machine (each holds 0.5–0.7 GB
+    #: while it runs; darrm_opt.ledger.children.MachineSlots, keyed by the database URL)
+    composition_slots: int = Field(1, ge=1)
     debit_batch: int = Field(512, ge=1)
     debit_timeout_s: float = Field(60.0, gt=0)
     access_log: bool = True  # one JSON line per request on stderr (api.observability)

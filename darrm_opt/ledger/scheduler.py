@@ -40,10 +40,16 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from darrm_opt.privacy.pld import cached_exact_epsilon, canonical_parts, exact_epsilon, remember_exact_epsilon
+from darrm_opt.privacy.pld import (
+    cached_exact_epsilon,
+    canonical_parts,
+    exact_epsilon,
+    release_compositions,
+    remember_exact_epsilon,
+)
 
 from .buckets import TenantBuckets
-from .children import IdlePool
+from .children import IdlePool, MachineSlots
 from .compositions import SharedCompositions
 from .core import Debit, NeedsExact
 
@@ -85,6 +91,16 @@ def _lower_process_priority() -> None:
         os.setpriority(os.PRIO_PROCESS, 0, max(os.getpriority(os.PRIO_PROCESS, 0), min(19, parent + FINE_NICE)))
 
 
+def _child_epsilon(parts: Any, delta: float, coarse: bool) -> float:
+    """:func:`exact_epsilon` in a composition child, which then drops its cached PLDs: the parent keeps the ε
+    (and the database shares it), and the child's arrays go back to the system between tasks instead of
+    staying resident until the child ends."""
+    try:
+        return exact_epsilon(parts, delta, coarse=coarse)
+    finally:
+        release_compositions()
+
+
 def _lower_priority() -> None:
     """Raise this thread's niceness by FINE_NICE (Linux schedules threads by their own nice value; elsewhere,
     or when refused, the thread keeps its priority)."""
@@ -107,15 +123,19 @@ class CompositionScheduler:
     not queued behind them. With ``exact_share`` a tenant's near-budget compositions run at most that fraction
     of the time while another tenant's debits come (averaged; the first ``exact_burst_s`` seconds of them at
     once; see :meth:`_share_wait`); a tenant alone is not held back. ``shared``: compositions shared with other
-    processes through the database (None: this process's cache only)."""
+    processes through the database (None: this process's cache only). ``slots``: the children of every process
+    holding the same slots compute at most that many compositions at once (None: no bound beyond
+    ``exact_workers`` per process)."""
 
     def __init__(self, requeue: Callable[[list[Debit]], None], shared: SharedCompositions | None = None,
                  exact_workers: int = 2, fine_processes: bool = False, exact_share: float | None = None,
-                 exact_burst_s: float = 2.0, clock: Callable[[], float] = time.monotonic) -> None:
+                 exact_burst_s: float = 2.0, clock: Callable[[], float] = time.monotonic,
+                 slots: MachineSlots | None = None) -> None:
         if exact_share is not None and not 0 < exact_share <= 1:
             raise ValueError(f"exact_share must be in (0, 1], got {exact_share}")
         self._requeue = requeue
         self.shared = shared
+        self._slots = slots
         self._clock = clock
         #: each tenant's time on near-budget compositions while another is served, in seconds (``exact_share``)
         self._shares = (TenantBuckets(exact_share, exact_burst_s, clock) if exact_share is not None else None)
@@ -375,7 +395,8 @@ class CompositionScheduler:
         def compute() -> float:
             if child is None:
                 return exact_epsilon(parts, delta, coarse=coarse)
-            return child.submit(exact_epsilon, parts, delta, coarse=coarse).result()
+            with self._slots.hold() if self._slots is not None else contextlib.nullcontext():
+                return child.submit(_child_epsilon, parts, delta, coarse).result()
 
         if self.shared is not None:  # it looks in this process's cache first
             return self.shared.obtain(parts, delta, coarse, compute, wait_s=wait_s)

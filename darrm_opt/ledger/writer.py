@@ -47,6 +47,7 @@ from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 
 from darrm_opt.privacy import accounting
 
+from .children import MachineSlots
 from .compositions import SharedCompositions
 from .core import Debit, DebitResult, LedgerState, NeedsExact, ProfileOf, decide, no_profiles
 from .db import Database
@@ -82,14 +83,14 @@ def disjoint_records(batch: list[Debit]) -> list[list[Debit]]:
 class DebitWriter:
     """The process's single writer of debits (see the module docstring). The exact compositions its decisions
     need are computed by its :attr:`compositions` (:class:`darrm_opt.ledger.scheduler.CompositionScheduler`:
-    ``exact_workers``, ``fine_processes``, ``exact_share`` and ``exact_burst_s`` are its); with
+    ``exact_workers``, ``fine_processes``, ``exact_share``, ``exact_burst_s`` and ``composition_slots`` are its); with
     ``share_compositions`` (the service: several processes on one database) they are shared through the
     database, computed by one process and read by the others."""
 
     def __init__(self, db: Database, max_batch: int = 512, profile_of: ProfileOf = no_profiles,
                  exact_workers: int = 2, fine_processes: bool = False, share_compositions: bool = False,
                  exact_share: float | None = None, exact_burst_s: float = 2.0,
-                 clock: Any = time.monotonic) -> None:
+                 clock: Any = time.monotonic, composition_slots: MachineSlots | None = None) -> None:
         self.db = db
         self.max_batch = max_batch
         self.profile_of = profile_of
@@ -97,7 +98,7 @@ class DebitWriter:
         self._queue: queue.Queue[Debit | list[Debit] | None] = queue.Queue()
         self.compositions = CompositionScheduler(
             self._queue.put, SharedCompositions(db) if share_compositions else None, exact_workers,
-            fine_processes, exact_share, exact_burst_s, clock)
+            fine_processes, exact_share, exact_burst_s, clock, composition_slots)
         self._thread = threading.Thread(target=self._run, name="darrm-debit-writer", daemon=True)
         self._stopped = False
         self._thread.start()
