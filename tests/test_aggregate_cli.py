@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from cli_helpers import run_cli
 from typer.testing import CliRunner
 
 from darrm_opt.cli import app
@@ -21,10 +22,7 @@ HEAVY = ("numpy", "scipy", "fastapi", "mpmath", "sqlalchemy", "highspy")
 
 
 def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("DARRM_")}
-    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
-    return subprocess.run([sys.executable, "-m", "darrm_opt", *args], cwd=cwd, env=env, capture_output=True,
-                          text=True, timeout=120)
+    return run_cli(*args, cwd=cwd, timeout=120, module=True)
 
 
 @pytest.fixture(scope="module")

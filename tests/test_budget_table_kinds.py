@@ -7,13 +7,12 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from cli_helpers import run_cli
 
 from darrm_opt.privacy import accounting, pld
 from darrm_opt.privacy.pair_profile import multiclass_profile, pate_profile
@@ -28,10 +27,7 @@ QUERIES = (1, 5, 20)
 
 
 def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("DARRM_")}
-    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
-    return subprocess.run([sys.executable, "-m", "darrm_opt", *args], cwd=cwd, env=env, capture_output=True,
-                          text=True, timeout=240)
+    return run_cli(*args, cwd=cwd, timeout=240, module=True)
 
 
 @pytest.fixture(scope="module")

@@ -17,6 +17,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from cli_helpers import exe, run_cli
 
 from darrm_opt.cli import COMMANDS
 
@@ -26,16 +27,9 @@ pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _exe() -> list[str]:
-    """The installed console script next to this interpreter (as the README runs it), else ``-m``."""
-    script = Path(sys.executable).with_name("darrm-opt")
-    return [str(script)] if script.exists() else [sys.executable, "-m", "darrm_opt"]
-
 
 def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("DARRM_")}
-    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
-    return subprocess.run([*_exe(), *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=240)
+    return run_cli(*args, cwd=cwd, timeout=240)
 
 
 def json_out(*args: str, cwd: Path):
@@ -231,7 +225,7 @@ def test_every_json_command_is_covered(tmp_path):
     """Each command whose ``--help`` offers ``--format`` json is run above (a new one must be added here)."""
     with_json = set()
     for name in COMMANDS:
-        r = subprocess.run([*_exe(), name, "--help"], capture_output=True, text=True, timeout=120, cwd=tmp_path,
+        r = subprocess.run([*exe(), name, "--help"], capture_output=True, text=True, timeout=120, cwd=tmp_path,
                            env={**os.environ, "COLUMNS": "200"})
         assert r.returncode == 0, r.stderr
         if any("--format" in line and "json" in line for line in r.stdout.splitlines()):

@@ -6,13 +6,12 @@ rows of benchmarks/data_dependent.py (K = 250, C = 10, Dirichlet(9, 1/9, …)), 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from cli_helpers import run_cli
 
 from darrm_opt.ledger.dd_account import DataDependentPolicy
 from darrm_opt.ledger.dd_local import DataDependentRecorder as DataDependentLedger
@@ -122,11 +121,7 @@ def test_no_data_dependent_offer_for_0_1_votes_or_outside_pate():
 
 
 def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    script = Path(sys.executable).with_name("darrm-opt")
-    exe = [str(script)] if script.exists() else [sys.executable, "-m", "darrm_opt"]
-    env = {k: v for k, v in os.environ.items() if not k.startswith("DARRM_")}
-    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
-    return subprocess.run([*exe, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
+    return run_cli(*args, cwd=cwd, timeout=600)
 
 
 @pytest.mark.parametrize("queries, accounting", [(100, "data-dependent"), (1000, "data-independent")])

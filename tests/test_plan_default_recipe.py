@@ -10,13 +10,12 @@ ledger must state the ε the plan stated."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from cli_helpers import run_cli
 from typer.testing import CliRunner
 
 from darrm_opt.cli import app
@@ -28,11 +27,7 @@ K, C, Q, EPS, DELTA = 250, 10, 100, 2.0, 1e-5
 
 
 def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    script = Path(sys.executable).with_name("darrm-opt")
-    exe = [str(script)] if script.exists() else [sys.executable, "-m", "darrm_opt"]
-    env = {k: v for k, v in os.environ.items() if not k.startswith("DARRM_")}
-    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
-    return subprocess.run([*exe, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
+    return run_cli(*args, cwd=cwd, timeout=600)
 
 
 def label_votes(rows: int, seed: int = 0) -> np.ndarray:

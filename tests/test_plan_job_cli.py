@@ -4,14 +4,13 @@
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from cli_helpers import run_cli
 
 from darrm_opt.mechanisms import mechanism, table_document
 from darrm_opt.model.gnmax import ConfidentGnmaxParams
@@ -24,11 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    script = Path(sys.executable).with_name("darrm-opt")
-    exe = [str(script)] if script.exists() else [sys.executable, "-m", "darrm_opt"]
-    env = {k: v for k, v in os.environ.items() if not k.startswith("DARRM_")}
-    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
-    return subprocess.run([*exe, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
+    return run_cli(*args, cwd=cwd, timeout=300)
 
 
 @pytest.fixture(scope="module")

@@ -74,3 +74,13 @@ def empty_pg_database() -> Iterator[str]:
     """A fresh PostgreSQL database for one test (dropped afterwards); skips without the server."""
     with fresh_pg_database() as url:
         yield url
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def database_url(request, tmp_path) -> Iterator[str]:
+    """A new SQLite file, then a new PostgreSQL database (skipped without the server): one test on each."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'ledger.db'}"
+    else:
+        with fresh_pg_database() as url:
+            yield url

@@ -10,15 +10,14 @@ by this file as it stands."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 import typing
 from pathlib import Path
 
 import numpy as np
 import pytest
-from svc_helpers import ROOT, in_process_client
+from cli_helpers import run_cli
+from svc_helpers import in_process_client
 
 from darrm_opt.mechanisms import MECHANISMS, TableOutBase, kind_for, mechanism, table_document
 
@@ -158,10 +157,7 @@ def test_a_plan_of_every_kind_serves_its_table(client, case):
 
 
 def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("DARRM_")}
-    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
-    return subprocess.run([sys.executable, "-m", "darrm_opt", *args], cwd=cwd, env=env, capture_output=True,
-                          text=True, timeout=300)
+    return run_cli(*args, cwd=cwd, timeout=300, module=True)
 
 
 def _write_votes(table, path: Path) -> Path:  # noqa: ANN001

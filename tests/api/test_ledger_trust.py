@@ -14,11 +14,11 @@ import contextlib
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from cli_helpers import run_cli
 from sqlalchemy import func, select
 from sqlalchemy.exc import OperationalError
 
@@ -44,10 +44,7 @@ OPT_ROWS, SUB_ROWS = 30, 40
 
 
 def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("DARRM_")}
-    env["PYTHONPATH"] = str(ROOT)
-    return subprocess.run([sys.executable, "-m", "darrm_opt", *args], cwd=cwd, env=env, capture_output=True,
-                          text=True, timeout=300)
+    return run_cli(*args, cwd=cwd, timeout=300, module=True)
 
 
 def table_file(path: Path, params: Params, gamma, teachers: str | None = None) -> Path:
@@ -232,13 +229,6 @@ class LosesOneAcknowledgement(Database):
         if self.lost == 0:
             self.lost += 1
             raise OperationalError("COMMIT", {}, ConnectionError("server closed the connection unexpectedly"))
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def database_url(request, tmp_path) -> str:
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path / 'ack.db'}"
-    return request.getfixturevalue("pg_database")
 
 
 def test_a_lost_commit_acknowledgement_charges_once(k11, database_url):

@@ -10,14 +10,12 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import fresh_pg_database
+from cli_helpers import run_cli
 from sqlalchemy import func, select
 from sqlalchemy.exc import OperationalError
 
@@ -39,13 +37,10 @@ ROOT = Path(__file__).resolve().parents[2]
 STABILITY = mechanism("stability")
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
-def url(request, tmp_path):
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'records.db'}"
-    else:
-        with fresh_pg_database() as u:
-            yield u
+@pytest.fixture
+def url(database_url: str) -> str:
+    """Each ledger test on SQLite and on PostgreSQL (conftest's ``database_url``)."""
+    return database_url
 
 
 @pytest.fixture(scope="module")
@@ -223,10 +218,7 @@ def test_debits_sharing_a_record_are_decided_in_turn(sub5):
 
 # --- CLI ----------------------------------------------------------------------------------------------------
 def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("DARRM_")}
-    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
-    return subprocess.run([sys.executable, "-m", "darrm_opt", *args], cwd=cwd, env=env, capture_output=True,
-                          text=True, timeout=300)
+    return run_cli(*args, cwd=cwd, timeout=300, module=True)
 
 
 @pytest.mark.slow  # CLI subprocesses

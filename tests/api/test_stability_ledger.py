@@ -11,7 +11,6 @@ import json
 
 import numpy as np
 import pytest
-from conftest import fresh_pg_database
 from scipy import stats
 
 from darrm_opt.ledger.local import Ledger
@@ -24,13 +23,10 @@ from darrm_opt.release.release import Aggregator
 KIND = mechanism("stability")
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
-def url(request, tmp_path):
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'ledger.db'}"
-    else:
-        with fresh_pg_database() as u:
-            yield u
+@pytest.fixture
+def url(database_url: str) -> str:
+    """Each ledger test on SQLite and on PostgreSQL (conftest's ``database_url``)."""
+    return database_url
 
 
 @pytest.fixture(scope="module")
