@@ -124,8 +124,8 @@ class CompositionScheduler:
     of the time while another tenant's debits come (averaged; the first ``exact_burst_s`` seconds of them at
     once; see :meth:`_share_wait`); a tenant alone is not held back. ``shared``: compositions shared with other
     processes through the database (None: this process's cache only). ``slots``: the children of every process
-    holding the same slots compute at most that many compositions at once (None: no bound beyond
-    ``exact_workers`` per process)."""
+    holding the same slots compute at most that many fine compositions at once, and each process starts no more
+    children for them than that (None: no bound beyond ``exact_workers`` per process)."""
 
     def __init__(self, requeue: Callable[[list[Debit]], None], shared: SharedCompositions | None = None,
                  exact_workers: int = 2, fine_processes: bool = False, exact_share: float | None = None,
@@ -148,7 +148,9 @@ class CompositionScheduler:
         self._exact = ThreadPoolExecutor(exact_workers, thread_name_prefix="darrm-exact")
         self._exact_fine = ThreadPoolExecutor(exact_workers, thread_name_prefix="darrm-exact-fine",
                                               initializer=_lower_priority)
-        self._fine_processes = (IdlePool(exact_workers, initializer=_lower_process_priority)
+        #: (more children than the machine's slots would only sit idle, each holding its interpreter's memory)
+        children = exact_workers if slots is None else min(exact_workers, slots.slots)
+        self._fine_processes = (IdlePool(children, initializer=_lower_process_priority)
                                 if fine_processes else None)
         #: compositions of the next buckets, computed before a debit needs them (one thread: it never waits); with
         #: ``fine_processes`` the thread hands each to a child process of normal priority, so that it does not
@@ -395,7 +397,10 @@ class CompositionScheduler:
         def compute() -> float:
             if child is None:
                 return exact_epsilon(parts, delta, coarse=coarse)
-            with self._slots.hold() if self._slots is not None else contextlib.nullcontext():
+            # a fine composition holds 0.5–0.7 GB while it runs: it waits for one of the machine's slots (a coarse
+            # one, on a 10× coarser grid, does not)
+            bounded = self._slots is not None and not coarse
+            with self._slots.hold() if bounded else contextlib.nullcontext():  # type: ignore[union-attr]
                 return child.submit(_child_epsilon, parts, delta, coarse).result()
 
         if self.shared is not None:  # it looks in this process's cache first
