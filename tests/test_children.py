@@ -126,12 +126,12 @@ def test_machine_slots_exclude_threads_and_free_a_dead_holders_slot(tmp_path):
 
 def test_a_composition_child_drops_its_cached_plds():
     """The task a composition child runs returns the ε exact_epsilon gives and leaves no PLD cached behind."""
-    from darrm_opt.ledger.scheduler import _child_epsilon
+    from darrm_opt.ledger.children import child_epsilon
     from darrm_opt.privacy import pld
     from darrm_opt.privacy.stability import dp_pair_profile
 
     profile = dp_pair_profile(0.5, 1e-7)
     want = pld.exact_epsilon([(profile, 20)], 1e-5, coarse=True)
     pld.release_compositions()
-    assert _child_epsilon([(profile, 20)], 1e-5, True) == want
+    assert child_epsilon([(profile, 20)], 1e-5, True) == want
     assert not pld._ONE.items and not pld._COMPOSED.items

@@ -32,6 +32,9 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 from typing import Any
 
+#: niceness added to the threads and child processes computing fine compositions (those of ledgers near their
+#: budgets; darrm_opt.ledger.scheduler)
+FINE_NICE = 10
 #: seconds between two checks of the watchdog
 WATCH_S = 0.5
 #: seconds an :class:`IdlePool` keeps its children without a task
@@ -52,6 +55,27 @@ def _watch_parent(parent: int, then: Callable[..., Any] | None, args: tuple[Any,
     threading.Thread(target=watch, name="darrm-parent-watch", daemon=True).start()
     if then is not None:
         then(*args)
+
+
+def lower_process_priority() -> None:
+    """Set this (child) process's niceness to its parent's + FINE_NICE where the system allows it (a child
+    inherits the niceness of the thread that started it, which may already be lowered)."""
+    with contextlib.suppress(AttributeError, OSError):
+        parent = os.getpriority(os.PRIO_PROCESS, os.getppid())
+        os.setpriority(os.PRIO_PROCESS, 0, max(os.getpriority(os.PRIO_PROCESS, 0), min(19, parent + FINE_NICE)))
+
+
+def child_epsilon(parts: Any, delta: float, coarse: bool) -> float:
+    """:func:`~darrm_opt.privacy.pld.exact_epsilon` in a composition child, which then drops its cached PLDs: the
+    parent keeps the ε (and the database shares it), and the child's arrays go back to the system between tasks
+    instead of staying resident until the child ends. It lives here, with the children's initializer, so that a
+    child imports this light module and the accounting, not the ledger's database layer."""
+    from darrm_opt.privacy.pld import exact_epsilon, release_compositions
+
+    try:
+        return exact_epsilon(parts, delta, coarse=coarse)
+    finally:
+        release_compositions()
 
 
 def child_pool(workers: int, initializer: Callable[..., Any] | None = None,

@@ -40,23 +40,15 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from darrm_opt.privacy.pld import (
-    cached_exact_epsilon,
-    canonical_parts,
-    exact_epsilon,
-    release_compositions,
-    remember_exact_epsilon,
-)
+from darrm_opt.privacy.pld import cached_exact_epsilon, canonical_parts, exact_epsilon, remember_exact_epsilon
 
 from .buckets import TenantBuckets
-from .children import IdlePool, MachineSlots
+from .children import FINE_NICE, IdlePool, MachineSlots, child_epsilon, lower_process_priority
 from .compositions import SharedCompositions
 from .core import Debit, NeedsExact
 
 log = logging.getLogger("darrm.ledger")
 
-#: niceness added to the threads computing fine compositions (those of ledgers near their budgets)
-FINE_NICE = 10
 
 #: a debit set aside this many times for exact compositions of its ledger fails (never reached in practice:
 #: a decision needs O(log n) compositions)
@@ -81,24 +73,6 @@ class _Pace:
     answers: int
     rate: float = 0.0
     covers: collections.deque = field(default_factory=lambda: collections.deque(maxlen=4))
-
-
-def _lower_process_priority() -> None:
-    """Set this (child) process's niceness to its parent's + FINE_NICE where the system allows it (a child
-    inherits the niceness of the thread that started it, which may already be lowered)."""
-    with contextlib.suppress(AttributeError, OSError):
-        parent = os.getpriority(os.PRIO_PROCESS, os.getppid())
-        os.setpriority(os.PRIO_PROCESS, 0, max(os.getpriority(os.PRIO_PROCESS, 0), min(19, parent + FINE_NICE)))
-
-
-def _child_epsilon(parts: Any, delta: float, coarse: bool) -> float:
-    """:func:`exact_epsilon` in a composition child, which then drops its cached PLDs: the parent keeps the ε
-    (and the database shares it), and the child's arrays go back to the system between tasks instead of
-    staying resident until the child ends."""
-    try:
-        return exact_epsilon(parts, delta, coarse=coarse)
-    finally:
-        release_compositions()
 
 
 def _lower_priority() -> None:
@@ -150,7 +124,7 @@ class CompositionScheduler:
                                               initializer=_lower_priority)
         #: (more children than the machine's slots would only sit idle, each holding its interpreter's memory)
         children = exact_workers if slots is None else min(exact_workers, slots.slots)
-        self._fine_processes = (IdlePool(children, initializer=_lower_process_priority)
+        self._fine_processes = (IdlePool(children, initializer=lower_process_priority)
                                 if fine_processes else None)
         #: compositions of the next buckets, computed before a debit needs them (one thread: it never waits); with
         #: ``fine_processes`` the thread hands each to a child process of normal priority, so that it does not
@@ -401,7 +375,7 @@ class CompositionScheduler:
             # one, on a 10× coarser grid, does not)
             bounded = self._slots is not None and not coarse
             with self._slots.hold() if bounded else contextlib.nullcontext():  # type: ignore[union-attr]
-                return child.submit(_child_epsilon, parts, delta, coarse).result()
+                return child.submit(child_epsilon, parts, delta, coarse).result()
 
         if self.shared is not None:  # it looks in this process's cache first
             return self.shared.obtain(parts, delta, coarse, compute, wait_s=wait_s)

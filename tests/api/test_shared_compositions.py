@@ -331,13 +331,13 @@ def test_composition_processes_run_at_the_servers_niceness_plus_fine_nice():
     import multiprocessing
     import os
 
-    from darrm_opt.ledger import scheduler
+    from darrm_opt.ledger import children, scheduler
 
     base = os.getpriority(os.PRIO_PROCESS, 0)
-    want = min(19, base + scheduler.FINE_NICE)
+    want = min(19, base + children.FINE_NICE)
     lowered = concurrent.futures.ThreadPoolExecutor(1, initializer=scheduler._lower_priority)
     with concurrent.futures.ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"),
-                                                initializer=scheduler._lower_process_priority) as child:
+                                                initializer=children.lower_process_priority) as child:
         got = lowered.submit(lambda: child.submit(_niceness).result()).result()
     lowered.shutdown()
     assert got == want
