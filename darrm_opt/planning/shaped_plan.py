@@ -15,15 +15,8 @@ of GNMax at the job's budget). ε_Q is smooth in log α, so each next scale is t
 (ε_Q(α_lo) > ε_B ≥ ε_Q(α_hi)) is found, extrapolated by a factor in [1.02, 2] in the needed direction
 (1.02 while a secant is undefined); then kept inside the bracket (else its midpoint in log α), until the
 bracket's relative width is ``rtol`` or ε_Q(α_hi) is within EPS_RTOL·ε_B below ε_B. The table at α_hi is
-returned with its composed ε.
-
-The search runs twice: first as a screen with ε_Q on the coarse grid (``exact_epsilon(coarse=True)``, 10–15×
-cheaper), then with the ledger's ε_Q, starting from the tables at the ends of the screen's final bracket
-(α_lo, then α_hi) and extrapolating by at least rtol/2 instead of 2 %. Only the second run decides (every
-table it keeps was composed on the ledger's grid, and no relation between the two grids' ε is assumed):
-where the two grids agree on both ends it ends at once, with two compositions on the ledger's grid
-instead of five or six and no table solved beyond the screen's. Each re-solve starts from the previous
-solve's active rows (:mod:`darrm_opt.optimize.shaped`). The slope range ends where the target falls to ``floor``
+returned with its composed ε. Each re-solve starts from the previous solve's active rows
+(:mod:`darrm_opt.optimize.shaped`). The slope range ends where the target falls to ``floor``
 (:func:`darrm_opt.model.shaped.slope_cap`).
 """
 
@@ -137,11 +130,10 @@ def _calibrate_shaped(K: int, queries: int, budget_epsilon: float, budget_delta:
     pr: Any = Prior.parse(prior) if classes is None else MulticlassPrior.parse(prior)
     alpha0 = math.sqrt(2.0 * queries) / gdp_mu(budget_epsilon, budget_delta)
     start: list[np.ndarray | None] = [warm]
-    tables: dict[float, tuple[Any, PrivacyProfile]] = {}
-    spends: dict[tuple[float, bool], float] = {}
+    cache: dict[float, tuple[float, Any, PrivacyProfile]] = {}
 
-    def table(alpha: float) -> tuple[Any, PrivacyProfile]:
-        if alpha not in tables:
+    def spent(alpha: float) -> float:
+        if alpha not in cache:
             cap = slope_cap(beta, alpha, floor)
             sol: Any
             if classes is None:
@@ -153,40 +145,13 @@ def _calibrate_shaped(K: int, queries: int, budget_epsilon: float, budget_delta:
                 sol = solve_shaped_multiclass(mparams, solver=solver, warm=start[0])
                 prof = shaped_multiclass_profile(mparams, sol.gamma)
             start[0] = sol.active
-            tables[alpha] = (sol, prof)
-        return tables[alpha]
-
-    def spender(coarse: bool) -> Callable[[float], float]:
-        def spent(alpha: float) -> float:
-            if (alpha, coarse) not in spends:
-                sol, prof = table(alpha)
-                eps = exact_epsilon([(prof, queries)], budget_delta, coarse=coarse)
-                spends[(alpha, coarse)] = eps
-                if progress is not None:
-                    progress("shaped-scale", beta=beta, scale=alpha, epsilon=eps, error=sol.expected_error,
-                             coarse=coarse)
-            return spends[(alpha, coarse)]
-        return spent
+            eps = exact_epsilon([(prof, queries)], budget_delta)
+            cache[alpha] = (eps, sol, prof)
+            if progress is not None:
+                progress("shaped-scale", beta=beta, scale=alpha, epsilon=eps, error=sol.expected_error)
+        return cache[alpha][0]
 
     B = budget_epsilon
-    seeds, first = [math.log(alpha0)], math.log(1.02)
-    try:  # the screen on the coarse grid: its bracket's tables start the fine search
-        seeds, first = list(_scale_search(spender(True), B, seeds, first, rtol, alpha0)), math.log1p(rtol / 2)
-    except InvalidParameter:  # the coarse grid cannot tell: the fine search from α₀
-        pass
-    fine = spender(False)
-    hi = math.exp(_scale_search(fine, B, seeds, first, rtol, alpha0)[1])
-    sol, prof = tables[hi]
-    return ShapedPlan(sol, prof, queries, float(budget_epsilon), float(budget_delta), fine(hi), len(tables),
-                      time.perf_counter() - t0)
-
-
-def _scale_search(spent: Callable[[float], float], B: float, seeds: list[float], first: float, rtol: float,
-                  alpha0: float) -> tuple[float, float]:
-    """The search of the module docstring on ``spent`` from the points log α of ``seeds`` (evaluated in
-    order), extrapolating by at least ``first`` (in log α) while no bracket is found: (log α_lo, log α_hi),
-    the ends of the final bracket (α_hi fits). InvalidParameter naming ``budget_epsilon`` past 10⁶·α₀ or
-    after MAX_STEPS tables."""
     aim = B * (1.0 - EPS_RTOL / 2)  # the secant aims just inside the budget: its root then ends the search
     tried: list[float] = []  # log α in the order evaluated
 
@@ -204,8 +169,7 @@ def _scale_search(spent: Callable[[float], float], B: float, seeds: list[float],
             return None
         return u2 + (aim - e2) * (u2 - u1) / (e2 - e1)
 
-    for u0 in seeds:
-        step(u0)
+    step(math.log(alpha0))
     for _ in range(MAX_STEPS):
         fit = [u for u in tried if spent(math.exp(u)) <= B]
         over = [u for u in tried if spent(math.exp(u)) > B]
@@ -221,13 +185,16 @@ def _scale_search(spent: Callable[[float], float], B: float, seeds: list[float],
         last = tried[-1]
         u = secant()
         if u is None:
-            u = last + (first if up else -first)
-        else:  # extrapolate, by a factor in [e^first, 2] in the needed direction
-            d = min(max(abs(u - last), first), math.log(2.0))
+            u = last + (1 if up else -1) * math.log(1.02)
+        else:  # extrapolate, by a factor in [1.02, 2] in the needed direction
+            d = min(max(abs(u - last), math.log(1.02)), math.log(2.0))
             u = last + (d if up else -d)
         if math.exp(u) > 1e6 * alpha0:
             raise InvalidParameter("budget_epsilon", "no shaped table fits this budget", B)
         step(u)
     else:
         raise InvalidParameter("budget_epsilon", f"the scale search did not converge in {MAX_STEPS} steps", B)
-    return max(u for u in tried if spent(math.exp(u)) > B), min(u for u in tried if spent(math.exp(u)) <= B)
+    hi = math.exp(min(u for u in tried if spent(math.exp(u)) <= B))
+    eps, sol, prof = cache[hi]
+    return ShapedPlan(sol, prof, queries, float(budget_epsilon), float(budget_delta), eps, len(cache),
+                      time.perf_counter() - t0)
