@@ -8,7 +8,8 @@ dominating pair (:func:`darrm_opt.privacy.pld.exact_epsilon`), decreasing in σ.
    Thm 8; Dong, Roth, Su 2022 Cor. 3.3), the
    per-answer μ/√Q, σ₀ = ‖shifts‖/(μ/√Q) (the discrete pair spends within about 1e-6 of it);
 2. a bracket [σ_lo, σ_hi] around σ₀ with spent(σ_hi) ≤ ε_B < spent(σ_lo), found by steps of relative
-   size STEP growing fourfold each time (:func:`darrm_opt.privacy.calibrate.walk`);
+   size STEP (SIGMA_RTOL/2: σ₀ is usually that close) growing fourfold each time
+   (:func:`darrm_opt.privacy.calibrate.walk`);
 3. Illinois false position (log spent against log σ; :func:`darrm_opt.privacy.calibrate.bisect` with the
    midpoint rule :class:`_Illinois`) on it until its relative width is SIGMA_RTOL or its
    fitting end spends at least (1 − EPS_RTOL)·ε_B. The chosen σ's spent ε is that composition's, ≤ ε_B by
@@ -49,8 +50,12 @@ SETTING = "disjoint-nonprivate"
 #: relative resolution of σ (GNMax's error moves by about gap²/(2σ²) times σ's relative change, 10–40× at
 #: K = 250, so σ is resolved far finer than the error is reported)
 SIGMA_RTOL = 1e-5
-#: the first step of the bracket search (relative)
-STEP = 2e-3
+#: the first step of the bracket search (relative), half of SIGMA_RTOL: the Gaussian-DP start σ₀ is within a
+#: few 1e-6 of the calibrated σ whenever Q·(the grid's interval) is small against ε_B (3.3e-6 at Q = 100,
+#: (8, 1e-3); below 1e-6 at Q = 100 and 1000 at (2, 1e-5) and (8, 1e-6)), so the first one or two steps
+#: bracket it at width SIGMA_RTOL and the search ends after two or three compositions; where σ₀ is farther
+#: (Q = 1: 8e-4) the fourfold growth reaches it in a few more
+STEP = SIGMA_RTOL / 2
 #: the search also ends once the chosen σ spends at least (1 − EPS_RTOL)·ε_B
 EPS_RTOL = 1e-6
 #: calibration stops below this σ (every neighbouring count is then told apart almost surely)

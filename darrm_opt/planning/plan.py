@@ -22,7 +22,8 @@ so a candidate the screen puts within SCREEN_WINDOW·Q·screen_interval(Q) above
 ledger's own composition (:func:`darrm_opt.privacy.pld.exact_epsilon`), and the planner accepts at the
 budget's edge exactly what a ledger accepts. The chosen table's spent ε is recomputed by that composition
 and checked again against ε_B. Every candidate is a certified table (``solve`` raises rather than return an
-uncertified one) with its certified profile.
+uncertified one) with its certified profile, read off the solve's own certifying sweep and the slope front it
+kept (``solve(front=True)``, ``profile_and_certificate(certified=...)``: no second sweep; the same profile).
 """
 
 from __future__ import annotations
@@ -171,9 +172,10 @@ class _Search:
             r = self.req
             params = Params(K=r.K, m=m, epsilon=r.epsilon, teacher_delta=r.teacher_delta, delta=delta,
                             prior=r.prior)
-            sol = solve(params, solver=self.solver, seed_multisets=self.seed or None)
+            sol = solve(params, solver=self.solver, seed_multisets=self.seed or None, front=True)
             self.seed = sol.active_set
-            profile, cert = profile_and_certificate(params, sol.gamma)
+            known = (sol.certificate, sol.sweep) if sol.sweep is not None else None  # the solve's last sweep
+            profile, cert = profile_and_certificate(params, sol.gamma, certified=known)
             if not cert.certified:  # pragma: no cover - solve() returned a certified γ
                 raise AssertionError("a solved table failed its re-certification")
             spent = screen_epsilon(profile, r.queries, r.budget_delta)
