@@ -135,3 +135,18 @@ def test_a_composition_child_drops_its_cached_plds():
     pld.release_compositions()
     assert child_epsilon([(profile, 20)], 1e-5, True) == want
     assert not pld._ONE.items and not pld._COMPOSED.items
+
+
+def test_machine_slots_that_cannot_be_opened_bound_nothing_and_say_so(tmp_path, caplog):
+    """A slot folder this process may not write (another user's) does not stop compositions: nothing is
+    bounded and a warning names the reason."""
+    from darrm_opt.ledger.children import MachineSlots
+
+    slots = MachineSlots("unwritable", 1)
+    slots.folder = str(tmp_path / "a-file" / "slots")  # a folder under a plain file cannot be made
+    (tmp_path / "a-file").write_text("")
+    ran = []
+    with caplog.at_level("WARNING", logger="darrm.ledger"), slots.hold():
+        ran.append(True)
+    assert ran == [True]
+    assert "not bounded" in caplog.text

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import logging
 import multiprocessing
 import os
 import tempfile
@@ -31,6 +32,8 @@ import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 from typing import Any
+
+log = logging.getLogger("darrm.ledger")
 
 #: niceness added to the threads and child processes computing fine compositions (those of ledgers near their
 #: budgets; darrm_opt.ledger.scheduler)
@@ -180,7 +183,8 @@ class MachineSlots:
     server's workers: its database URL): slot i is an exclusive ``flock`` on a lock file of its own in the
     system's temporary directory, so a slot is freed when its holder releases it or dies. A ``flock`` belongs to
     its open file, so threads of one process exclude each other as processes do. Where ``fcntl`` is missing
-    (not POSIX) nothing is bounded."""
+    (not POSIX), or where the lock files cannot be opened (the folder belongs to another user), nothing is
+    bounded and a warning says so."""
 
     def __init__(self, key: str, slots: int, poll_s: float = 0.02) -> None:
         if isinstance(slots, bool) or not isinstance(slots, int) or slots < 1:
@@ -211,10 +215,15 @@ class MachineSlots:
         except ImportError:  # pragma: no cover - not POSIX
             yield
             return
-        fd = self._try()
-        while fd is None:
-            time.sleep(self.poll_s)
+        try:
             fd = self._try()
+            while fd is None:
+                time.sleep(self.poll_s)
+                fd = self._try()
+        except OSError as exc:  # the folder is another user's, or the disk refuses it: bound nothing, say so
+            log.warning("composition slots unavailable (%s): compositions are not bounded across processes", exc)
+            yield
+            return
         try:
             yield
         finally:
