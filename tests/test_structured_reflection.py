@@ -47,6 +47,14 @@ def test_reflected_tables_are_the_negated_transposes_and_meet_the_direct_ones(K,
         assert got.T1.flags.c_contiguous and got.T2.flags.c_contiguous
         np.testing.assert_allclose(got.T1, direct.T1, rtol=0, atol=eb)  # the same numbers up to float error
         np.testing.assert_allclose(got.T2, direct.T2, rtol=0, atol=eb)
+        # the sweep reads them block by block: each block's rows are those of its u3 group
+        parts = list(prob._reflected_blocks(mirror))
+        assert [(it.s, it.start, it.stop) for _, it in parts] == [(s, u3, u3 + 1) for u3 in range(s + 1)]
+        for part, it in parts:
+            r0, r1 = int(got.offsets[it.start]), int(got.offsets[it.start + 1])
+            assert part.offsets[it.start] == 0 and part.T1.shape[0] == r1 - r0
+            np.testing.assert_array_equal(part.T1, got.T1[r0:r1])
+            np.testing.assert_array_equal(part.T2, got.T2[r0:r1])
 
 
 @pytest.mark.parametrize("params,seed", [(Params(7, 3), 3), (Params(9, 1.5, teacher_delta=0.05), 4),

@@ -37,7 +37,8 @@ prefix sum s (x = u2 of n′ is v2 of n, and so on), so
     T1_{K−s} = −T1_sᵀ,    T2_{K−s} = −T2_sᵀ    (exactly, rows and columns both ordered as :func:`_pairs`).
 
 So a sweep of a symmetric γ computes the tables only for s ≤ (K − 1)/2 and reads those of K − s as their
-negated transposes (:meth:`StructuredSweepProblem.blocks`): every multiset is still scanned once, by the
+negated transposes, block by block (:meth:`StructuredSweepProblem.blocks`: the rows of group u3 of T_{K−s}
+are the columns of group u3 of T_s, so no whole reflected table is held): every multiset is still scanned once, by the
 same scans, near sets and slope front, and only the table products are halved. Float error: the computed
 tables of s meet the exact ones of s within the per-cost bound of :func:`darrm_opt.certify.sweep.error_bound`
 (which already covers the rounding of the corners to floats); negation and transposition are exact, and the
@@ -177,35 +178,41 @@ class StructuredSweepProblem(SweepProblem):
 
     def blocks(self, items):
         """(tables, plain item) for every part of ``items`` in the sweep's order, each s's tables computed once
-        per run of items with that s: a mirror item's reflected tables (K − s) follow its own, built from them
-        (the direct ones are released first: a caller drops its reference before asking for the next)."""
+        per run of items with that s; a mirror item's blocks of K − s follow its own, one (tables, item) per
+        u3 read from the same tables (:meth:`_reflected_blocks`)."""
         tabs = None
         for it in items:
             if tabs is None or tabs.s != it.s:
-                tabs = None
+                tabs = None  # a caller drops its reference too (see run), so the old tables go first
                 tabs = self._tables(it.s)
             yield tabs, WorkItem(it.s, it.start, it.stop)
             if it.mirror:
-                box, tabs = [tabs], None
-                reflected = self._reflected(box)
-                yield reflected, WorkItem(self.K - it.s, 0, self.K - it.s + 1)
-                del reflected
+                yield from self._reflected_blocks(tabs)
+
+    def _reflected_blocks(self, tabs: _Tables):
+        """The blocks (K − s, u3), u3 = 0..K − s, from the tables of s: the rows of group u3 of T_{K−s} are the
+        negated transpose of the column group u3 of T_s (module docstring). Each block's tables hold only
+        those rows (its ``offsets`` shifted so that group u3 starts at row 0, the only offset read for it), so
+        no whole reflected table is held besides the direct ones."""
+        Ks = self.K - tabs.s
+        offsets = np.concatenate([[0], np.cumsum([Ks - u3 + 1 for u3 in range(Ks + 1)])])
+        for u3 in range(Ks + 1):
+            c0, c1 = int(offsets[u3]), int(offsets[u3 + 1])  # column groups of T_s are ordered as these rows
+            part = _Tables(Ks, _neg_transposed(tabs.T1[:, c0:c1]), _neg_transposed(tabs.T2[:, c0:c1]),
+                           offsets - c0)
+            yield part, WorkItem(Ks, u3, u3 + 1)
 
     # -- per-s tables -------------------------------------------------------------------------------------
     def _tables(self, s: int) -> _Tables:
         """T1 and T2 for prefix sum s: computed (:meth:`_direct_tables`), or for a symmetric γ and 2s > K the
         reflected tables of K − s (module docstring)."""
         if self.reflect and 2 * s > self.K:
-            return self._reflected([self._direct_tables(self.K - s)])
+            return self._reflected(self._direct_tables(self.K - s))
         return self._direct_tables(s)
 
-    def _reflected(self, box: list[_Tables]) -> _Tables:
-        """The tables of prefix sum K − s from those of s (the one entry of ``box``, taken out of it):
-        T_{K−s} = −T_sᵀ (exact; see the module docstring). When the box held the last reference, each direct
-        table is released once its reflection is built, so at most three tables are held at once."""
-        tabs = box.pop()
+    def _reflected(self, tabs: _Tables) -> _Tables:
+        """The whole tables of prefix sum K − s from those of s: T_{K−s} = −T_sᵀ (exact; module docstring)."""
         Ks, T1, T2 = self.K - tabs.s, tabs.T1, tabs.T2
-        del tabs
         T1 = _neg_transposed(T1)
         T2 = _neg_transposed(T2)
         offsets = np.concatenate([[0], np.cumsum([Ks - u3 + 1 for u3 in range(Ks + 1)])])
@@ -272,7 +279,7 @@ class StructuredSweepProblem(SweepProblem):
             if collector is not None:
                 collector.add(tabs, it)
             res.multisets += self.item_multisets(it)
-            del tabs  # see blocks(): the direct tables go before the reflected ones are built
+            del tabs  # see blocks(): the old tables go before the next ones are computed
         if collector is not None:
             res.front = front.part(collector)
         res.seconds = time.perf_counter() - t0
