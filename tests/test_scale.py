@@ -459,6 +459,33 @@ def test_pool_with_shift_families_holds_the_same_multisets_and_finds_the_same_vi
     assert a[2] == pytest.approx(b[2], rel=1e-12) and a[2] == pytest.approx(costs.max(), rel=1e-12)
 
 
+def test_pool_screen_of_the_same_point_and_level_is_reused_and_equals_a_fresh_one():
+    """In-out separation screens the same γ at the same level twice in a round (``near`` then ``violated``):
+    the second screen returns the first's arrays (read-only), equal to a fresh screen; another point or level
+    screens again."""
+    from darrm_opt.model.constraints import candidate_pool
+
+    p = Params(41, 3, teacher_delta=0.0, delta=0.0)
+    pool = candidate_pool(p, shift=True)
+    rng = np.random.default_rng(7)
+    g, g2 = rng.random(p.n_free), rng.random(p.n_free)
+    level = 0.5 * p.bound
+    first = pool._screen(g, level)
+    assert pool._screen(g.copy(), level) is first  # equal values, another array: reused
+    assert not first[0].flags.writeable and not first[1].flags.writeable
+    for a, b in zip(first, pool._screen_now(g, level), strict=True):
+        np.testing.assert_array_equal(a, b)
+    other = pool._screen(g2, level)
+    assert other is not first and not np.array_equal(other[1], first[1])
+    assert pool._screen(g2, 0.25 * p.bound) is not other
+    near = pool.near(g, level, cap=10**6)
+    assert near is not None
+    np.testing.assert_array_equal(near[0], first[0])
+    a = pool.violated(g, level, 5)
+    costs = pool.builder.rows(pool.counts) @ g
+    assert a[2] == pytest.approx(costs.max(), rel=1e-12)
+
+
 def _spread_out_plain(counts, limit, spread):
     """The greedy rule row by row: a row is picked when it is ≥ spread (L1) from every earlier pick."""
     if counts.shape[0] == 0:

@@ -206,11 +206,13 @@ def test_compiled_block_scan_is_bitwise_equal_to_numpy(K, teacher_delta):
 
 
 def test_structured_sweep_plans_one_item_per_prefix_sum():
-    """The per-s tables are computed once per sweep: one work item per s, covering every u3."""
+    """The per-s tables are computed once per sweep: one work item per s, covering every u3 (a non-symmetric
+    γ; a symmetric one computes half of them: tests/test_structured_reflection.py)."""
     from darrm_opt.certify.structured import StructuredSweepProblem
 
     params = Params(21, 3)
-    prob = StructuredSweepProblem(corners(params), signed_h(np.ones(22)), math.exp(0.3))
+    prob = StructuredSweepProblem(corners(params), signed_h(np.linspace(0.5, 1.0, 22)), math.exp(0.3))
+    assert not prob.reflect
     items = prob.plan()
     assert [it.s for it in items] == list(range(22))
     assert all(it.start == 0 and it.stop == it.s + 1 for it in items)

@@ -135,16 +135,14 @@ def _run_structured(p: StructuredSweepProblem, items: list[WorkItem], xs: np.nda
                     two_sided: bool) -> SlopeResult:
     """The structured sweep's blocks for all slopes (see darrm_opt.certify.structured)."""
     res = SlopeResult(xs)
-    tabs: _Tables | None = None
-    for it in items:
-        if tabs is None or it.s != tabs.s:
-            tabs = p._tables(it.s)
+    for tabs, it in p.blocks(items):
         for u3 in range(it.start, it.stop):
             for sign in ((1.0, -1.0) if two_sided else (1.0,)):
                 if HAVE_NUMBA:
                     _compiled_block(p, _Block(tabs, u3, sign), xs, res)
                 else:
                     _structured_block(p, it.s, u3, tabs, xs, sign, res)
+        del tabs  # see StructuredSweepProblem.blocks
     return res
 
 
@@ -387,11 +385,9 @@ def _merged_front(problem: StructuredSweepProblem, parts: list[list[_Side]], two
 def _front_group(p: StructuredSweepProblem, items: list[WorkItem], S: float, signs) -> list[_Side]:
     """The kept points of one group of items, per sign (see :class:`FrontCollector`)."""
     col = FrontCollector(p, S, signs)
-    tabs: _Tables | None = None
-    for it in items:
-        if tabs is None or it.s != tabs.s:
-            tabs = p._tables(it.s)
+    for tabs, it in p.blocks(items):
         col.add(tabs, it)
+        del tabs  # see StructuredSweepProblem.blocks
     return col.sides()
 
 
@@ -401,9 +397,10 @@ def _compact(kept: _Side, pending: list[_Side], S: float) -> _Side:
 
 
 def _kept_rows(p: StructuredSweepProblem, s: int, rows: np.ndarray, vals: np.ndarray) -> _Side:
-    """Kernel rows (u3, u2, v3, v2, u1, v1) as order keys (s, u3, u2, v3, v2) and multisets."""
+    """Kernel rows (u3, u2, v3, v2, u1, v1) as order keys (the place of s in the sweep's order, u3, u2, v3, v2;
+    :meth:`StructuredSweepProblem.order_rank`) and multisets."""
     K = p.K
     u3, u2, v3, v2, u1, v1 = rows.T
-    key = (((s * (K + 1) + u3) * (K + 1) + u2) * (K + 1) + v3) * (K + 1) + v2
+    key = (((p.order_rank(s) * (K + 1) + u3) * (K + 1) + u2) * (K + 1) + v3) * (K + 1) + v2
     counts = np.stack([s - u1 - u2 - u3, u1, u2, u3, K - s - v1 - v2 - v3, v1, v2, v3], axis=1)
     return _Side(vals[:, 0].copy(), vals[:, 1].copy(), key.astype(np.int64), counts.astype(np.int64))

@@ -25,6 +25,27 @@ same products and one subtraction per cost; the minima and maxima are exact.
 The tables T1, T2 of one prefix sum s are computed once per sweep (one work item per s), and each
 (s, u3) block is scanned by the fused compiled kernel of :mod:`darrm_opt.certify.kernels` (bitwise equal to
 its numpy form).
+
+Reflection (symmetric γ). The reflection (p, p′) → (1 − p, 1 − p′) maps prefix corner i onto suffix corner i
+(darrm_opt.model.corners: (0,0)↔(1,1), (0,Δ)↔(1,1−Δ), (Δ,0)↔(1−Δ,1), hi↔lo), so the reflected multiset of
+n = (u, v) is n′ = (v, u), with prefix sum K − s. A count drawn at a reflected corner is c − Bin(c, p) for one
+drawn at p, so the D-side sum of n′ is K minus that of n: α_l(n′) = α_{K−l}(n), and likewise α′_l(n′) =
+α′_{K−l}(n). For a symmetric γ (K odd) h_{K−l} = −h_l, hence T1(n′) = −T1(n), T2(n′) = −T2(n) and
+f(n′) = −f(n), for every e^{mε}. In table entries: the row (x, u3) of prefix sum K − s is the column (x, u3) of
+prefix sum s (x = u2 of n′ is v2 of n, and so on), so
+
+    T1_{K−s} = −T1_sᵀ,    T2_{K−s} = −T2_sᵀ    (exactly, rows and columns both ordered as :func:`_pairs`).
+
+So a sweep of a symmetric γ computes the tables only for s ≤ (K − 1)/2 and reads those of K − s as their
+negated transposes, block by block (:meth:`StructuredSweepProblem.blocks`: the rows of group u3 of T_{K−s}
+are the columns of group u3 of T_s, so no whole reflected table is held): every multiset is still scanned once, by the
+same scans, near sets and slope front, and only the table products are halved. Float error: the computed
+tables of s meet the exact ones of s within the per-cost bound of :func:`darrm_opt.certify.sweep.error_bound`
+(which already covers the rounding of the corners to floats); negation and transposition are exact, and the
+exact tables of K − s are exactly those negated transposes, so the reflected entries meet the exact ones of
+K − s within the same bound. Non-symmetric γ (or K even) take the direct tables for every s, as before.
+The sweep's order is then s = 0, K, 1, K − 1, …; the order keys of the slope front follow it
+(:meth:`StructuredSweepProblem.order_rank`), so first-in-order ties resolve the same in every consumer.
 """
 
 from __future__ import annotations
@@ -48,6 +69,19 @@ def structured_applies(probs: np.ndarray) -> bool:
         and p[0, 0] == 0 and p[0, 1] == 0 and p[1, 0] == 0 and p[2, 1] == 0
         and p[4, 0] == 1 and p[4, 1] == 1 and p[5, 0] == 1 and p[6, 1] == 1
     )
+
+
+#: side of the square tiles of :func:`_neg_transposed` (a tile of each array stays in cache)
+_TILE = 256
+
+
+def _neg_transposed(T: np.ndarray) -> np.ndarray:
+    """−Tᵀ as a C-contiguous array, copied tile by tile (5× faster than one strided copy at K = 251)."""
+    out = np.empty((T.shape[1], T.shape[0]))
+    for i in range(0, T.shape[0], _TILE):
+        for j in range(0, T.shape[1], _TILE):
+            np.negative(T[i : i + _TILE, j : j + _TILE].T, out=out[j : j + _TILE, i : i + _TILE])
+    return out
 
 
 def _pairs(total: int) -> np.ndarray:
@@ -94,29 +128,97 @@ class StructuredSweepProblem(SweepProblem):
         super().__init__(probs, h, E, reflect=False)
         if not structured_applies(self.probs):
             raise ValueError("the structured sweep needs the 8 canonical corners of Δ > 0")
+        # the reflection (module docstring) needs h antisymmetric (γ symmetric, K odd) and the suffix corners
+        # the reflections of the prefix ones (up to their rounding to floats, which error_bound covers)
+        pairs = bool(np.all(np.abs(self.probs[4:] - (1.0 - self.probs[:4])) <= 2.0**-51))
+        sym = bool(np.array_equal(self.h, -self.h[::-1])) and self.K % 2 == 1 and pairs
+        self.reflect = sym if reflect is None else (bool(reflect) and sym)
 
     def __setstate__(self, state):
-        StructuredSweepProblem.__init__(self, state["probs"], state["h"], state["E"])
+        StructuredSweepProblem.__init__(self, state["probs"], state["h"], state["E"], reflect=state["reflect"])
 
     def plan(self, rows_per_item: int | None = None) -> list[WorkItem]:
-        """One item per prefix sum s (all its u3), so each s's tables are computed once per sweep;
-        ``rows_per_item`` splits the u3 range (tests only: the tables are then recomputed per item)."""
+        """One item per prefix sum s (all its u3), so each s's tables are computed once per sweep; for a
+        symmetric γ one item per s ≤ (K − 1)/2 that also covers K − s (``mirror``: its tables are the reflected
+        ones of s), in the order s = 0, K, 1, K − 1, …. ``rows_per_item`` splits the u3 ranges (tests only: the
+        tables are then recomputed per item, and the reflected ones from a recomputation of s)."""
         items = []
-        for s in range(self.K + 1):
+        order = [s for t in range((self.K + 1) // 2) for s in (t, self.K - t)] if self.reflect else range(self.K + 1)
+        for s in order:
+            if self.reflect and rows_per_item is None:
+                if 2 * s < self.K:
+                    items.append(WorkItem(s, 0, s + 1, mirror=True))
+                continue
             step = rows_per_item or s + 1
             for start in range(0, s + 1, step):
                 items.append(WorkItem(s, start, min(s + 1, start + step)))
         return items
 
+    def order_rank(self, s: int) -> int:
+        """The place of prefix sum s in the sweep's order (see :meth:`plan`): s itself, or for a symmetric γ
+        2s when s ≤ (K − 1)/2 and 2(K − s) + 1 otherwise."""
+        if not self.reflect:
+            return s
+        return 2 * s if 2 * s < self.K else 2 * (self.K - s) + 1
+
+    def _parts(self, it: WorkItem) -> list[WorkItem]:
+        """``it`` as plain items: itself, and for a mirror item every block of K − s."""
+        plain = WorkItem(it.s, it.start, it.stop)
+        return [plain, WorkItem(self.K - it.s, 0, self.K - it.s + 1)] if it.mirror else [plain]
+
     def item_work(self, it: WorkItem) -> float:
-        return sum(self.K - it.s + 1 for _ in range(it.start, it.stop)) * (it.s + 1) * (self.K - it.s + 1)
+        return sum((p.stop - p.start) * (self.K - p.s + 1) * (p.s + 1) * (self.K - p.s + 1) for p in self._parts(it))
 
     def item_multisets(self, it: WorkItem) -> int:
-        b = math.comb(self.K - it.s + 3, 3)
-        return sum(math.comb(it.s - u3 + 2, 2) for u3 in range(it.start, it.stop)) * b
+        total = 0
+        for p in self._parts(it):
+            b = math.comb(self.K - p.s + 3, 3)
+            total += sum(math.comb(p.s - u3 + 2, 2) for u3 in range(p.start, p.stop)) * b
+        return total
+
+    def blocks(self, items):
+        """(tables, plain item) for every part of ``items`` in the sweep's order, each s's tables computed once
+        per run of items with that s; a mirror item's blocks of K − s follow its own, one (tables, item) per
+        u3 read from the same tables (:meth:`_reflected_blocks`)."""
+        tabs = None
+        for it in items:
+            if tabs is None or tabs.s != it.s:
+                tabs = None  # a caller drops its reference too (see run), so the old tables go first
+                tabs = self._tables(it.s)
+            yield tabs, WorkItem(it.s, it.start, it.stop)
+            if it.mirror:
+                yield from self._reflected_blocks(tabs)
+
+    def _reflected_blocks(self, tabs: _Tables):
+        """The blocks (K − s, u3), u3 = 0..K − s, from the tables of s: the rows of group u3 of T_{K−s} are the
+        negated transpose of the column group u3 of T_s (module docstring). Each block's tables hold only
+        those rows (its ``offsets`` shifted so that group u3 starts at row 0, the only offset read for it), so
+        no whole reflected table is held besides the direct ones."""
+        Ks = self.K - tabs.s
+        offsets = np.concatenate([[0], np.cumsum([Ks - u3 + 1 for u3 in range(Ks + 1)])])
+        for u3 in range(Ks + 1):
+            c0, c1 = int(offsets[u3]), int(offsets[u3 + 1])  # column groups of T_s are ordered as these rows
+            part = _Tables(Ks, _neg_transposed(tabs.T1[:, c0:c1]), _neg_transposed(tabs.T2[:, c0:c1]),
+                           offsets - c0)
+            yield part, WorkItem(Ks, u3, u3 + 1)
 
     # -- per-s tables -------------------------------------------------------------------------------------
     def _tables(self, s: int) -> _Tables:
+        """T1 and T2 for prefix sum s: computed (:meth:`_direct_tables`), or for a symmetric γ and 2s > K the
+        reflected tables of K − s (module docstring)."""
+        if self.reflect and 2 * s > self.K:
+            return self._reflected(self._direct_tables(self.K - s))
+        return self._direct_tables(s)
+
+    def _reflected(self, tabs: _Tables) -> _Tables:
+        """The whole tables of prefix sum K − s from those of s: T_{K−s} = −T_sᵀ (exact; module docstring)."""
+        Ks, T1, T2 = self.K - tabs.s, tabs.T1, tabs.T2
+        T1 = _neg_transposed(T1)
+        T2 = _neg_transposed(T2)
+        offsets = np.concatenate([[0], np.cumsum([Ks - u3 + 1 for u3 in range(Ks + 1)])])
+        return _Tables(Ks, T1, T2, offsets)
+
+    def _direct_tables(self, s: int) -> _Tables:
         """T1 (α side) and T2 (α′ side) for prefix sum s."""
         K, h = self.K, self.h
         Ks = K - s
@@ -169,10 +271,7 @@ class StructuredSweepProblem(SweepProblem):
         t0 = time.perf_counter()
         res = SweepResult(violators=np.zeros((0, 8), dtype=np.int16), near=np.zeros((0, 8), dtype=np.int16))
         collector = front.collector(self) if front is not None else None
-        tabs = None
-        for it in items:
-            if tabs is None or tabs.s != it.s:
-                tabs = self._tables(it.s)
+        for tabs, it in self.blocks(items):
             for u3 in range(it.start, it.stop):
                 self._block(_Block(tabs, u3, 1.0), res, threshold, top, near, near_cap)
                 if two_sided:
@@ -180,6 +279,7 @@ class StructuredSweepProblem(SweepProblem):
             if collector is not None:
                 collector.add(tabs, it)
             res.multisets += self.item_multisets(it)
+            del tabs  # see blocks(): the old tables go before the next ones are computed
         if collector is not None:
             res.front = front.part(collector)
         res.seconds = time.perf_counter() - t0

@@ -127,11 +127,14 @@ class SweepResult:
 
 @dataclass(frozen=True)
 class WorkItem:
-    """Rows [start, stop) of the prefixes with sum s."""
+    """Rows [start, stop) of the prefixes with sum s; with ``mirror`` (structured sweeps of a symmetric γ,
+    :meth:`darrm_opt.certify.structured.StructuredSweepProblem.plan`) also every block of prefix sum K − s,
+    read from the same tables reflected."""
 
     s: int
     start: int
     stop: int
+    mirror: bool = False
 
 
 class SweepProblem:

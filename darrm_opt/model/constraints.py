@@ -214,6 +214,9 @@ class CandidatePool:
         self._slot = np.full(self.counts.shape[0], -1, dtype=np.int64)
         self._store = np.empty((0, builder.high.size))
         self._used = 0
+        #: the last screen: (g, level, its result); in-out separation screens the same g at the same level
+        #: twice in a round whenever the line search finds too many near rows and plain cuts follow
+        self._last: tuple[np.ndarray, float, tuple[np.ndarray, np.ndarray]] | None = None
 
     @property
     def size(self) -> int:
@@ -272,7 +275,19 @@ class CandidatePool:
 
     def _screen(self, g: np.ndarray, level: float) -> tuple[np.ndarray, np.ndarray]:
         """(indices, screened costs) of the pool multisets that may cost more than ``level`` at ``g``: the
-        float32 rows' within :attr:`MARGIN`·max(1, |level|), the shift families' within their FFT margin."""
+        float32 rows' within :attr:`MARGIN`·max(1, |level|), the shift families' within their FFT margin.
+        The same (g, level) as the last call returns the last result (the same arrays: callers only read)."""
+        g = np.asarray(g, dtype=np.float64)
+        last = self._last
+        if last is not None and last[1] == level and np.array_equal(last[0], g):
+            return last[2]
+        out = self._screen_now(g, level)
+        for a in out:
+            a.flags.writeable = False
+        self._last = (g.copy(), level, out)
+        return out
+
+    def _screen_now(self, g: np.ndarray, level: float) -> tuple[np.ndarray, np.ndarray]:
         screen = self.rows32 @ g.astype(np.float32)
         idx = np.flatnonzero(screen > level - self.MARGIN * max(1.0, abs(level)))
         if self.shift is None:
