@@ -50,8 +50,11 @@ The sweep's order is then s = 0, K, 1, K − 1, …; the order keys of the slope
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import math
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -69,6 +72,23 @@ def structured_applies(probs: np.ndarray) -> bool:
         and p[0, 0] == 0 and p[0, 1] == 0 and p[1, 0] == 0 and p[2, 1] == 0
         and p[4, 0] == 1 and p[4, 1] == 1 and p[5, 0] == 1 and p[6, 1] == 1
     )
+
+
+#: True: every sweep problem made in this context computes the tables of every s (no reflection), the sweep
+#: of darrm-opt before the reflection, whose last bits ``verify`` needs to recompute the files it wrote
+_FULL_TABLES: contextvars.ContextVar[bool] = contextvars.ContextVar("darrm_full_tables", default=False)
+
+
+@contextlib.contextmanager
+def full_tables() -> Iterator[None]:
+    """Within the block, structured sweep problems compute every prefix sum's tables directly (no reflection):
+    the same certificate up to the last bits of its maximum and the order of its ties, as darrm-opt computed
+    it before the reflection."""
+    token = _FULL_TABLES.set(True)
+    try:
+        yield
+    finally:
+        _FULL_TABLES.reset(token)
 
 
 #: side of the square tiles of :func:`_neg_transposed` (a tile of each array stays in cache)
@@ -132,7 +152,9 @@ class StructuredSweepProblem(SweepProblem):
         # the reflections of the prefix ones (up to their rounding to floats, which error_bound covers)
         pairs = bool(np.all(np.abs(self.probs[4:] - (1.0 - self.probs[:4])) <= 2.0**-51))
         sym = bool(np.array_equal(self.h, -self.h[::-1])) and self.K % 2 == 1 and pairs
-        self.reflect = sym if reflect is None else (bool(reflect) and sym)
+        if reflect is None:
+            reflect = not _FULL_TABLES.get()
+        self.reflect = bool(reflect) and sym
 
     def __setstate__(self, state):
         StructuredSweepProblem.__init__(self, state["probs"], state["h"], state["E"], reflect=state["reflect"])
