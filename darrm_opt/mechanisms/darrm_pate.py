@@ -56,7 +56,9 @@ class DarrmPate(Mechanism):
 
     def examples(self) -> tuple[Example, ...]:
         return (Example(PateParams(5, 0.5, 1e-5), {"K": 5, "queries": 10, "budget_epsilon": 2.0,
-                                                    "budget_delta": 1e-5}),)
+                                                    "budget_delta": 1e-5}),
+                Example(PateParams(7, 0.8, 1e-5, subsample=3), {"K": 7, "queries": 10, "budget_epsilon": 2.0,
+                                                                "budget_delta": 1e-5, "subsample": 3}))
 
     def params_from(self, data: Mapping[str, Any]) -> PateParams:
         """Documents state the per-answer ε as ``epsilon``, requests as ``target_epsilon``; δ defaults to 0."""
