@@ -69,9 +69,9 @@ def solve(
                               m_needed=not kind.labels, target_needed=not kind.labels)
         kind.refuse_subsample({"subsample": subsample})
         view = solve_view(kind) if subsample is None else _generic_view
-        view(kind, subsample=subsample, K=K, m=m, epsilon=epsilon, teacher_delta=teacher_delta, delta=delta, prior=prior, solver=solver,
+        view(kind, K=K, m=m, epsilon=epsilon, teacher_delta=teacher_delta, delta=delta, prior=prior, solver=solver,
              mode=mode, fmt=fmt, out=out, quiet=quiet, baselines=baselines, dask_scheduler=dask_scheduler,
-             teachers=setting, target_epsilon=target_epsilon, classes=classes)
+             teachers=setting, target_epsilon=target_epsilon, classes=classes, subsample=subsample)
 
 
 def darrm_view(kind, *, K, m, epsilon, teacher_delta, delta, prior, solver, mode, fmt, out, quiet,  # noqa: ANN001

@@ -65,7 +65,7 @@ class DarrmPate(Mechanism):
         eps = data["target_epsilon"] if data.get("target_epsilon") is not None else data.get("epsilon")
         delta = 0.0 if data.get("delta") is None else data["delta"]
         return PateParams(data.get("K"), eps, delta, data.get("prior") or "paper",  # type: ignore[arg-type]
-                          data.get("subsample"))  # type: ignore[arg-type]
+                          data.get("subsample"))
 
     def table_size(self, params: PateParams) -> int:
         """m + 1 values: the table of the m teachers each answer reads."""

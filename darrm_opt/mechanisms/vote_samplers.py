@@ -165,7 +165,7 @@ class SubsampledBinarySampler:
             raise InvalidParameter("subsample", f"must be between 1 and K = {K}", self.m)
         self.K = K
         self.random_bytes = random_bytes
-        self._votes = BinarySampler(np.zeros(K + 1), random_bytes)  # its checks of K-vote rows (no coin)
+        self._votes = BinarySampler([0.0] * (K + 1), random_bytes)  # its checks of K-vote rows (no coin)
         self._all_kept, self._limit = uniform_rejection(K)
 
     def __call__(self, votes: np.ndarray | Sequence[Sequence[int]]) -> np.ndarray:
