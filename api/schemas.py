@@ -108,6 +108,10 @@ class TableRequest(BaseModel):
     )
     prior: PlainText = Field("paper", min_length=1, max_length=PRIOR_CHARS,
                        description="'paper', 'iid-uniform:A,B', 'common-uniform:A,B' or 'counts:L=W,A..B=W,...'")
+    subsample: int | None = Field(None, ge=1, le=MAX_K, description=(
+        "disjoint-nonprivate binary tables only: each answer reads a uniform random subset of this many of the "
+        "K teachers (1 <= subsample <= K; default all K), the table solved for them and its cost amplified; "
+        "refused for teachers on shared data"))
     solver: PlainText | None = Field(None, min_length=1, max_length=20,
                                      description="highs (default), gurobi or cbc")
 

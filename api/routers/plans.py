@@ -74,6 +74,9 @@ class PlanRequestIn(BaseModel):
     mechanism: PlainText | None = Field(None, min_length=1, max_length=40,
                                         description="auto (every mechanism; the default with classes) or one "
                                                     f"kind ({', '.join(MECHANISMS)})")
+    subsample: int | None = Field(None, ge=1, le=MAX_K, description=(
+        "disjoint-nonprivate 0/1 votes: only offers whose answers each read a uniform random subset of this many "
+        "of the K teachers (1..K), their cost amplified; default: the planner tries K, K/2 and K/4 itself"))
     accounting: Literal["worst-case", "data-dependent"] = Field(
         "worst-case", description="worst-case (default): choose only among offers whose Q answers fit the budget "
                                   "over every dataset (a plain ledger at the budget pays them all); "
@@ -233,7 +236,7 @@ def _job(body: PlanRequestIn, s, teachers: str) -> Job:  # noqa: ANN001
     return Job(K=body.K, queries=body.queries, budget_epsilon=body.budget_epsilon, budget_delta=body.budget_delta,
                teachers=teachers, classes=body.classes, prior=body.prior, epsilon=body.epsilon,
                teacher_delta=body.teacher_delta, solver=body.solver or s.settings.default_solver,
-               accounting=body.accounting)
+               accounting=body.accounting, subsample=body.subsample)
 
 
 def _job_plan(body: PlanRequestIn, request: Request, response: Response):  # noqa: ANN202

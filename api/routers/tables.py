@@ -44,7 +44,9 @@ def table_params(body: TableRequest) -> tuple[Any, str]:
                                "a multi-class table)", body.teachers)
     teachers = check_setting_options(body.teachers or "shared", given, m_needed=True)
     kind = kind_for(teachers, body.classes)
-    return kind.params_from(body.model_dump(exclude={"solver", "teachers"})), teachers
+    data = body.model_dump(exclude={"solver", "teachers"})
+    kind.refuse_subsample(data)
+    return kind.params_from(data), teachers
 
 
 @router.post(

@@ -40,6 +40,10 @@ def plan(
         None, "--mechanism", help="auto (every mechanism; the default with --classes or "
                                   "--teachers disjoint-nonprivate) or one kind of the registry by its name "
                                   "(e.g. gnmax; an unknown name is refused with the list of kinds)"),
+    subsample: Optional[int] = typer.Option(
+        None, "--subsample", help="disjoint-nonprivate 0/1 votes: only offers whose answers each read a uniform "
+                                  "random subset of this many of the K teachers (1..K), their cost amplified; "
+                                  "by default the planner tries K, K/2 and K/4 itself"),
     accounting: PlanAccounting = typer.Option(
         PlanAccounting.worst_case, "--accounting",
         help="worst-case (default): choose only among offers whose Q answers fit the budget over every "
@@ -73,7 +77,8 @@ def plan(
         setting = teachers or (Teachers.disjoint_nonprivate if classes is not None else Teachers.shared)
         if not offers_shown:
             epsilon, teacher_delta = _require_teacher_privacy(epsilon, teacher_delta, setting)
-        job = _job(K, epsilon, teacher_delta, queries, budget, prior, solver, setting, classes, accounting.value)
+        job = _job(K, epsilon, teacher_delta, queries, budget, prior, solver, setting, classes, accounting.value,
+                   subsample)
         kinds = None if mechanism_name in (None, "auto") else [mechanism_name]
         reporter = _PlanProgress(quiet, offers_shown)
         try:
@@ -92,13 +97,14 @@ def plan(
         write_output(text, out)
 
 
-def _job(K, epsilon, teacher_delta, queries, budget, prior, solver, teachers, classes, accounting):  # noqa: ANN001, ANN202
+def _job(K, epsilon, teacher_delta, queries, budget, prior, solver, teachers, classes, accounting,  # noqa: ANN001, ANN202
+         subsample=None):  # noqa: ANN001
     from darrm_opt.planning.job import Job
 
     budget_epsilon, budget_delta = number_pair(budget, "budget")
     return Job(K=K, queries=queries, budget_epsilon=budget_epsilon, budget_delta=budget_delta,
                teachers=teachers.value, classes=classes, prior=prior, epsilon=epsilon, teacher_delta=teacher_delta,
-               solver=solver, accounting=accounting)
+               solver=solver, accounting=accounting, subsample=subsample)
 
 
 def _require_teacher_privacy(epsilon: float | None, teacher_delta: float | None, teachers) -> tuple[float, float]:

@@ -42,6 +42,10 @@ def solve(
                                                    help="per-answer ε (--teachers disjoint-nonprivate only)"),
     classes: Optional[int] = typer.Option(None, "--classes",
                                           help="number of classes C (multi-class; --teachers disjoint-nonprivate)"),
+    subsample: Optional[int] = typer.Option(None, "--subsample",
+                                            help="m: each answer reads a uniform random m of the K teachers, the "
+                                                 "table solved for m and its cost amplified (--teachers "
+                                                 "disjoint-nonprivate, 0/1 votes)"),
 ) -> None:
     """Compute the certified optimal γ and compare it with the baselines.
 
@@ -63,10 +67,11 @@ def solve(
         setting = kind.setting(teachers and teachers.value)
         check_setting_options(setting, [k for k, v in given.items() if v is not None], cli_spelling,
                               m_needed=not kind.labels, target_needed=not kind.labels)
-        view = solve_view(kind)
+        kind.refuse_subsample({"subsample": subsample})
+        view = solve_view(kind) if subsample is None else _generic_view
         view(kind, K=K, m=m, epsilon=epsilon, teacher_delta=teacher_delta, delta=delta, prior=prior, solver=solver,
              mode=mode, fmt=fmt, out=out, quiet=quiet, baselines=baselines, dask_scheduler=dask_scheduler,
-             teachers=setting, target_epsilon=target_epsilon, classes=classes)
+             teachers=setting, target_epsilon=target_epsilon, classes=classes, subsample=subsample)
 
 
 def darrm_view(kind, *, K, m, epsilon, teacher_delta, delta, prior, solver, mode, fmt, out, quiet,  # noqa: ANN001
@@ -115,12 +120,13 @@ def multiclass_view(kind, *, K, classes, teachers, target_epsilon, delta, prior,
 
 
 def _generic_view(kind, *, K, m, epsilon, teacher_delta, delta, prior, solver, fmt, out, quiet,  # noqa: ANN001
-                  teachers, target_epsilon, classes, **_: object) -> None:
-    """Any kind without a view of its own: its certified table, as a document or its verdict and values."""
+                  teachers, target_epsilon, classes, subsample=None, **_: object) -> None:
+    """Any kind without a view of its own, and a table on subsampled teachers: its certified table, as a document
+    or its verdict and values."""
     from darrm_opt.mechanisms import document_header
 
     fields = {"K": K, "m": m, "epsilon": epsilon, "teacher_delta": teacher_delta, "delta": delta, "prior": prior,
-              "teachers": teachers, "target_epsilon": target_epsilon, "classes": classes}
+              "teachers": teachers, "target_epsilon": target_epsilon, "classes": classes, "subsample": subsample}
     params = kind.params_from({k: v for k, v in fields.items() if v is not None})
     reporter = ProgressReporter(quiet)
     try:

@@ -140,6 +140,7 @@ def read_document(data: Mapping[str, Any], source: str = "the table") -> tuple[M
     extra = [k for k in m.absent_fields if data.get(k) is not None]
     if extra:
         raise TableFileError(f"{source} is a {m.kind} table but states {', '.join(extra)}: {m.absent_reason}")
+    m.refuse_subsample(data)
     params = m.params_from(data)
     values = data.get("gamma")
     if values is None and m.table_size(params) == 0:
@@ -228,6 +229,11 @@ def _plan_job(job: Any, progress: Any, kinds: Sequence[str] | None) -> tuple[Any
     offers, refused, errors = [], {}, {}
     asked = ([mechanism(k) for k in kinds] if kinds is not None
              else [m for m in MECHANISMS.values() if m.planned_by_default])
+    if getattr(job, "subsample", None) is not None:  # a job that fixes m: only kinds that sample teachers
+        for m in asked:
+            if not m.subsampling and job.teachers in m.settings:
+                refused[m.kind] = f"invalid subsample: a {m.kind} answer reads every teacher"
+        asked = [m for m in asked if m.subsampling]
     ways = [(how, name, i if data_independent else None) for i, m in enumerate(asked)
             for how, name, data_independent in ((lambda j, m=m: m.plan(j, progress), m.kind, True),
                                                 (m.plan_data_dependent, f"{m.kind} (data-dependent)", False))]

@@ -257,6 +257,21 @@ class Mechanism(ABC):
         data-dependent ledger with the offer's ``policy``; None where the kind has no such accounting."""
         return None
 
+    #: whether a table of this kind may answer from a random subset of its teachers (a ``subsample`` m of K,
+    #: :mod:`darrm_opt.privacy.subsample`): only where one record changes one teacher's vote (disjoint shards)
+    subsampling: ClassVar[bool] = False
+
+    def refuse_subsample(self, data: Mapping[str, Any]) -> None:
+        """InvalidParameter naming ``subsample`` when ``data`` sets one and this kind cannot sample teachers."""
+        if data.get("subsample") is None or self.subsampling:
+            return
+        if "shared" in self.settings:
+            rule = ("cannot apply to teachers on shared data: one record changes every teacher's vote, so "
+                    "sampling teachers amplifies nothing (only disjoint shards, the PATE setting)")
+        else:
+            rule = f"is not offered for {self.kind} tables"
+        raise InvalidParameter("subsample", rule, data.get("subsample"))
+
     #: whether its offers are calibrated per answer (ε₀, δ₀): their spend is then the ledger's tightest bound
     #: (the exact composition of the profile, or a generic composition of the (ε₀, δ₀) where smaller), and their
     #: details state ε₀, δ₀ and the composition that gave the spend

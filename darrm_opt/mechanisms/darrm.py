@@ -42,6 +42,7 @@ class Darrm(Mechanism):
                                        "teachers": "shared", "epsilon": 0.2, "teacher_delta": 1e-4}),)
 
     def params_from(self, data: Mapping[str, Any]) -> Params:
+        self.refuse_subsample(data)
         return Params(K=data.get("K"), m=data.get("m"), epsilon=data.get("epsilon", 0.1),  # type: ignore[arg-type]
                       teacher_delta=data.get("teacher_delta", 1e-5), delta=data.get("delta"),
                       prior=data.get("prior") or "paper")

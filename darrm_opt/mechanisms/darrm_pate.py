@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from typing import Any, Literal
 
 import numpy as np
+from pydantic import Field
 
 from darrm_opt.certify.pairs import PairCertificate
 from darrm_opt.errors import InvalidParameter
@@ -35,6 +36,8 @@ class DarrmPateTableOut(BinaryTableOut):
     """A served darrm-pate table."""
 
     kind: Literal["darrm-pate"]
+    subsample: int | None = Field(None, description="m: each answer reads a uniform random m of the K teachers "
+                                                    "(null: all K); gamma is then the m-teacher table γ(0..m)")
 
 
 class DarrmPate(Mechanism):
@@ -42,6 +45,7 @@ class DarrmPate(Mechanism):
     output_model = DarrmPateTableOut
     solve_view = "darrm_opt.cli.solve:pate_view"
     per_answer_offers = True
+    subsampling = True
     params_type = PateParams
     settings = ("disjoint-nonprivate",)
     summary = "DaRRM majority of 0/1 votes of non-private teachers on disjoint shards (PATE setting)"
@@ -52,19 +56,33 @@ class DarrmPate(Mechanism):
 
     def examples(self) -> tuple[Example, ...]:
         return (Example(PateParams(5, 0.5, 1e-5), {"K": 5, "queries": 10, "budget_epsilon": 2.0,
-                                                    "budget_delta": 1e-5}),)
+                                                    "budget_delta": 1e-5}),
+                Example(PateParams(7, 0.8, 1e-5, subsample=3), {"K": 7, "queries": 10, "budget_epsilon": 2.0,
+                                                                "budget_delta": 1e-5, "subsample": 3}))
 
     def params_from(self, data: Mapping[str, Any]) -> PateParams:
         """Documents state the per-answer ε as ``epsilon``, requests as ``target_epsilon``; δ defaults to 0."""
         eps = data["target_epsilon"] if data.get("target_epsilon") is not None else data.get("epsilon")
         delta = 0.0 if data.get("delta") is None else data["delta"]
-        return PateParams(data.get("K"), eps, delta, data.get("prior") or "paper")  # type: ignore[arg-type]
+        return PateParams(data.get("K"), eps, delta, data.get("prior") or "paper",  # type: ignore[arg-type]
+                          data.get("subsample"))
+
+    def table_size(self, params: PateParams) -> int:
+        """m + 1 values: the table of the m teachers each answer reads."""
+        return params.m + 1
 
     def check_gamma(self, params: PateParams, gamma) -> np.ndarray:  # noqa: ANN001
-        return check_tie(params.K, super().check_gamma(params, gamma))
+        return check_tie(params.m, super().check_gamma(params, gamma))
 
     def per_answer(self, params: PateParams) -> tuple[float, float]:
-        return params.epsilon, params.delta
+        """(ε, δ) of the table; with ``subsample`` m of K, (ln(1 + γ(e^ε − 1)), γδ) rounded up, γ = m/K (Balle,
+        Barthe, Gaboardi 2018, Thm 10)."""
+        if params.subsample is None:
+            return params.epsilon, params.delta
+        from darrm_opt.privacy.subsample import amplified_delta, amplified_epsilon
+
+        return (amplified_epsilon(params.epsilon, params.m, params.K),
+                amplified_delta(params.delta, params.m, params.K))
 
     def limit(self, params: PateParams) -> float:
         return params.bound
@@ -72,7 +90,15 @@ class DarrmPate(Mechanism):
     def check_profile(self, params: PateParams, gamma: np.ndarray, stored, certificate, **options: Any):  # noqa: ANN001, ANN201
         from darrm_opt.privacy.pair_profile import pate_profile_check
 
-        return pate_profile_check(params, gamma, stored)
+        if params.subsample is None:
+            return pate_profile_check(params, gamma, stored)
+        from darrm_opt.privacy.statements import ProfileCheck
+
+        true = self.profile(params, gamma)  # the amplified pair: a stored one is valid iff it is never below it
+        if stored.dominates(true):
+            return ProfileCheck("valid", len(true.vertices) + len(true.support))
+        return ProfileCheck("optimistic", len(true.vertices) + len(true.support), "envelope",
+                            "below the amplified pair of the m-teacher table's exact profile")
 
     def verdict_line(self, params: PateParams, certificate) -> str:  # noqa: ANN001
         verdict = "CERTIFIED" if certificate.certified else "NOT CERTIFIED"
@@ -82,28 +108,42 @@ class DarrmPate(Mechanism):
                 "digits)")
 
     def describe(self, params: PateParams) -> str:
+        if params.subsample is not None:
+            eps0, delta0 = self.per_answer(params)
+            return (f"the PATE-setting table of m = {params.m} teachers sampled from K = {params.K} per answer "
+                    f"(disjoint-nonprivate), table ε = {params.epsilon:g}, δ = {params.delta:.3g}, per answer "
+                    f"ε = {eps0:.6g}, δ = {delta0:.3g} by amplification")
         return (f"the PATE-setting table K = {params.K} (disjoint-nonprivate), per answer ε = {params.epsilon:g}, "
                 f"δ = {params.delta:.3g}")
 
     def certify(self, params: PateParams, gamma: np.ndarray, **options: Any) -> PairCertificate:
         from darrm_opt.certify.pairs import certify_pairs
 
-        return certify_pairs(params, gamma)
+        return certify_pairs(params.inner(), gamma)
 
     def profile(self, params: PateParams, gamma: np.ndarray):  # noqa: ANN201
         from darrm_opt.privacy.pair_profile import pate_profile
 
-        return pate_profile(params, gamma)
+        if params.subsample is None:
+            return pate_profile(params, gamma)
+        from darrm_opt.privacy.subsample import amplify_profile
+
+        return amplify_profile(pate_profile(params.inner(), gamma), params.m, params.K)
 
     def solve(self, params: PateParams, *, solver: str, teachers: str | None = None, progress=None) -> Solved:  # noqa: ANN001
         from darrm_opt.optimize.pate_setting import solve_pate
 
-        return self.solved(params, solve_pate(params, solver=solver), teachers)  # CertificationFailed if not
+        return self.solved(params, solve_pate(params.inner(), solver=solver), teachers)  # CertificationFailed if not
 
     def expected_error(self, params: PateParams, gamma: np.ndarray) -> float:
         from darrm_opt.model.objective import expected_error
 
-        return float(expected_error(np.asarray(gamma, dtype=np.float64), params.prior))
+        g = np.asarray(gamma, dtype=np.float64)
+        if params.subsample is not None:  # against the majority of all K (docs/maths.md, subsampled teachers)
+            from darrm_opt.model.neighbours import subsampled_table
+
+            g = subsampled_table(params.K, g)
+        return float(expected_error(g, params.prior))
 
     def certificate_from(self, data: Mapping[str, Any]) -> PairCertificate:
         return PairCertificate(**{k: data[k] for k in PairCertificate.__dataclass_fields__ if k in data})
@@ -121,6 +161,8 @@ class DarrmPate(Mechanism):
                      info["seconds"], plan=info, solution=sol)
 
     def sampler(self, table, random_bytes):  # noqa: ANN001, ANN201
-        from .vote_samplers import BinarySampler
+        from .vote_samplers import BinarySampler, SubsampledBinarySampler
 
+        if table.params.subsample is not None:
+            return SubsampledBinarySampler(table.params.K, table.gamma, random_bytes)
         return BinarySampler(table.gamma, random_bytes)

@@ -151,6 +151,53 @@ class BinarySampler:
         return g + (1 - g) / 2 if L >= self._half else (1 - g) / 2
 
 
+class SubsampledBinarySampler:
+    """A table of m teachers answering from a uniform m-subset of K teachers' 0/1 votes, drawn per row without
+    replacement (PATE setting, ``subsample``): only the subset's count j of 1-votes reaches the table, and
+    given the row's L ones j is drawn exactly as the subset is: m steps, each a uniform position among the
+    K − t teachers not yet drawn (:func:`uniform_indices`, exact rejection of 64-bit words), a 1-vote iff it
+    falls among the remaining ones. Then Algorithm 1 of the m-teacher table on j (:class:`BinarySampler`)."""
+
+    def __init__(self, K: int, gamma: Sequence[float], random_bytes: RandomBytes = system_random) -> None:
+        self.table = BinarySampler(gamma, random_bytes)
+        self.m = self.table.K
+        if not (1 <= self.m <= K):
+            raise InvalidParameter("subsample", f"must be between 1 and K = {K}", self.m)
+        self.K = K
+        self.random_bytes = random_bytes
+        self._votes = BinarySampler([0.0] * (K + 1), random_bytes)  # its checks of K-vote rows (no coin)
+        self._all_kept, self._limit = uniform_rejection(K)
+
+    def __call__(self, votes: np.ndarray | Sequence[Sequence[int]]) -> np.ndarray:
+        return self.draw(self.prepare(votes))
+
+    def prepare(self, votes: np.ndarray | Sequence[Sequence[int]]) -> list[int] | np.ndarray:
+        """The vote counts L of rows of K votes, checked (no coin)."""
+        return self._votes.prepare(votes)
+
+    @staticmethod
+    def rows(prepared: list[int] | np.ndarray) -> int:
+        return len(prepared)
+
+    def subset_counts(self, counts: np.ndarray) -> np.ndarray:
+        """j ~ Hypergeometric(K, L, m) per row, exactly (the class docstring)."""
+        ones = np.asarray(counts, dtype=np.int64).copy()
+        j = np.zeros(ones.size, dtype=np.int64)
+        for t in range(self.m):
+            size = np.full(ones.size, self.K - t, dtype=np.int64)
+            u = uniform_indices(size, self._all_kept, self._limit, self.random_bytes)
+            hit = u < ones
+            j += hit
+            ones -= hit
+        return j
+
+    def draw(self, prepared: list[int] | np.ndarray) -> np.ndarray:
+        """The answers for the counts of :meth:`prepare`: a subset per row, then the table's coins."""
+        if len(prepared) == 0:
+            return np.zeros(0, dtype=np.uint8)
+        return self.table.answers_from_counts(self.subset_counts(np.asarray(prepared)).astype(np.intp))
+
+
 # ------------------------------------------------------------------------------------------------------
 # Multi-class DaRRM (PATE setting, darrm_opt.model.multiclass): class-label votes
 

@@ -139,6 +139,10 @@ class PateParams:
     epsilon: float
     delta: float = 0.0
     prior: Prior = field(default_factory=Prior)
+    #: m: each answer is the table of m teachers on a uniform m-subset of the K, drawn per answer without
+    #: replacement (1 ≤ m ≤ K; None, or m = K: every teacher); (ε, δ) is then the m-teacher table's, and the
+    #: answer's own cost is amplified (:mod:`darrm_opt.privacy.subsample`)
+    subsample: int | None = None
 
     def __post_init__(self) -> None:
         K = integer_in("K", self.K, 1, odd=False)
@@ -148,6 +152,26 @@ class PateParams:
         object.__setattr__(self, "epsilon", eps)
         object.__setattr__(self, "delta", delta)
         object.__setattr__(self, "prior", Prior.parse(self.prior))
+        if self.subsample is not None:
+            m = integer_in("subsample", self.subsample, 1, K)
+            object.__setattr__(self, "subsample", None if m == K else m)
+
+    @property
+    def m(self) -> int:
+        """The teachers each answer reads: ``subsample``, or K."""
+        return self.K if self.subsample is None else self.subsample
+
+    def inner(self) -> PateParams:
+        """The m-teacher table's own parameters (itself without ``subsample``): its LP, certificate and
+        profile before amplification. Its prior is the law of the sampled teachers' votes: the same prior for
+        the exchangeable ones, the thinned law of L for a ``counts`` prior (:func:`thinned_pmf`)."""
+        if self.subsample is None:
+            return self
+        prior = self.prior
+        if prior.kind == "counts":
+            w = thinned_pmf(prior.count_pmf(self.K), self.subsample)
+            prior = Prior("counts", counts=tuple((j, j, float(x)) for j, x in enumerate(w) if x > 0))
+        return PateParams(self.subsample, self.epsilon, self.delta, prior)
 
     @property
     def bound(self) -> float:
@@ -155,8 +179,13 @@ class PateParams:
         return math.expm1(self.epsilon) + 2.0 * self.delta
 
     def canonical(self) -> dict:
-        return {"K": self.K, "teachers": "disjoint-nonprivate", "epsilon": self.epsilon, "delta": self.delta,
-                "prior": self.prior.spec}
+        """The parameters' one form; ``subsample`` only where set (a table of every teacher keeps its form
+        and hash)."""
+        out = {"K": self.K, "teachers": "disjoint-nonprivate", "epsilon": self.epsilon, "delta": self.delta,
+               "prior": self.prior.spec}
+        if self.subsample is not None:
+            out["subsample"] = self.subsample
+        return out
 
     def key(self) -> str:
         """A stable hash of the canonical parameters (the table id in the service; the setting is part of it)."""
@@ -201,3 +230,30 @@ def pair_costs(gamma, epsilon: float) -> np.ndarray:
 def pate_delta(gamma, epsilon: float) -> float:
     """The smallest δ with DaRRM_γ (ε, δ)-DP in the PATE setting: max(0, max cost − (e^ε − 1)) / 2 (float)."""
     return max(0.0, (float(pair_costs(gamma, epsilon).max()) - math.expm1(epsilon)) / 2.0)
+
+
+def hypergeometric(K: int, m: int) -> np.ndarray:
+    """Hyp[L, j] = C(L, j) C(K − L, m − j) / C(K, m): the law of the 1-votes j among m teachers drawn without
+    replacement from K of which L vote 1 (rows L = 0..K, columns j = 0..m)."""
+    from scipy import stats
+
+    L = np.arange(K + 1)[:, None]
+    j = np.arange(m + 1)[None, :]
+    return stats.hypergeom.pmf(j, K, L, m)
+
+
+def thinned_pmf(alpha: np.ndarray, m: int) -> np.ndarray:
+    """The law of the 1-votes among m of the K teachers drawn without replacement, when L has the law
+    ``alpha`` (length K + 1): Σ_L alpha_L Hyp[L, j], as column sums (no BLAS product)."""
+    K = alpha.size - 1
+    return (np.asarray(alpha, dtype=np.float64)[:, None] * hypergeometric(K, m)).sum(axis=0)
+
+
+def subsampled_table(K: int, gamma: np.ndarray) -> np.ndarray:
+    """The K-teacher table Γ of an m-teacher table ``gamma`` (m = len − 1) run on a uniform m-subset drawn
+    without replacement: Pr[1 | L] = Σ_j Hyp[L, j](½ + ½ s_j γ(j)) = ½ + ½ s_L Γ(L), so
+    Γ(L) = s_L Σ_j Hyp[L, j] s_j γ(j) (0 at the tie of an even K; docs/maths.md), as row sums."""
+    g = np.asarray(gamma, dtype=np.float64)
+    m = g.size - 1
+    h = (hypergeometric(K, m) * (signs(m) * g)[None, :]).sum(axis=1)
+    return np.clip(signs(K) * h, 0.0, 1.0)

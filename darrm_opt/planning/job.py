@@ -56,6 +56,9 @@ class Job:
     teacher_delta: float | None = None
     solver: str = "highs"
     accounting: str = DEFAULT_PLAN_ACCOUNTING
+    #: m: only offers whose answers each read a uniform random m of the K teachers (kinds with
+    #: ``subsampling``; PATE setting only); None: every kind, those with ``subsampling`` searching m themselves
+    subsample: int | None = None
 
     def __post_init__(self) -> None:
         check_plan_accounting(self.accounting)
@@ -63,6 +66,15 @@ class Job:
             raise InvalidParameter("teachers", f"must be one of {', '.join(TEACHERS)}", self.teachers)
         if isinstance(self.K, bool) or not isinstance(self.K, int) or self.K < 1:
             raise InvalidParameter("K", "must be an integer >= 1", self.K)
+        if self.subsample is not None:
+            from darrm_opt.model.params import integer_in
+
+            if self.teachers != "disjoint-nonprivate":
+                raise InvalidParameter("subsample", "applies only to teachers on disjoint shards "
+                                       "(disjoint-nonprivate): where one record reaches every teacher (shared data) "
+                                       "or every teacher is private, sampling teachers amplifies nothing",
+                                       self.subsample)
+            object.__setattr__(self, "subsample", integer_in("subsample", self.subsample, 1, self.K))
         eps = finite_number("budget_epsilon", self.budget_epsilon)
         if eps <= 0:
             raise InvalidParameter("budget_epsilon", "must be > 0", self.budget_epsilon)
@@ -90,7 +102,9 @@ class Job:
             object.__setattr__(self, "epsilon", e)
 
     def canonical(self) -> dict[str, Any]:
-        return {k: getattr(self, k) for k in self.__dataclass_fields__}
+        """Every field; ``subsample`` only where set (a job without it keeps its form)."""
+        return {k: getattr(self, k) for k in self.__dataclass_fields__
+                if k != "subsample" or self.subsample is not None}
 
 
 def normal_prior(prior: object, classes: int | None) -> str:

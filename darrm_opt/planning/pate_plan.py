@@ -26,10 +26,13 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
-from darrm_opt.model.neighbours import PateParams
+import numpy as np
+
+from darrm_opt.model.neighbours import PateParams, subsampled_table
+from darrm_opt.model.objective import expected_error
 from darrm_opt.model.params import Prior
 from darrm_opt.optimize.pate_setting import PateSolution, solve_pate
 from darrm_opt.planning.plan import (
@@ -45,12 +48,17 @@ from darrm_opt.privacy.calibrate import bisect, geometric, walk
 from darrm_opt.privacy.pair_profile import pate_profile
 from darrm_opt.privacy.pld import exact_epsilon
 from darrm_opt.privacy.profile import PrivacyProfile
+from darrm_opt.privacy.subsample import amplified_delta, amplified_epsilon, amplify_profile
 
 #: the ε search stops when the bracket's ends differ by less than this factor
 EPS_RTOL = 0.002
 #: per-answer δ grid (multiples of δ_B / Q); pure ε-DP (δ = 0) is tried last
 DELTA_FACTORS = (1.0, 0.5, 0.25, 0.0)
 MAX_EPSILON = 700.0
+#: the shares m/K of the teachers each answer reads that the planner tries besides all K (subsampled teachers)
+SUBSAMPLE_RATES = (0.5, 0.25)
+#: the largest table δ a subsampled search asks for (δ_B/Q divided by m/K can pass 1 at tiny m)
+MAX_TABLE_DELTA = 0.5
 
 Progress = Callable[..., None]
 
@@ -80,18 +88,22 @@ class _PateSearch:
     """Evaluates per-answer (ε, δ) targets (cached); ``Candidate.m`` holds the per-answer ε."""
 
     def __init__(self, K: int, queries: int, budget: tuple[float, float], prior: Prior, solver: str,
-                 progress: Progress | None) -> None:
+                 progress: Progress | None, subsample: int | None = None) -> None:
         self.K, self.queries, self.budget, self.prior = K, queries, budget, prior
         self.solver, self.progress = solver, progress
+        self.subsample = None if subsample == K else subsample
         self.seen: dict[tuple[float, float], tuple[Candidate, PateSolution, PrivacyProfile]] = {}
 
     def __call__(self, epsilon: float, delta: float) -> Candidate:
         key = (epsilon, delta)
         if key not in self.seen:
             be, bd = self.budget
-            params = PateParams(self.K, epsilon, delta, self.prior)
-            sol = solve_pate(params, solver=self.solver)
-            profile = pate_profile(params, sol.gamma)
+            params = PateParams(self.K, epsilon, delta, self.prior, self.subsample)
+            sol = solve_pate(params.inner(), solver=self.solver)
+            profile = pate_profile(params.inner(), sol.gamma)
+            if params.subsample is not None:  # each answer reads m of the K teachers: the amplified pair
+                profile = amplify_profile(profile, params.m, params.K)
+                sol = replace(sol, params=params, expected_error=_subsampled_error(params, sol.gamma))
             spent = min(screen_epsilon(profile, self.queries, bd), _generic(params, self.queries, bd))
             if be < spent <= be + SCREEN_WINDOW * self.queries * screen_interval(self.queries):
                 spent = exact_epsilon([(profile, self.queries)], bd)  # the edge: the ledger decides
@@ -126,31 +138,61 @@ def _basic_share(budget_epsilon: float, queries: int) -> float:
     return eps
 
 
+def _per_answer(params: PateParams) -> tuple[float, float]:
+    """The (ε, δ) of one answer: the table's, amplified with a ``subsample`` (BBG 2018, Thm 10)."""
+    if params.subsample is None:
+        return params.epsilon, params.delta
+    return (amplified_epsilon(params.epsilon, params.m, params.K),
+            amplified_delta(params.delta, params.m, params.K))
+
+
+def _subsampled_error(params: PateParams, gamma: Any) -> float:
+    """The expected error of the m-teacher table against the majority of all K (docs/maths.md)."""
+    return float(expected_error(subsampled_table(params.K, np.asarray(gamma, dtype=np.float64)), params.prior))
+
+
 def _generic(params: PateParams, queries: int, budget_delta: float) -> float:
     """ε at δ_B of Q arbitrary (ε, δ)-DP answers (basic or optimal composition); inf when δ_B is too small."""
-    spend = accounting.tightest([(params.epsilon, params.delta, queries)], budget_delta)
+    spend = accounting.tightest([(*_per_answer(params), queries)], budget_delta)
     return spend.epsilon if spend.delta <= budget_delta else math.inf
 
 
-def plan_pate(job: Any, progress: Progress | None = None
+def subsample_grid(K: int) -> tuple[int, ...]:
+    """The teachers per answer the planner tries: K, and K·r rounded for r in SUBSAMPLE_RATES (at least 1)."""
+    return tuple(sorted({K, *(max(1, round(K * r)) for r in SUBSAMPLE_RATES)}, reverse=True))
+
+
+def plan_pate(job: Any, progress: Progress | None = None, subsample: bool = True
               ) -> tuple[PateSolution, PrivacyProfile, float, dict[str, Any]]:
     """The certified PATE-setting table of least expected error whose Q answers fit the job's
     (ε_B, δ_B) by the ledger's accounting (module docstring): (its solution, its certified profile, the ε its
     Q answers spend at δ_B, the ``plan`` member of its table document: the setting, Q, the budget, that
     spend, the bound it comes from (``accounting``: exact or optimal), the seconds taken and every
-    candidate tried, whose ``m`` is null and ``epsilon`` the per-answer ε: there is no allowance)."""
+    candidate tried, whose ``m`` is null, ``epsilon`` the table's per-answer ε (there is no allowance) and
+    ``subsample`` the teachers each answer reads). With ``subsample`` the search runs for every m of
+    :func:`subsample_grid` (m of the K teachers per answer, the profile amplified: docs/maths.md) and the
+    least error over all of them wins (ties to the larger m); the chosen solution's ``params`` state its m."""
     t0 = time.perf_counter()
     req = PatePlanRequest.make(job.K, job.queries, job.budget_epsilon, job.budget_delta, job.prior)  # before any solve
     q, be, bd = req.queries, req.budget_epsilon, req.budget_delta
-    search = _PateSearch(req.K, q, (be, bd), req.prior, job.solver, progress)
-    found = [search.largest_fitting(bd / q * f) for f in DELTA_FACTORS]
-    for cand in sorted((c for c in found if c.fits), key=lambda c: (c.expected_error, -c.m)):
+    searches = []
+    found = []
+    fixed = getattr(job, "subsample", None)
+    for m in (fixed,) if fixed is not None else subsample_grid(req.K) if subsample else (req.K,):
+        search = _PateSearch(req.K, q, (be, bd), req.prior, job.solver, progress, m)
+        gamma_rate = m / req.K  # the table's δ grid, so that the amplified δ is about δ_B/Q·f
+        searches.append(search)
+        found += [(search, search.largest_fitting(min(bd / q * f / gamma_rate, MAX_TABLE_DELTA)))
+                  for f in DELTA_FACTORS]
+    candidates = [{**c.to_dict(), "m": None, "epsilon": c.m, "subsample": s.subsample or s.K}
+                  for s in searches for c, _, _ in s.seen.values()]
+    for search, cand in sorted((sc for sc in found if sc[1].fits),
+                               key=lambda sc: (sc[1].expected_error, -(sc[0].subsample or sc[0].K), -sc[1].m)):
         _, sol, profile = search.seen[(cand.m, cand.delta)]
-        acc = accounting.account([(cand.m, cand.delta, q)], bd, profiles=[(profile, q)])
+        acc = accounting.account([(*_per_answer(sol.params), q)], bd, profiles=[(profile, q)])
         if acc.spend.delta <= bd and acc.spend.epsilon <= be:  # the ledger's accounting, at its own interval
             info = {"teachers": "disjoint-nonprivate", "queries": q, "budget_epsilon": be, "budget_delta": bd,
                     "spent_epsilon": acc.spend.epsilon, "accounting": acc.spend.method,
-                    "seconds": time.perf_counter() - t0,
-                    "candidates": [{**c.to_dict(), "m": None, "epsilon": c.m} for c, _, _ in search.seen.values()]}
+                    "seconds": time.perf_counter() - t0, "candidates": candidates}
             return sol, profile, acc.spend.epsilon, info
     raise BudgetInfeasible("budget", f"no per-answer (ε, δ) tried fits {q} answers in (ε={be:g}, δ={bd:g})", None)
