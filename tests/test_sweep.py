@@ -144,8 +144,9 @@ def test_reflection_halved_sweep_equals_plain_reference_for_symmetric_gamma(K, t
     seed=st.integers(0, 2**32 - 1),
 )
 def test_structured_sweep_equals_matrix_sweep_and_plain_reference(K, teacher_delta, symmetric, seed):
-    """The O(K⁵) structured sweep finds the same extremes, worst multisets and the complete set of
-    multisets above any level as the matrix sweep and the plain reference."""
+    """The O(K⁵) structured sweep finds the same extremes, worst multisets (of a non-symmetric γ; of a symmetric
+    one, multisets of the extreme costs) and the complete set of multisets above any level as the matrix sweep
+    and the plain reference."""
     from darrm_opt.certify.structured import StructuredSweepProblem
 
     params = Params(K, min(2.0, K), teacher_delta=teacher_delta)
@@ -160,7 +161,12 @@ def test_structured_sweep_equals_matrix_sweep_and_plain_reference(K, teacher_del
     m = sweep(SweepProblem(corners(params), h, E, reflect=False), two_sided=True, near=level)
     assert s.multisets == m.multisets == len(allc)
     assert s.max_cost == pytest.approx(ref.max(), abs=1e-14) and s.min_cost == pytest.approx(ref.min(), abs=1e-14)
-    assert s.worst == m.worst and s.best == m.best
+    # the worst and best multisets are ones of the extreme costs; a symmetric γ's structured sweep visits the
+    # prefix sums in the reflection's order (s = 0, K, 1, K − 1, …), so among exact ties it may name another
+    cost = {tuple(int(x) for x in c): r for c, r in zip(allc, ref)}
+    assert cost[s.worst] == pytest.approx(ref.max(), abs=1e-14) and cost[s.best] == pytest.approx(ref.min(), abs=1e-14)
+    if not symmetric:
+        assert s.worst == m.worst and s.best == m.best
     expected = {tuple(int(x) for x in c) for c, r in zip(allc, ref) if abs(r) > level + 1e-12}
     got = {tuple(int(x) for x in c) for c in s.near}
     assert expected <= got <= {tuple(int(x) for x in c) for c, r in zip(allc, ref) if abs(r) > level - 1e-12}
