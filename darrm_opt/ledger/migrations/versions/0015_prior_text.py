@@ -1,7 +1,9 @@
 """A table's prior is text of any length.
 
 ``gamma_tables.prior`` was VARCHAR(100): a ``counts:`` prior (the law of the count of 1-votes written out, up to
-K + 1 items) does not fit, and PostgreSQL enforces the length.
+K + 1 items) does not fit, and PostgreSQL enforces the length. SQLite does not enforce a VARCHAR's length, so
+there the column is left as it is: altering it means recreating ``gamma_tables``, whose rows other tables
+reference (the ledger's foreign keys are on, and dropping the old table fails).
 
 Revision ID: 0015_prior_text
 Revises: 0014_record_answers
@@ -20,10 +22,12 @@ depends_on = None
 
 
 def upgrade() -> None:
-    with op.batch_alter_table("gamma_tables") as batch:
-        batch.alter_column("prior", existing_type=sa.String(100), type_=sa.Text(), existing_nullable=False)
+    if op.get_bind().dialect.name == "sqlite":
+        return
+    op.alter_column("gamma_tables", "prior", existing_type=sa.String(100), type_=sa.Text(), existing_nullable=False)
 
 
 def downgrade() -> None:
-    with op.batch_alter_table("gamma_tables") as batch:
-        batch.alter_column("prior", existing_type=sa.Text(), type_=sa.String(100), existing_nullable=False)
+    if op.get_bind().dialect.name == "sqlite":
+        return
+    op.alter_column("gamma_tables", "prior", existing_type=sa.Text(), type_=sa.String(100), existing_nullable=False)
