@@ -203,8 +203,10 @@ def test_claim_of_a_killed_owner_is_taken_over_within_5_s(request, tmp_path_fact
     env = {"DARRM_INLINE_MAX_MULTISETS": "0"}  # every solve is a job; the default lease
     a = Server(workdir, url, name=f"owner-{backend}", env=env)
     b = Server(workdir, url, name=f"survivor-{backend}", env=env)
-    body = {"K": 301, "m": 3, "teacher_delta": 0.0}  # pure DP, about 5 s of solving (K = 201 now takes 1.5 s)
-    key = Params(301, 3, teacher_delta=0.0).key()
+    # pure DP, about 10 s of solving: the owner is killed mid-solve (K = 301 now solves in 2-3 s, before the lease
+    # has gone stale)
+    body = {"K": 501, "m": 3, "teacher_delta": 0.0}
+    key = Params(501, 3, teacher_delta=0.0).key()
     try:
         a.start()
         b.start()
@@ -241,8 +243,8 @@ def test_claim_of_a_killed_owner_is_taken_over_within_5_s(request, tmp_path_fact
             assert taken < 5.0, taken
             job = wait_job(b, key, timeout=WAIT_S)
             table = job["table"]
-            assert table["id"] == table_id("darrm", Params(301, 3, teacher_delta=0.0), "shared", table["gamma"])
-            assert table["certificate"]["certified"] is True and len(table["gamma"]) == 302
+            assert table["id"] == table_id("darrm", Params(501, 3, teacher_delta=0.0), "shared", table["gamma"])
+            assert table["certificate"]["certified"] is True and len(table["gamma"]) == 502
             assert cb.get(f"/v1/tables/{table['id']}").json() == table
         [row] = job_rows(url, key)
         assert row["status"] == "done" and owner_pid(row["owner"]) == b.proc.pid
