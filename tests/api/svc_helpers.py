@@ -154,6 +154,17 @@ def make_table(c: httpx.Client, timeout: float = 120.0, **params) -> dict:
     return r.json()
 
 
+def settled(c: httpx.Client, r: httpx.Response, timeout: float = 300.0) -> httpx.Response:
+    """A plan request's final answer: ``r`` itself, or, when it was accepted to be planned in the background
+    (202), its status URL polled as documented until it answers otherwise (at most ``timeout`` seconds)."""
+    if r.status_code == 202:
+        url, deadline = r.json()["status_url"], time.monotonic() + timeout
+        while r.status_code == 202 and time.monotonic() < deadline:
+            time.sleep(0.2)
+            r = c.get(url)
+    return r
+
+
 def make_ledger(c: httpx.Client, epsilon_budget: float, delta_budget: float, name: str = "test") -> dict:
     r = c.post("/v1/ledgers", json={"name": name, "epsilon_budget": epsilon_budget, "delta_budget": delta_budget})
     assert r.status_code == 201, r.text

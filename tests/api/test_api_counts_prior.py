@@ -5,9 +5,8 @@ and PostgreSQL)."""
 from __future__ import annotations
 
 import tempfile
-import time
 
-from svc_helpers import in_process_client
+from svc_helpers import in_process_client, settled
 
 from darrm_opt.mechanisms import plan_job
 from darrm_opt.planning.job import Job
@@ -18,11 +17,7 @@ PRIOR = "counts:10=0.9,6..9=0.1"
 
 def test_plan_with_a_counts_prior(client):
     r = client.post("/v1/plans", json={**JOB, "prior": PRIOR})
-    if r.status_code == 202:  # planned in the background: poll its status URL (bounded in time)
-        url, deadline = r.json()["status_url"], time.monotonic() + 300
-        while r.status_code == 202 and time.monotonic() < deadline:
-            time.sleep(0.2)
-            r = client.get(url)
+    r = settled(client, r)  # planned in the background: its status URL polled
     assert r.status_code == 200, r.text
     doc = r.json()
     chosen, _, _ = plan_job(Job(K=11, queries=10, budget_epsilon=2.0, budget_delta=1e-5, prior=PRIOR))
@@ -68,11 +63,7 @@ def test_a_long_counts_prior_is_stored_whole_on_postgres(pg_database):
 def test_plan_with_a_long_counts_prior(client):
     job = {**JOB, "K": LONG_K, "prior": LONG_PRIOR}
     r = client.post("/v1/plans", json=job)
-    if r.status_code == 202:
-        url, deadline = r.json()["status_url"], time.monotonic() + 300
-        while r.status_code == 202 and time.monotonic() < deadline:
-            time.sleep(0.2)
-            r = client.get(url)
+    r = settled(client, r)  # planned in the background: its status URL polled
     assert r.status_code == 200, r.text
     chosen, _, _ = plan_job(Job(K=LONG_K, queries=10, budget_epsilon=2.0, budget_delta=1e-5, prior=LONG_PRIOR))
     assert (r.json()["mechanism"], r.json()["expected_error"]) == (chosen.mechanism, chosen.expected_error)

@@ -3,9 +3,8 @@ released like any table; the ledger prices its answers by its exact Gaussian pai
 
 from __future__ import annotations
 
-import time
-
 import pytest
+from svc_helpers import settled
 
 from darrm_opt.privacy.gaussian_profile import GaussianProfile
 from darrm_opt.privacy.pld import exact_epsilon
@@ -18,11 +17,7 @@ JOB = {"K": 40, "classes": 3, "queries": 30, "budget_epsilon": 2.0, "budget_delt
 def test_job_plan_is_served_paid_and_released(client):
     r = client.post("/v1/plans", json={**JOB, "create_ledger": {"name": "gnmax job"}})
     ledger = r.json().get("ledger")  # opened with the request, named in its first answer
-    if r.status_code == 202:  # planned in the background: poll its status URL, as documented (bounded in time)
-        url, deadline = r.json()["status_url"], time.monotonic() + 300
-        while r.status_code == 202 and time.monotonic() < deadline:
-            time.sleep(0.2)
-            r = client.get(url)
+    r = settled(client, r)  # planned in the background: its status URL polled
     assert r.status_code == 200, r.text
     doc = r.json()
     assert doc["mechanism"] == "gnmax" and doc["table"]["kind"] == "gnmax" and doc["table"]["gamma"] == []

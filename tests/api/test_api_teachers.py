@@ -9,10 +9,9 @@ import json
 import os
 import subprocess
 import sys
-import time
 
 import numpy as np
-from svc_helpers import ROOT, in_process_client
+from svc_helpers import ROOT, in_process_client, settled
 
 from darrm_opt.certify.pairs import certify_pairs
 from darrm_opt.mechanisms import plan_job
@@ -138,11 +137,7 @@ def test_pate_plan_matches_the_library_and_fits_its_ledger(client):
     assert paid.json()["epsilon_spent"] in (doc["plan"]["spent_epsilon"], at_bucket)
     assert doc["plan"]["spent_epsilon"] <= paid.json()["epsilon_spent"] <= 2.0
     r = client.post("/v1/plans", json=body)  # every mechanism: the most accurate offer is chosen
-    if r.status_code == 202:  # planned in the background: poll its status URL, as documented (bounded in time)
-        url, deadline = r.json()["status_url"], time.monotonic() + 300
-        while r.status_code == 202 and time.monotonic() < deadline:
-            time.sleep(0.2)
-            r = client.get(url)
+    r = settled(client, r)  # planned in the background: its status URL polled
     assert r.status_code == 200, r.text
     auto = r.json()
     errors = [auto["expected_error"], *(a["expected_error"] for a in auto["alternatives"])]
