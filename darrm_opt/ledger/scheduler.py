@@ -373,8 +373,8 @@ class CompositionScheduler:
                 return exact_epsilon(parts, delta, coarse=coarse)
             # a fine composition holds 0.5–0.7 GB while it runs: it waits for one of the machine's slots (a coarse
             # one, on a 10× coarser grid, does not)
-            bounded = self._slots is not None and not coarse
-            with self._slots.hold() if bounded else contextlib.nullcontext():  # type: ignore[union-attr]
+            slot = self._slots.hold() if self._slots is not None and not coarse else contextlib.nullcontext()
+            with slot:
                 return child.submit(child_epsilon, parts, delta, coarse).result()
 
         if self.shared is not None:  # it looks in this process's cache first
