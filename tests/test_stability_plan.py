@@ -117,3 +117,23 @@ def test_a_budget_too_small_for_any_threshold_noise_is_refused_naming_it():
     with pytest.raises(InvalidParameter) as e:
         plan_stability(25, 3, "paper", 10, 2e-8, 1e-5)
     assert e.value.parameter == "budget_epsilon" and str(MAX_T_RHO) in str(e.value)
+
+
+def test_a_named_kind_asked_for_teachers_it_does_not_serve_is_refused_naming_teachers(tmp_path) -> None:
+    """`plan --mechanism stability --teachers shared`: exit 2 and the kind's rule (one record, one vote), not a
+    budget error; in Python the same InvalidParameter naming teachers."""
+    from cli_helpers import run_cli
+
+    from darrm_opt.mechanisms import plan_job
+    from darrm_opt.planning.job import Job
+
+    done = run_cli("plan", "--K", "21", "--queries", "10", "--budget", "2,1e-5", "--teachers", "shared",
+                   "--epsilon", "0.1", "--teacher-delta", "1e-4", "--mechanism", "stability", cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    assert "invalid teachers" in done.stderr and "one record changes one teacher's vote" in done.stderr
+    assert "Traceback" not in done.stderr
+    job = Job(K=21, queries=10, budget_epsilon=2.0, budget_delta=1e-5, teachers="shared", epsilon=0.1,
+              teacher_delta=1e-4)
+    with pytest.raises(InvalidParameter) as err:
+        plan_job(job, kinds=["stability"])
+    assert err.value.parameter == "teachers"

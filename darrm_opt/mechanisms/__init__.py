@@ -229,6 +229,15 @@ def _plan_job(job: Any, progress: Any, kinds: Sequence[str] | None) -> tuple[Any
     offers, refused, errors = [], {}, {}
     asked = ([mechanism(k) for k in kinds] if kinds is not None
              else [m for m in MECHANISMS.values() if m.planned_by_default])
+    if kinds is not None:  # a kind the user named for teachers it does not serve: its rule, naming teachers
+        for m in asked:
+            if job.teachers not in m.settings:
+                try:
+                    m.setting(job.teachers)
+                except InvalidParameter as exc:
+                    refused[m.kind] = str(exc)
+                    errors[m.kind] = exc
+        asked = [m for m in asked if job.teachers in m.settings]
     if getattr(job, "subsample", None) is not None:  # a job that fixes m: only kinds that sample teachers
         for m in asked:
             if not m.subsampling and job.teachers in m.settings:

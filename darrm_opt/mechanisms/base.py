@@ -85,6 +85,8 @@ class Mechanism(ABC):
     params_type: ClassVar[type]
     #: the teachers' settings this kind serves; the first is the default
     settings: ClassVar[tuple[str, ...]]
+    #: why it serves no other setting, stated when a user asks for one ("": only the settings are named)
+    settings_reason: ClassVar[str] = ""
     #: one line for users: what the kind releases
     summary: ClassVar[str]
     #: whether its votes are class labels (else 0/1)
@@ -144,8 +146,9 @@ class Mechanism(ABC):
         if teachers is None:
             return self.settings[0]
         if teachers not in self.settings:
-            raise InvalidParameter("teachers", f"a {self.kind} table is for {' or '.join(self.settings)} teachers",
-                                   teachers)
+            why = f" ({self.settings_reason})" if self.settings_reason else ""
+            raise InvalidParameter("teachers", f"a {self.kind} table is for {' or '.join(self.settings)} "
+                                   f"teachers{why}", teachers)
         return teachers
 
     @abstractmethod
