@@ -226,7 +226,9 @@ def plan_job(job: Any, progress: Any = None, kinds: Sequence[str] | None = None
 
 
 def _plan_job(job: Any, progress: Any, kinds: Sequence[str] | None) -> tuple[Any, list[Any], dict[str, str]]:
-    offers, refused, errors = [], {}, {}
+    offers: list[Any] = []
+    refused: dict[str, str] = {}
+    errors: dict[str, DarrmError] = {}
     asked = ([mechanism(k) for k in kinds] if kinds is not None
              else [m for m in MECHANISMS.values() if m.planned_by_default])
     if kinds is not None:  # a kind the user named for teachers it does not serve: its rule, naming teachers
