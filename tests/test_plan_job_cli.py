@@ -91,6 +91,19 @@ def test_binary_even_K_plans_every_mechanism_of_the_pate_setting_by_default(tmp_
     assert doc["epsilon_spent"] <= 2.0 and doc["plan"]["spent_epsilon"] == doc["epsilon_spent"]
 
 
+def test_text_shows_a_shaped_tables_gamma_by_its_length_and_json_keeps_every_value(tmp_path):
+    """Also: a named kind without --teachers is planned in its own setting (the shaped kind: PATE's)."""
+    args = ("plan", "--K", "25", "--queries", "20", "--budget", "1,1e-5", "--mechanism", "darrm-pate-shaped")
+    r = cli(*args, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "gamma=(26 values)" in r.stdout and "gamma=[" not in r.stdout
+    r = cli(*args, "--format", "json", "-q", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["mechanism"] == "darrm-pate-shaped" and len(doc["gamma"]) == 26
+    assert all(0 <= g <= 1 for g in doc["gamma"])
+
+
 def test_one_mechanism_on_request(tmp_path):
     r = cli("plan", "--K", "30", "--classes", "4", "--mechanism", "confident-gnmax", "--queries", "10", "--budget",
             "3,1e-6", "--format", "json", "-q", cwd=tmp_path)

@@ -33,7 +33,8 @@ def plan(
                                    help="also compute the baselines for the chosen (m, δ) (JSON, as solve)"),
     teachers: Optional[Teachers] = typer.Option(None, "--teachers",
                                                 help="shared | disjoint-private | disjoint-nonprivate (PATE); "
-                                                     "default shared, or disjoint-nonprivate with --classes"),
+                                                     "default: the setting of the kind --mechanism names, "
+                                                     "else disjoint-nonprivate with --classes, else shared"),
     classes: Optional[int] = typer.Option(None, "--classes",
                                           help="C class labels per vote (C >= 2): plan over every mechanism"),
     mechanism_name: Optional[str] = typer.Option(
@@ -66,15 +67,19 @@ def plan(
       darrm-opt plan --K 11 --epsilon 0.0892 --teacher-delta 1e-4 \\
           --queries 100 --budget 15.044,0.030
     """
-    from darrm_opt.mechanisms import plan_job
+    from darrm_opt.mechanisms import mechanism, plan_job
     from darrm_opt.model.neighbours import check_setting_options, cli_spelling
 
     with handle_errors():
+        named = None if mechanism_name in (None, "auto") else mechanism(mechanism_name)
+        # without --teachers: a named kind's own (first) setting, else PATE's with --classes, else shared
+        default = (Teachers(named.settings[0]) if named is not None
+                   else Teachers.disjoint_nonprivate if classes is not None else Teachers.shared)
         given = [k for k, v in (("epsilon", epsilon), ("teacher_delta", teacher_delta)) if v is not None]
-        check_setting_options((teachers or Teachers.shared).value, given, cli_spelling, target_needed=False)
+        check_setting_options((teachers or default).value, given, cli_spelling, target_needed=False)
         nonprivate = teachers is Teachers.disjoint_nonprivate
         offers_shown = classes is not None or mechanism_name is not None or nonprivate
-        setting = teachers or (Teachers.disjoint_nonprivate if classes is not None else Teachers.shared)
+        setting = teachers or default
         if not offers_shown:
             epsilon, teacher_delta = _require_teacher_privacy(epsilon, teacher_delta, setting)
         job = _job(K, epsilon, teacher_delta, queries, budget, prior, solver, setting, classes, accounting.value,
@@ -237,4 +242,8 @@ def _not_chosen(offer, job) -> str:
 
 
 def _figures(details: dict) -> str:
-    return ", ".join(f"{k}={v:.6g}" if isinstance(v, float) else f"{k}={v}" for k, v in details.items())
+    """An offer's figures on one line: numbers to 6 digits, a sequence (a shaped table's γ) by its length only
+    (``--format json`` and ``--out`` carry every value)."""
+    return ", ".join(f"{k}={v:.6g}" if isinstance(v, float)
+                     else f"{k}=({len(v)} values)" if isinstance(v, (list, tuple)) else f"{k}={v}"
+                     for k, v in details.items())
