@@ -248,3 +248,38 @@ def test_aggregate_pays_a_pate_table_into_a_local_ledger(pate_file, tmp_path):
     expected = accounting.account([(0.2676, 3e-4, 3)], 1e-3, profiles=[(pate_profile(params, gamma), 3)],
                                   coarse=True).spend
     assert (doc["ledger"]["epsilon_spent"], doc["ledger"]["composition"]) == (expected.epsilon, expected.method)
+
+
+def test_disjoint_private_teachers_above_the_budget_get_the_pate_settings_offers(tmp_path):
+    """Teachers on disjoint shards that are also DP-trained, their own ε (3) above the budget (1): composing as
+    for shared teachers needs ε ≥ 30 (the darrm kind refuses), but each record is still in one teacher's shard,
+    so the PATE setting's tables serve the job: the same offer, bit for bit, as for disjoint-nonprivate
+    teachers, its table stating that setting; the file verifies and a ledger pays it (CLI as a subprocess)."""
+    from cli_helpers import run_cli
+
+    job = dict(K=15, queries=10, budget_epsilon=1.0, budget_delta=1e-5)
+    best, offers, refused = plan_job(Job(**job, teachers="disjoint-private", epsilon=3.0, teacher_delta=1e-6),
+                                     kinds=["darrm", "darrm-pate"])
+    pate, _, _ = plan_job(Job(**job, teachers="disjoint-nonprivate"), kinds=["darrm-pate"])
+    assert best.mechanism == "darrm-pate" and best.table.teachers == "disjoint-nonprivate"
+    assert (best.expected_error, best.epsilon_spent, best.table.id) == (pate.expected_error, pate.epsilon_spent,
+                                                                       pate.table.id)
+    assert best.epsilon_spent <= 1.0 and "smallest epsilon reachable" in refused["darrm"]
+    assert [o.mechanism for o in offers] == ["darrm-pate"]
+    args = ("plan", "--K", "15", "--queries", "10", "--budget", "1,1e-5", "--teachers", "disjoint-private",
+            "--epsilon", "3", "--teacher-delta", "1e-6", "--mechanism", "darrm-pate")
+    r = run_cli(*args, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "planned as disjoint-nonprivate" in r.stdout and "chosen: darrm-pate" in r.stdout
+    r = run_cli(*args, "-q", "--format", "json", "--out", "plan.json", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    doc = json.loads((tmp_path / "plan.json").read_text())
+    assert doc["teachers"] == "disjoint-nonprivate" and doc["plan"]["teachers"] == "disjoint-private"
+    assert doc["id"] == pate.table.id
+    assert run_cli("verify", "plan.json", cwd=tmp_path).returncode == 0
+    (tmp_path / "votes.csv").write_text("1," * 14 + "1\n" + "0," * 14 + "1\n")
+    r = run_cli("aggregate", "--table", "plan.json", "--votes", "votes.csv", "--ledger", "job", "--ledger-db",
+                f"sqlite:///{tmp_path / 'l.db'}", "--epsilon-budget", "1", "--delta-budget", "1e-5", "--format",
+                "json", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert len(json.loads(r.stdout)["answers"]) == 2

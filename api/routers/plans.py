@@ -14,6 +14,7 @@ from darrm_opt.ledger.dd_store import DataDependentStore
 from darrm_opt.mechanisms.registry import MECHANISMS
 from darrm_opt.model.neighbours import check_setting_options, setting_note
 from darrm_opt.planning.job import Job
+from darrm_opt.planning.plan import majority_free
 
 from ..deps import KEYED_RESPONSES, keyed, principal, services
 from ..plan_service import PlanService
@@ -224,11 +225,29 @@ def post_plan(body: PlanRequestIn, request: Request, response: Response):
     plans = _plans(request)
     key, status, doc = plans.request(job)
     tenant = principal(request).tenant
-    ledger = _ledger(s, body, job, cap, tenant)
+    ledger = _ledger(s, body, job, _ledger_cap(job, cap, doc), tenant)
     plans.set_ledger(key, ledger, tenant)
-    if cap is not None and doc is not None and not doc["plan"].get("majority_free"):
+    if cap is not None and doc is not None and not doc["plan"].get("majority_free") and not _pate(doc):
         doc = _with_cap(doc, cap)
     return _answer(plans, key, status, doc, ledger, response)
+
+
+def _pate(doc: dict[str, Any] | None) -> bool:
+    """Whether a plan chose a table of the PATE setting (for disjoint-private teachers: planned on their
+    shards alone, :func:`darrm_opt.mechanisms.plan_job`)."""
+    if doc is None:
+        return False
+    return (doc.get("table") or doc).get("teachers") == "disjoint-nonprivate"
+
+
+def _ledger_cap(job: Job, cap: tuple[float, float] | None, doc: dict[str, Any] | None
+                ) -> tuple[float, float] | None:
+    """The cap of the ledger a plan opens: the disjoint-private teachers' (ε, Δ) where it can bind, i.e. within
+    the budget (the plain majority free), and the plan did not choose a PATE-setting table (which a capped
+    ledger refuses). A cap above the budget bounds nothing the budget does not: the ledger is then plain."""
+    if cap is None or _pate(doc) or majority_free(job) is None:
+        return None
+    return cap
 
 
 def _job(body: PlanRequestIn, s, teachers: str) -> Job:  # noqa: ANN001
@@ -254,11 +273,12 @@ def _job_plan(body: PlanRequestIn, request: Request, response: Response):  # noq
     ledger = None
     if body.create_ledger is not None and doc is not None:  # the ledger the chosen offer runs on
         run = doc.get("run", {"ledger": "plain"})  # the plain majority, free: a plain ledger with the cap
-        ledger = _RUN_LEDGERS[run["ledger"]](s, body, job, cap, run, principal(request).tenant)
+        ledger = _RUN_LEDGERS[run["ledger"]](s, body, job, _ledger_cap(job, cap, doc), run,
+                                             principal(request).tenant)
     elif body.create_ledger is not None and job.accounting == "worst-case":
         # planned in the background: a worst-case plan runs on a plain ledger with the budget whichever offer
         # wins, so it is opened at once and named in the 202 (as a shared-setting plan's is)
-        ledger = _ledger(s, body, job, cap, principal(request).tenant)
+        ledger = _ledger(s, body, job, _ledger_cap(job, cap, doc), principal(request).tenant)
     plans.set_ledger(key, ledger, principal(request).tenant)
     return _answer(plans, key, status, doc, ledger, response)
 

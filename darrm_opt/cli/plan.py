@@ -212,6 +212,10 @@ def _job_text(best, offers, refused, job, fmt) -> str:
              f"guarantee: {best.guarantee}",
              f"run: {best.run()['how']}" + (f"; policy {json.dumps(best.policy)}" if best.policy else ""),
              "offers (most accurate first):"]
+    if best.table is not None and best.table.teachers != job.teachers:
+        lines.insert(3, f"setting: {job.teachers} teachers, planned as {best.table.teachers} (the table's "
+                        "setting): its proof uses only that each record is in one teacher's shard; the "
+                        "teachers' own (ε, Δ) is left unused")
     for o in offers:
         lines.append(f"  {o.label:<33} E[error] {o.expected_error:<11.4g} {_offer_epsilon(o)} "
                      f"{_figures(o.details)} ({o.seconds:.1f} s)")

@@ -225,6 +225,20 @@ def plan_job(job: Any, progress: Any = None, kinds: Sequence[str] | None = None
         done()
 
 
+def _job_for(m: Mechanism, job: Any) -> Any:
+    """The job as kind ``m`` plans it: itself where ``m`` serves its teachers; for disjoint-private teachers
+    and a kind of the PATE setting, the same job with disjoint-nonprivate teachers (each record is in one
+    teacher's shard, all that the PATE setting's proofs use: the teachers' own privacy is left unused, and
+    the offer's table states the PATE setting); None where ``m`` does not serve it."""
+    if job.teachers in m.settings:
+        return job
+    if job.teachers == "disjoint-private" and "disjoint-nonprivate" in m.settings:
+        from dataclasses import replace
+
+        return replace(job, teachers="disjoint-nonprivate", epsilon=None, teacher_delta=None)
+    return None
+
+
 def _plan_job(job: Any, progress: Any, kinds: Sequence[str] | None) -> tuple[Any, list[Any], dict[str, str]]:
     offers: list[Any] = []
     refused: dict[str, str] = {}
@@ -233,21 +247,22 @@ def _plan_job(job: Any, progress: Any, kinds: Sequence[str] | None) -> tuple[Any
              else [m for m in MECHANISMS.values() if m.planned_by_default])
     if kinds is not None:  # a kind the user named for teachers it does not serve: its rule, naming teachers
         for m in asked:
-            if job.teachers not in m.settings:
+            if _job_for(m, job) is None:
                 try:
                     m.setting(job.teachers)
                 except InvalidParameter as exc:
                     refused[m.kind] = str(exc)
                     errors[m.kind] = exc
-        asked = [m for m in asked if job.teachers in m.settings]
+    asked = [m for m in asked if _job_for(m, job) is not None]
     if getattr(job, "subsample", None) is not None:  # a job that fixes m: only kinds that sample teachers
         for m in asked:
             if not m.subsampling and job.teachers in m.settings:
                 refused[m.kind] = f"invalid subsample: a {m.kind} answer reads every teacher"
         asked = [m for m in asked if m.subsampling]
     ways = [(how, name, i if data_independent else None) for i, m in enumerate(asked)
-            for how, name, data_independent in ((lambda j, m=m: m.plan(j, progress), m.kind, True),
-                                                (m.plan_data_dependent, f"{m.kind} (data-dependent)", False))]
+            for how, name, data_independent in (
+                (lambda j, m=m: m.plan(_job_for(m, j), progress), m.kind, True),
+                (lambda j, m=m: m.plan_data_dependent(_job_for(m, j)), f"{m.kind} (data-dependent)", False))]
     from darrm_opt.privacy.pld import release_compositions
 
     for how, name, i in ways:
@@ -265,6 +280,8 @@ def _plan_job(job: Any, progress: Any, kinds: Sequence[str] | None) -> tuple[Any
         offers.append(offer)
         if progress is not None:
             progress("offer", kind=offer.label, expected_error=offer.expected_error)
+        if offer.majority_free:  # the plain majority itself, at no further cost: no offer errs less
+            break
     if not offers and len(errors) == 1 and isinstance(only := next(iter(errors.values())), InvalidParameter):
         raise only  # the one kind that serves the job says which parameter rules it out
     if not offers:

@@ -176,3 +176,25 @@ def test_pate_tables_on_postgres(pg_database):
     with in_process_client(pg_database) as c:
         test_pate_table_is_certified_cached_and_equals_the_cli(c)
         test_pate_table_answers_into_a_ledger_with_its_own_accounting(c)
+
+
+def test_disjoint_private_teachers_above_the_budget_plan_a_pate_table_on_a_plain_ledger(client):
+    """Teachers each (3, 1e-6)-DP on disjoint shards, budget (1, 1e-5): composed as for shared teachers the job
+    needs ε ≥ 30, but the PATE setting's table serves it (each record is in one shard). The plan names that
+    table, the ledger it opens is plain (a cap above the budget binds nothing, and a capped ledger refuses
+    PATE tables), and that ledger pays its answers."""
+    body = {"K": 15, "queries": 10, "budget_epsilon": 1.0, "budget_delta": 1e-5, "teachers": "disjoint-private",
+            "epsilon": 3.0, "teacher_delta": 1e-6, "mechanism": "darrm-pate", "create_ledger": {"name": "shards"}}
+    r = settled(client, client.post("/v1/plans", json=body))
+    assert r.status_code == 200, r.text
+    doc = r.json()
+    pate, _, _ = plan_job(Job(K=15, queries=10, budget_epsilon=1.0, budget_delta=1e-5), kinds=["darrm-pate"])
+    table = doc["table"]
+    assert doc["mechanism"] == "darrm-pate" and table["teachers"] == "disjoint-nonprivate"
+    assert table["id"] == pate.table.id and doc["expected_error"] == pate.expected_error
+    ledger = doc["ledger"]
+    assert ledger["total_cap"] is None and ledger["epsilon_budget"] == 1.0
+    votes = [[1] * 15, [0] * 14 + [1]]
+    r = client.post("/v1/aggregate", json={"table_id": table["id"], "ledger_id": ledger["id"], "votes": votes})
+    assert r.status_code == 200, r.text
+    assert client.get(f"/v1/ledgers/{ledger['id']}").json()["answers"] == 2
