@@ -276,8 +276,7 @@ class Stability(Mechanism):
     absent_reason = "a stability-based release of non-private teachers has no allowance m, teacher Δ or target ε"
     settings_reason = ("its sparse-vector test needs the distance to instability to move by at most 1 when one "
                        "record changes, i.e. one record changes one teacher's vote: on shared data it can change "
-                       "every teacher's vote; teachers on disjoint shards that are also DP-trained may be planned "
-                       "as disjoint-nonprivate, the same proof without their own privacy")
+                       "every teacher's vote (disjoint-private teachers are planned on their shards alone)")
 
     def examples(self) -> tuple[Example, ...]:
         return (Example(StabilityParams(61, 3, SvtParams(64, 43, 52, 619, 1), 20), _EXAMPLE_JOB),
