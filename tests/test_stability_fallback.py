@@ -237,3 +237,33 @@ def test_every_planned_candidate_is_within_budget_and_the_fallback_wins_a_weak_j
     assert plan.expected_error == min(c.figures.error for c in plan.candidates)
     without = plan_stability(25, None, "counts:22=0.8,13..21=0.2", 4, 1.0, 1e-5, fallback=False)
     assert plan.expected_error < without.expected_error
+
+
+@pytest.mark.slow  # CLI subprocesses (the plan about 15 CPU s)
+def test_cli_plans_a_fallback_job_aggregates_it_through_a_ledger_and_verifies_it(tmp_path) -> None:
+    from cli_helpers import run_cli
+
+    r = run_cli("plan", "--K", "25", "--queries", "4", "--budget", "1,1e-5", "--prior", "counts:22=0.8,13..21=0.2",
+                "--teachers", "disjoint-nonprivate", "--mechanism", "stability", "--format", "json", "-q", "--out",
+                str(tmp_path / "job.json"),
+                cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    doc = json.loads((tmp_path / "job.json").read_text())
+    assert doc["kind"] == "stability" and doc["fallback_sigma"] > 0 and doc["fallback_epsilon"] > 0
+    p = mechanism("stability").params_from(doc)
+    assert (doc["certificate"]["epsilon"], doc["certificate"]["delta"]) == p.statement()
+    assert doc["certificate"]["epsilon"] <= 1.0 and doc["certificate"]["delta"] <= 1e-5
+    votes = np.random.default_rng(2).integers(0, 2, size=(4, 25))
+    (tmp_path / "votes.csv").write_text("".join(",".join(map(str, row)) + "\n" for row in votes))
+    args = ("aggregate", "--table", str(tmp_path / "job.json"), "--votes", str(tmp_path / "votes.csv"),
+            "--ledger-db", str(tmp_path / "l.db"), "--ledger", "job")
+    r = run_cli(*args, "--epsilon-budget", "1", "--delta-budget", "1e-5", "--format", "json", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert len(out["answers"]) == 4 and set(out["answers"]) <= {BOTTOM, 0, 1}
+    r = run_cli("verify", str(tmp_path / "job.json"), cwd=tmp_path)
+    assert r.returncode == 0, r.stderr + r.stdout
+    doc["fallback_sigma"] *= 0.9  # a tampered σ: the stored certificate no longer holds
+    (tmp_path / "bad.json").write_text(json.dumps(doc))
+    r = run_cli("verify", str(tmp_path / "bad.json"), cwd=tmp_path)
+    assert r.returncode != 0

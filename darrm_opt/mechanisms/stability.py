@@ -110,8 +110,8 @@ class StabilityParams:
         return 2 if self.classes is None else self.classes
 
     def canonical(self) -> dict[str, Any]:
-        out = {"K": self.K, "classes": self.classes, **self.svt.canonical(), "quota": self.quota,
-               "prior": self.prior}
+        out: dict[str, Any] = {"K": self.K, "classes": self.classes, **self.svt.canonical(), "quota": self.quota,
+                               "prior": self.prior}
         if self.fallback_sigma is not None:
             out |= {"fallback_sigma": self.fallback_sigma, "fallback_epsilon": self.fallback_epsilon}
         return out

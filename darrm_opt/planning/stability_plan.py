@@ -22,8 +22,8 @@ fallback"): for each cut-off c, SVT shares a of ε_B (FALLBACK_EPSILON_SHARES) a
 and σ the least with e^{ε_svt}·δ_G(ε_G) + δ_PTR ≤ δ_B: GNMax's calibration over c answers
 (:func:`~darrm_opt.privacy.gnmax.gnmax_sigma_over_answers`) at δ = (δ_B − δ_PTR)/e^{ε_svt} rounded down, then
 the exact statement (:func:`~darrm_opt.privacy.stability.fallback_statement`) checked and σ raised until it
-holds. Calibrations are cached by (c, ε_G, δ_G), ε_G and δ_G rounded down to FALLBACK_DIGITS significant digits. The plan
-is the better of the searches with and without fallback.
+holds. Calibrations are cached by (c, ε_G, δ_G), ε_G and δ_G rounded down to FALLBACK_DIGITS significant
+digits. The plan is the better of the searches with and without fallback.
 """
 
 from __future__ import annotations
@@ -335,9 +335,9 @@ def plan_stability(K: int, classes: int | None, prior: str, queries: int, budget
         fbs = _FallbackSearch(K, prior, search.law, queries, min(budget_epsilon, MAX_EPSILON), budget_delta)
         fb_best: StabilityCandidate | None = None
         for c in sorted({c for c in FALLBACK_CUTOFFS if c < queries} | {min(queries, FALLBACK_CUTOFFS[-1])}):
-            cand = fbs.best(c)
-            if cand is not None and (fb_best is None or cand.figures.error < fb_best.figures.error):
-                fb_best = cand
+            fcand = fbs.best(c)
+            if fcand is not None and (fb_best is None or fcand.figures.error < fb_best.figures.error):
+                fb_best = fcand
         found += list(fbs.seen.values())
         if fb_best is not None and fb_best.figures.error < best.figures.error:
             best = fb_best
