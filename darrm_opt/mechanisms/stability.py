@@ -339,7 +339,8 @@ class Stability(Mechanism):
 
     def examples(self) -> tuple[Example, ...]:
         return (Example(StabilityParams(61, 3, SvtParams(64, 43, 52, 619, 1), 20), _EXAMPLE_JOB),
-                Example(StabilityParams(61, None, SvtParams(64, 43, 52, 619, 2), 20)))
+                Example(StabilityParams(61, None, SvtParams(64, 43, 52, 619, 2), 20)),
+                Example(StabilityParams(61, None, SvtParams(64, 43, 52, 619, 2), 20, "paper", 20.0, 0.5)))
 
     def table_size(self, params: Any) -> int:
         return 0
