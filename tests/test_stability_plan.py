@@ -36,7 +36,7 @@ def test_issue_targets_at_the_planned_parameters(classes, Q, eps, delta, params,
 
 
 def test_plan_on_a_small_job_is_within_budget_and_least_among_its_candidates() -> None:
-    plan = plan_stability(25, None, "paper", 40, 1.0, 1e-5, cutoffs=(1, 2, 3))
+    plan = plan_stability(25, None, "paper", 40, 1.0, 1e-5, cutoffs=(1, 2, 3), fallback=False)
     assert plan.candidates and all(c.epsilon <= 1.0 and c.delta <= 1e-5 for c in plan.candidates)
     assert plan.expected_error == min(c.figures.error for c in plan.candidates)
     p = plan.best.params
@@ -71,7 +71,7 @@ def test_queries_beyond_the_noise_integers_are_refused_naming_queries():
 @pytest.mark.parametrize(("classes", "Q", "eps", "delta", "params", "target", "planned"),
                          [(*t, e) for t, e in zip(TARGETS, PLANNED, strict=True)])
 def test_the_planner_chooses_the_target_parameters(classes, Q, eps, delta, params, target, planned) -> None:
-    plan = plan_stability(250, classes, "paper", Q, eps, delta)
+    plan = plan_stability(250, classes, "paper", Q, eps, delta, fallback=False)
     assert plan.best.params == params
     assert plan.expected_error == pytest.approx(planned, rel=1e-12) and plan.expected_error <= target
     assert plan.best.epsilon <= eps and plan.best.delta <= delta
@@ -102,7 +102,7 @@ SMALL = [
 def test_the_search_is_no_worse_than_a_grid_scan(job, planned, scanned) -> None:
     """The planner (cut-offs grown until the error grows twice, the split by a grid and golden-section steps,
     the queries' noise from all of the budget the threshold's leaves) against a brute-force scan of a grid."""
-    plan = plan_stability(*job)
+    plan = plan_stability(*job, fallback=False)
     assert plan.expected_error == pytest.approx(planned, rel=1e-12)
     assert _grid_scan(*job) == pytest.approx(scanned, rel=1e-12)
     assert plan.expected_error <= scanned

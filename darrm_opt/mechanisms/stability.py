@@ -24,6 +24,7 @@ import json
 import time
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
+from functools import lru_cache
 from typing import Any, ClassVar, Literal
 
 import numpy as np
@@ -32,10 +33,13 @@ from pydantic import Field
 from darrm_opt.certify.verdict import VerdictFields
 from darrm_opt.errors import InvalidParameter
 from darrm_opt.privacy.stability import (
+    Fallback,
     SvtParams,
+    binary_fallback_wrong,
     distance_from_gap,
+    dp_pair_profile,
+    fallback_statement,
     job_error,
-    job_profile,
     ptr_delta,
     svt_epsilon,
 )
@@ -52,13 +56,18 @@ BOTTOM = -1
 class StabilityParams:
     """A job: ``K`` teachers, ``classes`` C (None: 0/1 votes), the test ``svt``, the ``quota`` of queries
     (δ holds for any number of queries once the quota reaches c; the quota is a public limit), and the
-    ``prior`` its expected error is stated under (a DaRRM prior for 0/1 votes, a class-label one for C)."""
+    ``prior`` its expected error is stated under (a DaRRM prior for 0/1 votes, a class-label one for C).
+    ``fallback_sigma`` and ``fallback_epsilon`` (both or neither; 0/1 votes only): unstable queries before
+    the cut-off answered by GNMax at σ, the job stated at ε = ε_svt + ε_G (:class:`Fallback`); without them
+    the canonical form, key and table id are those of a job without fallback."""
 
     K: int
     classes: int | None
     svt: SvtParams
     quota: int
     prior: str = "paper"
+    fallback_sigma: float | None = None
+    fallback_epsilon: float | None = None
 
     def __post_init__(self) -> None:
         for name, low in (("K", 1), ("quota", 1)):
@@ -70,19 +79,52 @@ class StabilityParams:
             raise InvalidParameter("classes", "must be an integer >= 2", c)
         if not isinstance(self.prior, str) or not self.prior.strip():
             raise InvalidParameter("prior", "must be a prior's name such as 'paper'", self.prior)
+        if (self.fallback_sigma is None) != (self.fallback_epsilon is None):
+            raise InvalidParameter("fallback", "fallback_sigma and fallback_epsilon are given together or not at all",
+                                   {"fallback_sigma": self.fallback_sigma, "fallback_epsilon": self.fallback_epsilon})
+        if self.fallback_sigma is not None:
+            if c is not None:
+                raise InvalidParameter("fallback", "the GNMax fallback is built for 0/1 votes only (classes = null)",
+                                       c)
+            fb = Fallback(self.fallback_sigma, self.fallback_epsilon)  # type: ignore[arg-type]
+            object.__setattr__(self, "fallback_sigma", fb.sigma)
+            object.__setattr__(self, "fallback_epsilon", fb.epsilon)
+
+    @property
+    def fallback(self) -> Fallback | None:
+        """The GNMax fallback, or None (⊥ for every unstable query)."""
+        if self.fallback_sigma is None:
+            return None
+        return Fallback(self.fallback_sigma, self.fallback_epsilon)  # type: ignore[arg-type]
+
+    def statement(self) -> tuple[float, float]:
+        """The job's (ε, δ): (:func:`svt_epsilon`, :func:`ptr_delta`), or with the fallback
+        :func:`~darrm_opt.privacy.stability.fallback_statement`."""
+        fb = self.fallback
+        if fb is None:
+            return svt_epsilon(self.svt), ptr_delta(self.svt, self.quota)
+        return _fallback_statement(self.svt, self.quota, fb)
 
     @property
     def C(self) -> int:
         return 2 if self.classes is None else self.classes
 
     def canonical(self) -> dict[str, Any]:
-        return {"K": self.K, "classes": self.classes, **self.svt.canonical(), "quota": self.quota,
-                "prior": self.prior}
+        out: dict[str, Any] = {"K": self.K, "classes": self.classes, **self.svt.canonical(), "quota": self.quota,
+                               "prior": self.prior}
+        if self.fallback_sigma is not None:
+            out |= {"fallback_sigma": self.fallback_sigma, "fallback_epsilon": self.fallback_epsilon}
+        return out
 
     def key(self) -> str:
         from darrm_opt.model.params import digest
 
         return digest({"kind": "stability", **self.canonical()})
+
+
+@lru_cache(maxsize=256)
+def _fallback_statement(svt: SvtParams, quota: int, fb: Fallback) -> tuple[float, float]:
+    return fallback_statement(svt, quota, fb)
 
 
 @dataclass(frozen=True)
@@ -118,19 +160,29 @@ class StabilityRelease:
     def __init__(self, params: StabilityParams) -> None:
         self.params = params
         self._limits = uniform_limits(params.C)
+        self._gnmax: Any = None
 
     # --- the statement ----------------------------------------------------------------------------------
     @property
     def epsilon(self) -> float:
-        return svt_epsilon(self.params.svt)
+        return self.params.statement()[0]
 
     @property
     def delta(self) -> float:
-        return ptr_delta(self.params.svt, self.params.quota)
+        return self.params.statement()[1]
 
     def profile(self) -> Any:
-        """The job's (ε, δ) as a dominating pair (:func:`darrm_opt.privacy.stability.job_profile`)."""
-        return job_profile(self.params.svt, self.params.quota)
+        """The job's (ε, δ) as a dominating pair (:func:`darrm_opt.privacy.stability.dp_pair_profile`)."""
+        return dp_pair_profile(*self.params.statement())
+
+    def _fallback_answer(self, h: np.ndarray, random_bytes: RandomBytes) -> int:
+        """GNMax's answer for one histogram (:class:`~darrm_opt.mechanisms.vote_samplers.GnmaxSampler`)."""
+        from .vote_samplers import GnmaxSampler
+
+        p = self.params
+        if self._gnmax is None or self._gnmax.random_bytes is not random_bytes:
+            self._gnmax = GnmaxSampler(p.K, p.C, p.fallback_sigma, random_bytes)  # type: ignore[arg-type]
+        return int(self._gnmax.answers_from_histograms(h[None, :])[0])
 
     # --- running ----------------------------------------------------------------------------------------
     def open(self, random_bytes: RandomBytes) -> StabilityState:
@@ -153,7 +205,8 @@ class StabilityRelease:
         """The answers of one batch (int16, −1 for ⊥) and the job's next state. Query noise ν ~ DLap(t_ν) is
         drawn for every row of the batch at once (the same draws whatever the votes), then used in order: a
         row is unstable iff s·d + ν ≤ T + ρ; after c unstable rows every row is ⊥. A stable row releases its
-        plurality, a tie a uniform class of its top set (8-byte words by rejection). InvalidParameter when
+        plurality, a tie a uniform class of its top set (8-byte words by rejection); an unstable row is ⊥, or
+        with the fallback GNMax's answer (its noise drawn then, in the rows' order). InvalidParameter when
         the batch would pass the quota (nothing drawn)."""
         p, svt = self.params, self.params.svt
         h = self.histograms(votes)
@@ -171,6 +224,9 @@ class StabilityRelease:
                 break
             if svt.scale * int(d[i]) + int(nu[i]) <= svt.threshold + state.rho:
                 unstable += 1
+                if p.fallback_sigma is not None:
+                    out[i] = self._fallback_answer(h[i], random_bytes)
+                    answered += 1
                 continue
             top = np.flatnonzero(h[i] == srt[i, -1])
             out[i] = int(top[uniform_index(top.size, self._limits, random_bytes)])
@@ -205,7 +261,9 @@ class StabilityCertificate(VerdictFields):
 
 
 def certificate_of(params: StabilityParams) -> StabilityCertificate:
-    return StabilityCertificate(True, svt_epsilon(params.svt), ptr_delta(params.svt, params.quota), params.quota)
+    """The job's (ε, δ) recomputed from its parameters (:meth:`StabilityParams.statement`)."""
+    eps, delta = params.statement()
+    return StabilityCertificate(True, eps, delta, params.quota)
 
 
 class StabilityTableOut(TableOutBase):
@@ -221,6 +279,10 @@ class StabilityTableOut(TableOutBase):
     cutoff: int = Field(..., description="c: after c unstable queries the job answers ⊥")
     quota: int = Field(..., description="the most queries one job answers")
     prior: str
+    fallback_sigma: float | None = Field(None, description="σ of the GNMax answers of unstable queries before the "
+                                                           "cut-off (null: ⊥)")
+    fallback_epsilon: float | None = Field(None, description="ε_G: the job is stated at ε = ε_svt + ε_G (null: no "
+                                                             "fallback)")
     gamma: list[float] = Field(..., description="empty: the release has no table")
     certificate: dict[str, Any] = Field(..., description="the job's (ε, δ) recomputed from its parameters")
 
@@ -280,7 +342,8 @@ class Stability(Mechanism):
 
     def examples(self) -> tuple[Example, ...]:
         return (Example(StabilityParams(61, 3, SvtParams(64, 43, 52, 619, 1), 20), _EXAMPLE_JOB),
-                Example(StabilityParams(61, None, SvtParams(64, 43, 52, 619, 2), 20)))
+                Example(StabilityParams(61, None, SvtParams(64, 43, 52, 619, 2), 20)),
+                Example(StabilityParams(61, None, SvtParams(64, 43, 52, 619, 2), 20, "paper", 20.0, 0.5)))
 
     def table_size(self, params: Any) -> int:
         return 0
@@ -288,24 +351,25 @@ class Stability(Mechanism):
     def params_from(self, data: Mapping[str, Any]) -> StabilityParams:
         svt = SvtParams(*(data.get(k) for k in ("scale", "t_rho", "t_nu", "threshold", "cutoff")))  # type: ignore[arg-type]
         return StabilityParams(data.get("K"), data.get("classes"), svt, data.get("quota"),  # type: ignore[arg-type]
-                               data.get("prior") or "paper")
+                               data.get("prior") or "paper", data.get("fallback_sigma"),
+                               data.get("fallback_epsilon"))
 
     def per_answer(self, params: StabilityParams) -> tuple[float, float]:
         """The whole job's (ε, δ): a ledger pays it once per job (:meth:`units`)."""
-        return svt_epsilon(params.svt), ptr_delta(params.svt, params.quota)
+        return params.statement()
 
     def units(self, params: Any, rows: int) -> int:
         """Rows answered together run as jobs of ``quota`` queries each: one job's statement per job."""
         return -(-rows // params.quota)
 
     def limit(self, params: StabilityParams) -> float:
-        return ptr_delta(params.svt, params.quota)
+        return params.statement()[1]
 
     def certify(self, params: StabilityParams, gamma: np.ndarray, **options: Any) -> StabilityCertificate:
         return certificate_of(params)
 
     def profile(self, params: StabilityParams, gamma: np.ndarray) -> Any:
-        return job_profile(params.svt, params.quota)
+        return dp_pair_profile(*params.statement())
 
     def table(self, params: Any, gamma: Any, certificate: Any, teachers: str | None = None,
               profile: Any = None) -> Any:
@@ -325,9 +389,11 @@ class Stability(Mechanism):
 
     def verdict_line(self, params: Any, certificate: Any) -> str:
         head = "CERTIFIED" if certificate.certified else "NOT CERTIFIED"
+        fb = ("" if params.fallback_sigma is None
+              else f", unstable queries answered by GNMax σ = {params.fallback_sigma:.6g}")
         return (f"certificate: {head}: the whole job of up to {certificate.quota} queries is "
                 f"({certificate.epsilon:.6g}, {certificate.delta:.3g})-DP (sparse-vector test of the distance "
-                "to instability)")
+                f"to instability{fb})")
 
     def solve(self, params: Any, *, solver: str, teachers: str | None = None, progress: Any = None) -> Solved:
         t0 = time.perf_counter()
@@ -348,14 +414,19 @@ class Stability(Mechanism):
         parameters' prior."""
         from darrm_opt.planning.stability_plan import distance_law
 
-        return job_error(params.svt, distance_law(params.K, params.classes, params.prior), params.quota)
+        gw = None if params.fallback_sigma is None else binary_fallback_wrong(params.K, params.prior,
+                                                                              params.fallback_sigma)
+        return job_error(params.svt, distance_law(params.K, params.classes, params.prior), params.quota,
+                         fallback_wrong=gw)
 
     def describe(self, params: StabilityParams) -> str:
         v = params.svt
         votes = "0/1 votes" if params.classes is None else f"C = {params.classes}"
         return (f"stability + sparse vector K = {params.K}, {votes} (disjoint-nonprivate): query unstable iff "
-                f"{v.scale}·d + DLap({v.t_nu}) ≤ {v.threshold} + DLap({v.t_rho}); ⊥ after c = {v.cutoff} "
-                f"unstable; quota {params.quota} queries")
+                f"{v.scale}·d + DLap({v.t_nu}) ≤ {v.threshold} + DLap({v.t_rho}); "
+                + ("" if params.fallback_sigma is None else
+                   f"unstable answered by GNMax σ = {params.fallback_sigma:.6g}, ")
+                + f"⊥ after c = {v.cutoff} unstable; quota {params.quota} queries")
 
     def sampler(self, table: Any, random_bytes: Any) -> StabilitySampler:
         return StabilitySampler(table.params, random_bytes)
@@ -409,7 +480,8 @@ class Stability(Mechanism):
         """The job's figures: its (ε, δ), expected answered queries and share of ⊥ under the prior."""
         f = self.figures(table.params)
         eps, delta = self.per_answer(table.params)
-        return {**table.params.svt.canonical(), "job_epsilon": eps, "job_delta": delta,
+        return {**table.params.svt.canonical(), "fallback_sigma": table.params.fallback_sigma,
+                "fallback_epsilon": table.params.fallback_epsilon, "job_epsilon": eps, "job_delta": delta,
                 "expected_answered": f.answered, "bottom_share": f.bottom_share}
 
     def plan(self, job: Any, progress: Any = None) -> Any:
@@ -422,7 +494,9 @@ class Stability(Mechanism):
             return None
         prior = normal_prior(job.prior, job.classes)
         plan = plan_stability(job.K, job.classes, prior, job.queries, job.budget_epsilon, job.budget_delta)
-        params = StabilityParams(job.K, job.classes, plan.best.params, job.queries, prior)
+        fb = plan.best.fallback
+        params = StabilityParams(job.K, job.classes, plan.best.params, job.queries, prior,
+                                 None if fb is None else fb.sigma, None if fb is None else fb.epsilon)
         table = self.certify_table(params, np.zeros(0), teachers="disjoint-nonprivate")
         spent = self.offer_spend(table, job.queries, job.budget_delta)
         return Offer(self.kind, table, table.expected_error, spent.epsilon, self.offer_details(table, spent.method),

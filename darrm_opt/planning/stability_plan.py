@@ -15,6 +15,15 @@ release"). For a job (K, C or 0/1 votes, prior, Q, budget (ε_B, δ_B)) the sear
 at the lattice scale s = SCALE·⌈ε_B⌉ (the resolution of the ε split). Each candidate's figures are exact
 (:func:`~darrm_opt.privacy.stability.job_error`); the chosen one's ε and δ are recomputed and checked
 against the budget.
+
+For 0/1 votes the search also tries the GNMax fallback (docs/maths.md, "Stability-based release with a GNMax
+fallback"): for each cut-off c, SVT shares a of ε_B (FALLBACK_EPSILON_SHARES) and shares b of δ_B for δ_PTR
+(FALLBACK_DELTA_SHARES), the test is planned as above within (a·ε_B, b·δ_B) on the split grid, ε_G = ε_B − ε_svt
+and σ the least with e^{ε_svt}·δ_G(ε_G) + δ_PTR ≤ δ_B: GNMax's calibration over c answers
+(:func:`~darrm_opt.privacy.gnmax.gnmax_sigma_over_answers`) at δ = (δ_B − δ_PTR)/e^{ε_svt} rounded down, then
+the exact statement (:func:`~darrm_opt.privacy.stability.fallback_statement`) checked and σ raised until it
+holds. Calibrations are cached by (c, ε_G, δ_G), ε_G and δ_G rounded down to FALLBACK_DIGITS significant
+digits. The plan is the better of the searches with and without fallback.
 """
 
 from __future__ import annotations
@@ -29,9 +38,12 @@ from darrm_opt.errors import InvalidParameter
 from darrm_opt.privacy.stability import (
     MAX_INT,
     DistanceLaw,
+    Fallback,
     JobError,
     SvtParams,
+    binary_fallback_wrong,
     binary_law,
+    fallback_statement,
     job_error,
     multiclass_law,
     ptr_delta,
@@ -46,6 +58,19 @@ CUTOFFS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512
 #: then this many golden-section steps around its best point
 SPLITS = (0.15, 0.3, 0.45, 0.6, 0.75)
 GOLDEN_STEPS = 4
+#: with the GNMax fallback: the SVT's shares of ε_B, δ_PTR's shares of δ_B and the threshold's shares of the
+#: SVT's ε tried, and the cut-offs (every one is tried: the error is not unimodal in c, a large c answers almost
+#: every query by GNMax), with min(Q, 1024)
+FALLBACK_EPSILON_SHARES = (0.2, 0.5, 0.8)
+FALLBACK_DELTA_SHARES = (0.1, 0.5, 0.9)
+FALLBACK_SPLITS = (0.3, 0.6)
+FALLBACK_CUTOFFS = (1, 4, 16, 64, 256, 1024)
+#: significant digits ε_G and δ_G are rounded down to (a calibration serves every test of its key)
+FALLBACK_DIGITS = 2
+#: GNMax is calibrated at this share of δ_G (the discrete pair's pessimistic PLD is above the continuous δ)
+CALIBRATION_SHARE = 0.98
+#: σ is raised by this factor until the exact statement fits the budget
+SIGMA_STEP = 1.002
 
 
 @dataclass(frozen=True)
@@ -57,9 +82,13 @@ class StabilityCandidate:
     epsilon: float
     delta: float
     figures: JobError
+    fallback: Fallback | None = None
 
     def to_dict(self) -> dict[str, Any]:
+        fb = self.fallback
         return {**self.params.canonical(), "split": self.split, "epsilon": self.epsilon, "delta": self.delta,
+                "fallback_sigma": None if fb is None else fb.sigma,
+                "fallback_epsilon": None if fb is None else fb.epsilon,
                 "expected_error": self.figures.error, "expected_answered": self.figures.answered,
                 "bottom_share": self.figures.bottom_share}
 
@@ -126,8 +155,18 @@ class _Search:
         self.law, self.Q, self.eps, self.delta = law, queries, budget_epsilon, budget_delta
         self.scale = SCALE * max(1, math.ceil(budget_epsilon))
         self.seen: dict[tuple[int, int, int], StabilityCandidate] = {}
+        self.tests: dict[tuple[int, int, int], SvtParams] = {}
 
     def __call__(self, cutoff: int, split: float) -> StabilityCandidate:
+        p = self.svt(cutoff, split)
+        key = (cutoff, p.t_rho, p.t_nu)
+        if key not in self.seen:
+            self.seen[key] = StabilityCandidate(p, split, svt_epsilon(p), ptr_delta(p, self.Q),
+                                                job_error(p, self.law, self.Q))
+        return self.seen[key]
+
+    def svt(self, cutoff: int, split: float) -> SvtParams:
+        """The test of cut-off c and threshold share ``split`` within the search's (ε, δ) (module docstring)."""
         s = self.scale
         rho_eps = split * self.eps
         if not (0 < rho_eps < self.eps and s / rho_eps <= MAX_INT):
@@ -146,12 +185,10 @@ class _Search:
                                                      f"would exceed {MAX_INT}", self.eps)
         t_nu = max(1, math.ceil(need))
         key = (cutoff, t_rho, t_nu)
-        if key not in self.seen:
-            T = least_threshold(s, t_rho, t_nu, cutoff, self.Q, self.delta)
-            p = SvtParams(s, t_rho, t_nu, T, cutoff)
-            self.seen[key] = StabilityCandidate(p, split, svt_epsilon(p), ptr_delta(p, self.Q),
-                                                job_error(p, self.law, self.Q))
-        return self.seen[key]
+        if key not in self.tests:
+            self.tests[key] = SvtParams(s, t_rho, t_nu, least_threshold(s, t_rho, t_nu, cutoff, self.Q, self.delta),
+                                        cutoff)
+        return self.tests[key]
 
     def least_split(self) -> float:
         """The least split whose t_ρ = ⌈s/(split·ε_B)⌉ is within MAX_T_RHO (with a margin for rounding)."""
@@ -182,10 +219,90 @@ class _Search:
         return min([*grid, fa, fb], key=lambda c: c.figures.error)
 
 
+def _floor_digits(x: float, digits: int = FALLBACK_DIGITS) -> float:
+    """x rounded down to ``digits`` significant decimal digits (a float ≤ x)."""
+    if x <= 0:
+        return 0.0
+    e = math.floor(math.log10(x)) - digits + 1
+    v = math.floor(x / 10.0**e) * 10.0**e
+    while v > x:
+        v = math.nextafter(v, 0.0)
+    return v
+
+
+class _FallbackSearch:
+    """Candidates with the GNMax fallback (module docstring) for 0/1 votes."""
+
+    def __init__(self, K: int, prior: str, law: DistanceLaw, queries: int, budget_epsilon: float,
+                 budget_delta: float) -> None:
+        self.K, self.prior, self.law, self.Q = K, prior, law, queries
+        self.eps, self.delta = budget_epsilon, budget_delta
+        self.searches = {(a, b): _Search(law, queries, a * budget_epsilon, b * budget_delta)
+                         for a in FALLBACK_EPSILON_SHARES for b in FALLBACK_DELTA_SHARES}
+        self.sigmas: dict[tuple[int, float, float], float | None] = {}
+        self.seen: dict[tuple[SvtParams, Fallback], StabilityCandidate] = {}
+
+    def sigma(self, p: SvtParams) -> Fallback | None:
+        """The fallback of least σ whose statement with the test ``p`` is within the budget, or None."""
+        from darrm_opt.privacy.gnmax import gnmax_sigma_over_answers
+
+        e_svt = p.epsilon_threshold + p.epsilon_queries
+        eps_g = _floor_digits(float(Fraction(self.eps) - e_svt) * (1 - 1e-12))
+        rest = self.delta - ptr_delta(p, self.Q)
+        if eps_g <= 0 or rest <= 0:
+            return None
+        delta_g = _floor_digits(rest / math.exp(float(e_svt)) * (1 - 1e-9))
+        key = (p.cutoff, eps_g, delta_g)
+        if key not in self.sigmas:
+            sigma: float | None = gnmax_sigma_over_answers(p.cutoff, eps_g, delta_g * CALIBRATION_SHARE)
+            for _ in range(64):
+                if sigma is None or sigma > 1e4:
+                    sigma = None
+                    break
+                e, d = fallback_statement(p, self.Q, Fallback(sigma, eps_g))
+                if e <= self.eps and d <= self.delta:
+                    break
+                sigma *= SIGMA_STEP
+            else:  # pragma: no cover - the PLD's pessimism is far below 0.2^64
+                sigma = None
+            self.sigmas[key] = sigma
+        sigma = self.sigmas[key]
+        return None if sigma is None else Fallback(sigma, eps_g)
+
+    def candidate(self, p: SvtParams, split: float) -> StabilityCandidate | None:
+        fb = self.sigma(p)
+        if fb is None:
+            return None
+        if (p, fb) not in self.seen:
+            e, d = fallback_statement(p, self.Q, fb)
+            if e > self.eps or d > self.delta:  # the cached σ was checked with another test
+                return None
+            gw = binary_fallback_wrong(self.K, self.prior, fb.sigma)
+            self.seen[(p, fb)] = StabilityCandidate(p, split, e, d, job_error(p, self.law, self.Q,
+                                                                               fallback_wrong=gw), fb)
+        return self.seen[(p, fb)]
+
+    def best(self, cutoff: int) -> StabilityCandidate | None:
+        found: list[StabilityCandidate] = []
+        for search in self.searches.values():
+            least = search.least_split()
+            for f in FALLBACK_SPLITS:
+                if f < least:
+                    continue
+                try:
+                    cand = self.candidate(search.svt(cutoff, f), f)
+                except InvalidParameter:
+                    continue
+                if cand is not None:
+                    found.append(cand)
+        return min(found, key=lambda c: c.figures.error) if found else None
+
+
 def plan_stability(K: int, classes: int | None, prior: str, queries: int, budget_epsilon: float,
-                   budget_delta: float, cutoffs: tuple[int, ...] = CUTOFFS) -> StabilityPlan:
+                   budget_delta: float, cutoffs: tuple[int, ...] = CUTOFFS, fallback: bool = True) -> StabilityPlan:
     """The stability-based release of least exact expected error (⊥ counted as an error) whose job-wide
-    (ε, δ) is within (ε_B, δ_B) (module docstring). InvalidParameter naming the budget when none is."""
+    (ε, δ) is within (ε_B, δ_B) (module docstring), with or without the GNMax fallback (0/1 votes; ``fallback``
+    False: without only). InvalidParameter naming the budget when none is."""
     t0 = time.perf_counter()
     if not (budget_epsilon > 0 and math.isfinite(budget_epsilon)):
         raise InvalidParameter("budget_epsilon", "must be finite and > 0", budget_epsilon)
@@ -213,8 +330,22 @@ def plan_stability(K: int, classes: int | None, prior: str, queries: int, budget
             if worse >= 2:
                 break
     assert best is not None
+    found = list(search.seen.values())
+    if fallback and classes is None:
+        fbs = _FallbackSearch(K, prior, search.law, queries, min(budget_epsilon, MAX_EPSILON), budget_delta)
+        fb_best: StabilityCandidate | None = None
+        for c in sorted({c for c in FALLBACK_CUTOFFS if c < queries} | {min(queries, FALLBACK_CUTOFFS[-1])}):
+            fcand = fbs.best(c)
+            if fcand is not None and (fb_best is None or fcand.figures.error < fb_best.figures.error):
+                fb_best = fcand
+        found += list(fbs.seen.values())
+        if fb_best is not None and fb_best.figures.error < best.figures.error:
+            best = fb_best
     p = best.params
-    if svt_epsilon(p) > budget_epsilon or ptr_delta(p, queries) > budget_delta:  # pragma: no cover - by search
+    if best.fallback is None:
+        stated = (svt_epsilon(p), ptr_delta(p, queries))
+    else:
+        stated = fallback_statement(p, queries, best.fallback)
+    if stated[0] > budget_epsilon or stated[1] > budget_delta:  # pragma: no cover - by search
         raise AssertionError("the chosen stability release exceeds its budget")
-    return StabilityPlan(best, queries, budget_epsilon, budget_delta, tuple(search.seen.values()),
-                         time.perf_counter() - t0)
+    return StabilityPlan(best, queries, budget_epsilon, budget_delta, tuple(found), time.perf_counter() - t0)

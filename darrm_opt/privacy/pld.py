@@ -820,10 +820,20 @@ def cached_exact_epsilon(parts: Iterable[tuple[DominatingPair, int]], delta: flo
         return value
 
 
-def exact_delta(parts: Iterable[tuple[DominatingPair, int]], epsilon: float) -> float:
-    """δ at ``epsilon`` (an upper bound) of the same composition; 1 above EXACT_MAX_ANSWERS answers."""
+def exact_delta(parts: Iterable[tuple[DominatingPair, int]], epsilon: float, *, coarse: bool = False) -> float:
+    """δ at ``epsilon`` (an upper bound) of the composition :func:`exact_epsilon` reads: the composed
+    pessimistic PLD on the grid :func:`interval_for` (``coarse``: COARSE times coarser, still an upper bound),
+    read by :func:`delta_at`, the smaller with the long-double composition where the float64 error bound exceeds
+    WIDE_SHARE of the value; 1 above EXACT_MAX_ANSWERS answers."""
     key = canonical_parts(parts)
+    if not key:
+        return 0.0
     answers = sum(n for _, n in key)
     if answers > EXACT_MAX_ANSWERS:
         return 1.0
-    return delta_at(_composed(key, interval_for(answers)), epsilon)
+    interval = interval_for(answers) * (COARSE if coarse else 1.0)
+    composed = _composed(key, interval)
+    d = delta_at(composed, epsilon)
+    if error_share(composed, d) > WIDE_SHARE:
+        d = min(d, delta_at(_composed(key, interval, True), epsilon))
+    return d

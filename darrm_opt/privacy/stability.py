@@ -41,6 +41,17 @@ at query i),
     error = (1/Q) Σ_z Pr[ρ = z] Σ_{i=1..Q} [(1 − A_i(z)) + A_i(z)·(u(z) + w(z))],
 
 a finite sum over the support of ρ (the part of ρ's law beyond it, whose error is at most 1, is added).
+
+**The GNMax fallback** (docs/maths.md, "Stability-based release with a GNMax fallback"): an unstable query
+before the cut-off is answered by GNMax at σ (argmax of h + N_ℤ(0, σ²) per class) instead of ⊥. With (P, Q)
+one GNMax answer's dominating pair (:class:`~darrm_opt.privacy.gaussian_profile.GaussianProfile` (σ, (1, 1)))
+and δ_G(ε′) the hockey-stick divergence of (P, Q)^c at e^{ε′}, the job is (ε, δ)-DP for every ε ≥ ε_svt with
+
+    δ(ε) = e^{ε_svt}·δ_G(ε − ε_svt) + δ_PTR,
+
+stated at the one point ε = ε_svt + ε_G (:func:`fallback_statement`). Its error: in the term of a query the
+job reaches, u(z) becomes g(z) = Σ_d gw[d]·Pr[ν ≤ T + z − s·d], gw[d] = Pr[d(h) = d, GNMax_σ(h) wrong]
+(:func:`binary_fallback_wrong`), and every query the job reaches is answered.
 """
 
 from __future__ import annotations
@@ -266,12 +277,17 @@ class JobError:
     bottom_share: float
 
 
-def per_threshold(p: SvtParams, law: DistanceLaw, z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(u(z), w(z)): per query, Pr[unstable | ρ = z] and Pr[stable, released class wrong | ρ = z]."""
+def per_threshold(p: SvtParams, law: DistanceLaw, z: np.ndarray, fallback_wrong: np.ndarray | None = None
+                  ) -> Any:
+    """(u(z), w(z)): per query, Pr[unstable | ρ = z] and Pr[stable, released class wrong | ρ = z]; with
+    ``fallback_wrong`` (gw[d], of law.mass's length) also g(z) = Pr[unstable, GNMax wrong | ρ = z]."""
     x = p.threshold + z[:, None] - p.scale * np.arange(law.mass.size)[None, :]
-    u = _rows_dot(dlap_cdf(p.t_nu, x), law.mass)
+    cdf = dlap_cdf(p.t_nu, x)
+    u = _rows_dot(cdf, law.mass)
     w = _rows_dot(dlap_sf(p.t_nu, x), law.wrong)
-    return u, w
+    if fallback_wrong is None:
+        return u, w
+    return u, w, _rows_dot(cdf, fallback_wrong)
 
 
 def _rows_dot(a: np.ndarray, v: np.ndarray) -> np.ndarray:
@@ -322,22 +338,35 @@ def _stop_sums(u: np.ndarray, queries: int, cutoff: int) -> tuple[np.ndarray, np
     return R, S
 
 
-def job_error(p: SvtParams, law: DistanceLaw, queries: int, chunk: int = 1 << 16) -> JobError:
+def job_error(p: SvtParams, law: DistanceLaw, queries: int, chunk: int = 1 << 16,
+              fallback_wrong: np.ndarray | None = None) -> JobError:
     """The exact expected error of Q i.i.d. queries (module docstring), with the expected number answered and
     the share of ⊥; the mass of ρ beyond its summed support counted as errors. Per ρ = z the sums over the
-    queries are :func:`_stop_sums`: Σ_i error_i = S + R·(u + w), answered R·(1 − u), ⊥ S + R·u."""
+    queries are :func:`_stop_sums`: Σ_i error_i = S + R·(u + w), answered R·(1 − u), ⊥ S + R·u. With the GNMax
+    fallback (``fallback_wrong`` = gw[d], :func:`binary_fallback_wrong`) an unstable query the job reaches is
+    answered, wrong with probability g(z) = Σ_d gw[d]·Pr[ν ≤ T + z − s·d]: Σ_i error_i = S + R·(g + w),
+    answered R, ⊥ S."""
     Q = _positive_int("queries", queries, 1 << 40)
     for reach in ERROR_TAILS:
         z = _rho_support(p.t_rho, reach)
         pz = dlap_pmf(p.t_rho, z)
         keep = pz > 0
         z, pz = z[keep], pz[keep]
-        u, w = per_threshold(p, law, z)
-        R, S = _stop_sums(u, Q, p.cutoff)
-        err = _dot(pz, S + R * (u + w)) / Q
+        if fallback_wrong is None:
+            u, w = per_threshold(p, law, z)
+            R, S = _stop_sums(u, Q, p.cutoff)
+            err = _dot(pz, S + R * (u + w)) / Q
+        else:
+            u, w, g = per_threshold(p, law, z, fallback_wrong)
+            R, S = _stop_sums(u, Q, p.cutoff)
+            err = _dot(pz, S + R * (g + w)) / Q
         tail = _rho_tail(p.t_rho, reach)
         if tail <= 1e-3 * err:
             break
+    if fallback_wrong is not None:
+        ans = _dot(pz, R)
+        bot = _dot(pz, S) / Q
+        return JobError(min(1.0, err + tail), ans, min(1.0, bot + tail))
     ans = _dot(pz, R * (1 - u))
     bot = _dot(pz, S + R * u) / Q
     return JobError(min(1.0, err + tail), ans, min(1.0, bot + tail))
@@ -370,3 +399,81 @@ def dp_pair_profile(epsilon: float, delta: float) -> Any:
 def job_profile(p: SvtParams, queries: int) -> Any:
     """The whole job's dominating pair: :func:`dp_pair_profile` of (:func:`svt_epsilon`, :func:`ptr_delta`)."""
     return dp_pair_profile(svt_epsilon(p), ptr_delta(p, queries))
+
+
+# ------------------------------------------------------------------------------------------------------
+# The GNMax fallback of unstable queries
+# ------------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Fallback:
+    """Unstable queries before the cut-off answered by GNMax with noise N_ℤ(0, ``sigma``²) per class, the
+    job's statement taken at ε = ε_svt + ``epsilon`` (the GNMax share ε_G)."""
+
+    sigma: float
+    epsilon: float
+
+    def __post_init__(self) -> None:
+        from darrm_opt.model.gnmax import MAX_SIGMA
+
+        s, e = self.sigma, self.epsilon
+        if isinstance(s, bool) or not isinstance(s, (int, float)) or not (0 < s <= MAX_SIGMA):
+            raise InvalidParameter("fallback_sigma", f"must be a number with 0 < fallback_sigma <= {MAX_SIGMA:g}", s)
+        if isinstance(e, bool) or not isinstance(e, (int, float)) or not (0 <= e <= 700):
+            raise InvalidParameter("fallback_epsilon", "must be a number with 0 <= fallback_epsilon <= 700", e)
+        object.__setattr__(self, "sigma", float(s))
+        object.__setattr__(self, "epsilon", float(e))
+
+    def profile(self) -> Any:
+        """One GNMax answer's dominating pair (P, Q): N_ℤ(0, σ²)² against N_ℤ((1, 1), σ²)."""
+        from darrm_opt.privacy.gaussian_profile import GaussianProfile
+
+        return GaussianProfile(self.sigma, (1, 1))
+
+
+def fallback_delta(sigma: float, cutoff: int, epsilon: float) -> float:
+    """δ_G(ε′): the hockey-stick divergence at e^{ε′} of c GNMax answers' product pair (P, Q)^c (Zhu, Dong,
+    Wang 2022, Thm 10), an upper bound read off the composed pessimistic PLD on the coarse grid
+    (:func:`darrm_opt.privacy.pld.exact_delta`)."""
+    from darrm_opt.privacy.pld import exact_delta
+
+    return exact_delta(((Fallback(sigma, epsilon).profile(), cutoff),), epsilon, coarse=True)
+
+
+def _exp_up(v: Fraction) -> float:
+    """An upper bound of e^v (exp of v rounded up, within one ulp, raised four ulps)."""
+    x = math.exp(round_up(v))
+    for _ in range(4):
+        x = math.nextafter(x, math.inf)
+    return x
+
+
+def fallback_statement(p: SvtParams, queries: int, fb: Fallback) -> tuple[float, float]:
+    """The job's (ε, δ) with the fallback: ε = ε_svt + ε_G rounded up and δ = e^{ε_svt}·δ_G(ε_G) + δ_PTR
+    (docs/maths.md, "Stability-based release with a GNMax fallback"), every factor an upper bound and the sum
+    rounded up. δ_G decreases in its argument and the stated ε − ε_svt ≥ ε_G, so δ bounds δ(ε)."""
+    e_svt = p.epsilon_threshold + p.epsilon_queries
+    eps = round_up(e_svt + Fraction(fb.epsilon))
+    d_g = fallback_delta(fb.sigma, p.cutoff, fb.epsilon)
+    total = _exp_up(e_svt) * d_g * (1 + 4 * DELTA_MARGIN) + ptr_delta(p, queries)
+    return eps, min(1.0, math.nextafter(total * (1 + 1e-15), math.inf))
+
+
+def binary_fallback_wrong(K: int, prior: Any, sigma: float) -> np.ndarray:
+    """gw[d] = Pr[d(h) = d and GNMax_σ answers against the majority] for 0/1 votes under a DaRRM prior:
+    given L = l ≠ K/2, Pr[wrong | l] = (1 − γ(l))/2 with γ GNMax's effective table
+    (:func:`darrm_opt.model.gnmax.binary_gamma`: Pr[right] − Pr[wrong], a noisy tie split evenly), raised by
+    the noise mass it drops (2·Pr[|Z| > L] per query); a tie l = K/2 is answered uniformly, as the stable
+    release answers it, and counted as the kind counts a tie (no error)."""
+    from darrm_opt.model.gnmax import binary_gamma, discrete_gaussian_pmf, tail_cut
+    from darrm_opt.model.objective import expected_pmf
+    from darrm_opt.model.params import Prior
+
+    alpha = expected_pmf(K, Prior.parse(prior))
+    _, tail = discrete_gaussian_pmf(sigma, tail_cut(sigma))
+    l = np.arange(K + 1)
+    wrong = np.minimum(1.0, (1.0 - binary_gamma(K, sigma)) / 2 + 2 * tail)
+    wrong[2 * l == K] = 0.0
+    gaps = np.abs(2 * l - K)
+    d = distance_from_gap(gaps)
+    n = int(distance_from_gap(K)) + 1
+    return np.bincount(d, weights=np.maximum(alpha, 0.0) * wrong, minlength=n)
