@@ -147,7 +147,7 @@ def test_progress_goes_to_stderr_and_json_stdout_stays_clean(tmp_path):
     for args, steps in (
         (("solve", "--K", "11", "--m", "3"), [r"^finding γ_opt \.\.\.$", r"^computing the privacy profile \.\.\.$"]),
         (("plan", "--K", "40", "--classes", "3", "--queries", "30", "--budget", "2,1e-5"),
-         [r"^plan: darrm \(1/\d+\) \.\.\.$", r"^plan: gnmax \(\d+/\d+\) \.\.\.$",
+         [r"^plan: darrm-pate \(1/\d+\) \.\.\.$", r"^plan: gnmax \(\d+/\d+\) \.\.\.$",
           r"^plan: gnmax offers E\[error\] 0\.\d+$"]),
     ):
         r = cli(*args, "--format", "json", cwd=tmp_path)

@@ -243,6 +243,10 @@ def _plan_job(job: Any, progress: Any, kinds: Sequence[str] | None) -> tuple[Any
     offers: list[Any] = []
     refused: dict[str, str] = {}
     errors: dict[str, DarrmError] = {}
+    if kinds is not None and not job.thorough:  # kinds the user named: every variant of theirs is searched
+        from dataclasses import replace
+
+        job = replace(job, thorough=True)
     asked = ([mechanism(k) for k in kinds] if kinds is not None
              else [m for m in MECHANISMS.values() if m.planned_by_default])
     if kinds is not None:  # a kind the user named for teachers it does not serve: its rule, naming teachers

@@ -59,6 +59,9 @@ class Job:
     #: m: only offers whose answers each read a uniform random m of the K teachers (kinds with
     #: ``subsampling``; PATE setting only); None: every kind, those with ``subsampling`` searching m themselves
     subsample: int | None = None
+    #: search every variant of the kinds asked, those that rarely win and cost much to calibrate included (the
+    #: stability kind's GNMax fallback); ``plan_job`` sets it when the kinds are named
+    thorough: bool = False
 
     def __post_init__(self) -> None:
         check_plan_accounting(self.accounting)
@@ -102,9 +105,9 @@ class Job:
             object.__setattr__(self, "epsilon", e)
 
     def canonical(self) -> dict[str, Any]:
-        """Every field; ``subsample`` only where set (a job without it keeps its form)."""
+        """Every field; ``subsample`` and ``thorough`` only where set (a job without them keeps its form)."""
         return {k: getattr(self, k) for k in self.__dataclass_fields__
-                if k != "subsample" or self.subsample is not None}
+                if (k != "subsample" or self.subsample is not None) and (k != "thorough" or self.thorough)}
 
 
 def normal_prior(prior: object, classes: int | None) -> str:
