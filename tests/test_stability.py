@@ -289,7 +289,8 @@ def test_discrete_laplace_refuses_a_bad_scale() -> None:
 
 
 def test_job_profile_is_the_epsilon_delta_pair() -> None:
-    from darrm_opt.privacy.stability import dp_pair_profile, job_profile
+    from darrm_opt.mechanisms.stability import StabilityParams
+    from darrm_opt.privacy.stability import dp_pair_profile
 
     eps, delta = 1.3, 1e-6
     prof = dp_pair_profile(eps, delta)
@@ -298,7 +299,7 @@ def test_job_profile_is_the_epsilon_delta_pair() -> None:
         assert prof.delta(e) >= true
         assert prof.delta(e) == pytest.approx(true, rel=1e-12, abs=1e-18)
     p = SvtParams(4, 5, 9, 30, 2)
-    jp = job_profile(p, 100)
+    jp = StabilityParams(5, None, p, 100).profile()
     assert jp.delta(svt_epsilon(p)) == pytest.approx(ptr_delta(p, 100), rel=1e-12)
     assert jp.delta(svt_epsilon(p)) >= ptr_delta(p, 100)
 

@@ -105,6 +105,10 @@ class StabilityParams:
             return svt_epsilon(self.svt), ptr_delta(self.svt, self.quota)
         return _fallback_statement(self.svt, self.quota, fb)
 
+    def profile(self) -> Any:
+        """The job's statement as a dominating pair (:func:`~darrm_opt.privacy.stability.dp_pair_profile`)."""
+        return dp_pair_profile(*self.statement())
+
     @property
     def C(self) -> int:
         return 2 if self.classes is None else self.classes
@@ -172,8 +176,8 @@ class StabilityRelease:
         return self.params.statement()[1]
 
     def profile(self) -> Any:
-        """The job's (ε, δ) as a dominating pair (:func:`darrm_opt.privacy.stability.dp_pair_profile`)."""
-        return dp_pair_profile(*self.params.statement())
+        """The job's (ε, δ) as a dominating pair (:meth:`StabilityParams.profile`)."""
+        return self.params.profile()
 
     def _fallback_answer(self, h: np.ndarray, random_bytes: RandomBytes) -> int:
         """GNMax's answer for one histogram (:class:`~darrm_opt.mechanisms.vote_samplers.GnmaxSampler`)."""
@@ -369,7 +373,7 @@ class Stability(Mechanism):
         return certificate_of(params)
 
     def profile(self, params: StabilityParams, gamma: np.ndarray) -> Any:
-        return dp_pair_profile(*params.statement())
+        return params.profile()
 
     def table(self, params: Any, gamma: Any, certificate: Any, teachers: str | None = None,
               profile: Any = None) -> Any:

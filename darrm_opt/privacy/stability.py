@@ -396,11 +396,6 @@ def dp_pair_profile(epsilon: float, delta: float) -> Any:
     return PrivacyProfile(((epsilon, round_up(d)),), vertices)
 
 
-def job_profile(p: SvtParams, queries: int) -> Any:
-    """The whole job's dominating pair: :func:`dp_pair_profile` of (:func:`svt_epsilon`, :func:`ptr_delta`)."""
-    return dp_pair_profile(svt_epsilon(p), ptr_delta(p, queries))
-
-
 # ------------------------------------------------------------------------------------------------------
 # The GNMax fallback of unstable queries
 # ------------------------------------------------------------------------------------------------------
