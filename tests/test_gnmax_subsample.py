@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from functools import lru_cache
+from functools import cache
 
 import numpy as np
 import pytest
@@ -20,7 +20,7 @@ def histograms(K: int, C: int) -> list[tuple[int, ...]]:
     return [h for h in itertools.product(range(K + 1), repeat=C) if sum(h) == K]
 
 
-@lru_cache(maxsize=None)
+@cache
 def gnmax_law(h: tuple[int, ...], sigma: float) -> np.ndarray:
     """Pr[answer = c] of GNMax_σ on histogram h (ties uniform, as the sampler breaks them)."""
     return np.array(GnmaxSampler(sum(h), len(h), sigma).distribution(h))
@@ -136,3 +136,100 @@ def test_subsample_rules(bad):
     assert e.value.parameter in ("subsample", "K")
     with pytest.raises(InvalidParameter, match="subsample"):
         GaussianProfile(2.0, (1, 1), discrete=False, subsample=(3, 5))
+
+
+# --- the kind: parameters, table documents, the sampler, the error ----------------------------------------
+
+def test_gnmax_params_subsample_rules_and_key():
+    from darrm_opt.model.gnmax import GnmaxParams
+
+    assert GnmaxParams(5, 3, 2.0, subsample=5) == GnmaxParams(5, 3, 2.0)  # m = K: every teacher, the same key
+    p = GnmaxParams(5, 3, 2.0, subsample=3)
+    assert p.m == 3 and p.canonical()["subsample"] == 3 and p.key() != PLAIN_KEY
+    for bad in (0, 6, 2.5, "x", True):
+        with pytest.raises(InvalidParameter) as e:
+            GnmaxParams(5, 3, 2.0, subsample=bad)
+        assert e.value.parameter == "subsample"
+
+
+def test_subsampled_table_document_round_trip_and_verify(tmp_path):
+    import json
+
+    from darrm_opt.mechanisms import mechanism, table_document, table_from_document
+    from darrm_opt.model.gnmax import GnmaxParams
+    from darrm_opt.release.verify import TableFileMismatch, verify
+
+    kind = mechanism("gnmax")
+    params = GnmaxParams(7, 3, 1.5, subsample=3)
+    table = kind.certify_table(params, np.zeros(0))
+    assert table.profile == GaussianProfile(1.5, (1, 1), subsample=(3, 7))
+    plain = kind.certify_table(GnmaxParams(7, 3, 1.5), np.zeros(0))
+    assert table.epsilon0 < plain.epsilon0  # amplified
+    assert "3 of 7 teachers" in table.certificate.pair
+    doc = table_document(table)
+    assert doc["subsample"] == 3 and doc["privacy_profile"]["subsample"] == [3, 7]
+    assert "subsample" not in table_document(plain) and "subsample" not in table_document(plain)["privacy_profile"]
+    assert table_from_document(json.loads(json.dumps(doc))) == table
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(doc))
+    assert verify(str(path)).certified
+    # a document whose profile is the plain pair (not the amplified one) is refused
+    bad = {**doc, "privacy_profile": plain.profile.to_dict()}
+    with pytest.raises(InvalidParameter, match="privacy_profile"):
+        table_from_document(bad, certify=False)
+    path.write_text(json.dumps(bad))
+    with pytest.raises(TableFileMismatch, match="privacy_profile"):
+        verify(str(path))
+
+
+@pytest.mark.parametrize(("labels", "m", "sigma"), [((0, 0, 1, 2, 2), 3, 0.8), ((0, 1, 1, 1), 2, 0.5),
+                                                   ((2, 0, 1, 1, 0, 2), 1, 1.0)])
+def test_subsampled_sampler_follows_its_law(labels, m, sigma):
+    from scripted_bytes import chi2_pvalue, seeded
+
+    from darrm_opt.mechanisms.vote_samplers import SubsampledGnmaxSampler
+
+    C = 3
+    K = len(labels)
+    h = tuple(int(np.sum(np.array(labels) == c)) for c in range(C))
+    law = subsampled_law(h, m, sigma)
+    s = SubsampledGnmaxSampler(K, C, sigma, m, seeded(7))
+    out = s(np.tile(np.array(labels), (40_000, 1)))
+    assert chi2_pvalue(np.bincount(out, minlength=C), law) > 1e-3
+    # the subset itself: each teacher is read with probability m/K, and the subset's histogram is hypergeometric
+    sub = s.subset_histograms(np.tile(np.arange(K) % C, (30_000, 1)))
+    assert sub.sum(axis=1).tolist() == [m] * 30_000
+    with pytest.raises(InvalidParameter, match="subsample"):
+        SubsampledGnmaxSampler(K, C, sigma, K + 1)
+
+
+def test_subsampled_error_is_against_every_teacher_for_binary_votes_and_the_true_class_for_labels():
+    """0/1 votes: DaRRM's error (Def. 2.4, against the majority of all K) of the effective K-teacher table
+    Γ(L) = s_L(2·Pr[answer = 1 | L] − 1), Pr[answer = 1 | L] enumerated over the subset's j and D = Z₁ − Z₀;
+    class labels: the m-teacher figure (the subset's votes are i.i.d. from the same prior)."""
+    from darrm_opt.model.gnmax import discrete_gaussian_pmf, gnmax_error, subsampled_gnmax_error, tail_cut
+    from darrm_opt.model.multiclass import MulticlassPrior
+    from darrm_opt.model.neighbours import signs
+    from darrm_opt.model.objective import expected_error
+    from darrm_opt.model.params import Prior
+
+    K, m, sigma = 9, 4, 1.3
+    prior = Prior.parse("paper")
+    L_ = tail_cut(sigma)
+    p, tail = discrete_gaussian_pmf(sigma, L_)
+    d = np.convolve(p, p)  # D = Z₁ − Z₀ on −2L..2L
+    D = np.arange(-2 * L_, 2 * L_ + 1)
+    table = np.zeros(K + 1)
+    for L in range(K + 1):
+        one = 0.0
+        for j in range(m + 1):
+            w = math.comb(L, j) * math.comb(K - L, m - j) / math.comb(K, m)
+            gap = 2 * j - m  # ones minus zeros in the subset: answer 1 iff gap + D > 0, ties (= 0) a fair coin
+            one += w * float(d[gap + D > 0].sum() + 0.5 * d[gap + D == 0].sum())
+        table[L] = signs(K)[L] * (2 * one - 1)
+    err = float(expected_error(table, prior))
+    got = subsampled_gnmax_error(K, m, 2, sigma, prior)
+    assert err - 1e-12 <= got <= err + 2 * tail + 1e-12
+    assert got > gnmax_error(K, 2, sigma, prior)  # fewer teachers read: more error at the same σ
+    mc = MulticlassPrior.parse("dirichlet:2,0.5")
+    assert subsampled_gnmax_error(12, 5, 4, 1.0, mc) == gnmax_error(5, 4, 1.0, mc)
