@@ -233,3 +233,68 @@ def test_subsampled_error_is_against_every_teacher_for_binary_votes_and_the_true
     assert got > gnmax_error(K, 2, sigma, prior)  # fewer teachers read: more error at the same σ
     mc = MulticlassPrior.parse("dirichlet:2,0.5")
     assert subsampled_gnmax_error(12, 5, 4, 1.0, mc) == gnmax_error(5, 4, 1.0, mc)
+
+
+# --- planning ---------------------------------------------------------------------------------------------
+
+def test_plan_searches_the_subsample_grid_or_takes_the_jobs_m():
+    from darrm_opt.mechanisms import mechanism
+    from darrm_opt.planning.job import Job
+    from darrm_opt.planning.pate_plan import subsample_grid
+    from darrm_opt.privacy.pld import exact_epsilon
+
+    kind = mechanism("gnmax")
+    offer = kind.plan(Job(40, 200, 2.0, 1e-5, classes=4))
+    tried = offer.details["candidates"]
+    assert [c["subsample"] for c in tried] == list(subsample_grid(40))
+    best = min(tried, key=lambda c: (c["expected_error"], -c["subsample"]))
+    assert offer.details["subsample"] == best["subsample"] and offer.expected_error == best["expected_error"]
+    for c in tried:  # each m's σ fits the budget by the ledger's exact composition of its amplified pair
+        sub = None if c["subsample"] == 40 else (c["subsample"], 40)
+        assert exact_epsilon([(GaussianProfile(c["sigma"], (1, 1), subsample=sub), 200)], 1e-5) <= 2.0
+    fixed = kind.plan(Job(40, 200, 2.0, 1e-5, classes=4, subsample=10))
+    p = fixed.table.params
+    assert p.subsample == 10 and fixed.details["subsample"] == 10 and "candidates" not in fixed.details
+    assert fixed.table.profile == GaussianProfile(p.sigma, (1, 1), subsample=(10, 40))
+    assert fixed.epsilon_spent <= 2.0
+    # amplification lets σ fall about in proportion to m/K (the pair of m of K at σ·m/K spends about as much)
+    plain = next(c for c in tried if c["subsample"] == 40)
+    assert 0.15 < p.sigma / plain["sigma"] < 0.5
+
+
+@pytest.mark.slow
+def test_cli_plan_subsample_out_verify_and_aggregate_with_a_ledger(tmp_path):
+    """plan --mechanism gnmax --subsample --out, verify, aggregate --ledger paying the amplified pair's exact
+    composition; the budget's Q answers fit and the next batch is refused (subprocesses)."""
+    import json
+
+    from cli_helpers import run_cli
+
+    from darrm_opt.mechanisms import table_from_document
+    from darrm_opt.privacy.pld import exact_epsilon
+
+    r = run_cli("plan", "--K", "20", "--classes", "3", "--queries", "100", "--budget", "2,1e-5", "--mechanism",
+                "gnmax", "--subsample", "7", "--format", "json", "--out", "t.json", "-q", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    doc = json.loads((tmp_path / "t.json").read_text())
+    assert doc["kind"] == "gnmax" and doc["subsample"] == 7 and doc["privacy_profile"]["subsample"] == [7, 20]
+    table = table_from_document(doc)
+    assert table.profile == GaussianProfile(doc["sigma"], (1, 1), subsample=(7, 20))
+    r = run_cli("verify", "t.json", cwd=tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr
+    rows = np.random.default_rng(0).integers(0, 3, size=(100, 20))
+    (tmp_path / "v.csv").write_text("".join(",".join(str(int(x)) for x in row) + "\n" for row in rows))
+    args = ("aggregate", "--table", "t.json", "--votes", "v.csv", "--ledger-db", str(tmp_path / "l.db"),
+            "--ledger", "job")
+    r = run_cli(*args, "--budget", "2,1e-5", "--format", "json", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert len(out["answers"]) == 100 and set(out["answers"]) <= {0, 1, 2}
+    spent = out["ledger"]["epsilon_spent"]
+    assert spent <= 2.0
+    assert spent == pytest.approx(exact_epsilon([(table.profile, 100)], 1e-5), abs=1e-3)
+    r = run_cli(*args, cwd=tmp_path)
+    assert r.returncode == 1 and "nothing was released" in r.stderr
+    r = run_cli("plan", "--K", "20", "--classes", "3", "--queries", "100", "--budget", "2,1e-5", "--mechanism",
+                "gnmax", "--subsample", "21", "-q", cwd=tmp_path)
+    assert r.returncode != 0 and "subsample" in r.stderr

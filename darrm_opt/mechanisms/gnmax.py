@@ -251,7 +251,7 @@ class Gnmax(_GaussianKind):
         from darrm_opt.planning.job import Offer
         from darrm_opt.privacy.pld import exact_epsilon
 
-        if job.teachers != SETTING:
+        if job.teachers != SETTING or job.subsample is not None:  # its policy reads every teacher
             return None
         t0 = time.perf_counter()
         C, prior = classes_and_prior(job)
