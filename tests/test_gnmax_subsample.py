@@ -254,7 +254,8 @@ def test_plan_searches_the_subsample_grid_or_takes_the_jobs_m():
         assert exact_epsilon([(GaussianProfile(c["sigma"], (1, 1), subsample=sub), 200)], 1e-5) <= 2.0
     fixed = kind.plan(Job(40, 200, 2.0, 1e-5, classes=4, subsample=10))
     p = fixed.table.params
-    assert p.subsample == 10 and fixed.details["subsample"] == 10 and "candidates" not in fixed.details
+    assert p.subsample == 10 and fixed.details["subsample"] == 10
+    assert [c["subsample"] for c in fixed.details["candidates"]] == [10]
     assert fixed.table.profile == GaussianProfile(p.sigma, (1, 1), subsample=(10, 40))
     assert fixed.epsilon_spent <= 2.0
     # amplification lets σ fall about in proportion to m/K (the pair of m of K at σ·m/K spends about as much)

@@ -197,6 +197,7 @@ class Gnmax(_GaussianKind):
     summary = "GNMax: the argmax of the vote histogram plus discrete Gaussian noise per class (PATE setting)"
     document_fields = ("K", "classes", "teachers", "sigma")
     subsampling = True
+    search_details = ("candidates",)  # every m its plan tried (planning.gaussian_plan.plan_gnmax)
 
     def examples(self) -> tuple[Example, ...]:
         return (Example(GnmaxParams(5, 3, 2.0), _EXAMPLE_JOB),

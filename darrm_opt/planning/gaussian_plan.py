@@ -73,8 +73,8 @@ def calibrate(profile_of: Callable[[float], GaussianProfile], queries: int, budg
     """(the smallest s found with spent(s) ≤ ε_B, its spent ε by the ledger's exact composition) for the
     profiles ``profile_of(s)`` (module docstring). ``rate``: the share γ = m/K of the teachers each answer
     reads (the profiles are amplified): the start is then the σ at which the central limit of Q subsampled
-    answers is μ-GDP, μ = γ√Q·(e^{μ₀²} − 1)^{1/2} with μ₀ the per-answer μ (Bu, Dong, Long, Su 2020, Thm 5;
-    only a start: the search decides). InvalidParameter naming ``queries`` above EXACT_MAX_ANSWERS (the
+    answers is μ-GDP, μ = γ√Q·(e^{μ₀²} − 1)^{1/2} with μ₀ the per-answer μ (Bu, Dong, Long, Su 2020, Thm 5),
+    at most the plain pair's start, refined by :func:`_refined` (only a start: the search decides). InvalidParameter naming ``queries`` above EXACT_MAX_ANSWERS (the
     ledger cannot compose them exactly)."""
     if not budget_delta > 0:
         raise InvalidParameter("budget_delta", "must be > 0 for a Gaussian release (no Gaussian mechanism is "
@@ -100,9 +100,9 @@ def calibrate(profile_of: Callable[[float], GaussianProfile], queries: int, budg
     unit = profile_of(1.0)
     mu_total = gdp_mu(budget_epsilon, budget_delta)
     s0 = math.sqrt(queries) / mu_total * unit.mu  # μ(s) = unit.mu / s
-    if rate < 1.0:
-        s0 = _refined(spent, unit.mu / math.sqrt(math.log1p((mu_total / (rate * math.sqrt(queries))) ** 2)),
-                      budget_epsilon)
+    if rate < 1.0:  # an amplified pair needs no more σ than the plain one (the central limit is poor at huge μ)
+        clt = unit.mu / math.sqrt(math.log1p((mu_total / (rate * math.sqrt(queries))) ** 2))
+        s0 = _refined(spent, min(clt, s0), budget_epsilon)
     if s0 / (1 + STEP) > MAX_SIGMA:
         raise InvalidParameter("budget_epsilon", f"too small for a Gaussian release: it needs σ ≈ {s0:.3g} > "
                                                  f"{MAX_SIGMA:g}", budget_epsilon)
@@ -203,9 +203,8 @@ def plan_gnmax(mech: Any, job: Job) -> Offer | None:
     _, _, params, spent = min(tried, key=lambda t: (t[0], t[1]))
     table = mech.certify_table(params, np.zeros(0), teachers=SETTING)
     details = mech.offer_details(table, "exact")
-    if len(tried) > 1:
-        details["candidates"] = [{"subsample": -mm, "sigma": p.sigma, "spent_epsilon": e, "expected_error": err}
-                                 for err, mm, p, e in tried]
+    details["candidates"] = [{"subsample": -mm, "sigma": p.sigma, "spent_epsilon": e, "expected_error": err}
+                             for err, mm, p, e in tried]
     return Offer(mech.kind, table, table.expected_error, spent, details, time.perf_counter() - t0)
 
 

@@ -130,7 +130,8 @@ def subsampled_pair(sigma: float, shifts: tuple[float, ...], m: int, K: int) -> 
     pp, lp = p[pos], loss[pos]
     q = pp * np.exp(-lp)
     amp = gamma * pp + (1.0 - gamma) * q  # = q·(1 + γ·expm1(ℓ)), exactly; each term without cancellation
-    lam = np.log1p(gamma * np.expm1(lp))
+    with np.errstate(over="ignore"):  # ℓ′ = ℓ + log(γ + (1 − γ)e^{−ℓ}) where e^ℓ would overflow
+        lam = np.where(lp > 30.0, lp + np.log(gamma + (1.0 - gamma) * np.exp(-lp)), np.log1p(gamma * np.expm1(lp)))
     n = p.size
     rel = (n + 16 + 4 * float(np.abs(loss).max())) * UNIT  # the base masses' error and q's exp(−ℓ)
     lmargin = (16 + 4 / gamma) * UNIT  # ℓ′ = log1p(γ expm1 ℓ) ≥ γℓ moves by ≤ ℓ′·(2u/γ) with ℓ's 2u, plus its own ulps
