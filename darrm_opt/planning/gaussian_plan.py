@@ -27,6 +27,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -74,8 +75,8 @@ def calibrate(profile_of: Callable[[float], GaussianProfile], queries: int, budg
     profiles ``profile_of(s)`` (module docstring). ``rate``: the share γ = m/K of the teachers each answer
     reads (the profiles are amplified): the start is then the σ at which the central limit of Q subsampled
     answers is μ-GDP, μ = γ√Q·(e^{μ₀²} − 1)^{1/2} with μ₀ the per-answer μ (Bu, Dong, Long, Su 2020, Thm 5),
-    at most the plain pair's start, refined by :func:`_refined` (only a start: the search decides). InvalidParameter naming ``queries`` above EXACT_MAX_ANSWERS (the
-    ledger cannot compose them exactly)."""
+    at most the plain pair's start, refined by :func:`_refined` (only a start: the search decides).
+    InvalidParameter naming ``queries`` above EXACT_MAX_ANSWERS (the ledger cannot compose them exactly)."""
     if not budget_delta > 0:
         raise InvalidParameter("budget_delta", "must be > 0 for a Gaussian release (no Gaussian mechanism is "
                                                "pure DP)", budget_delta)
@@ -179,6 +180,11 @@ def classes_and_prior(job: Job) -> tuple[int, str]:
     return job.classes, LABELS + job.prior if job.classes == 2 else job.prior
 
 
+def _gnmax_pair(sigma: float, subsample: tuple[int, int] | None) -> GaussianProfile:
+    """GNMax's pair at σ (amplified for ``subsample`` (m, K))."""
+    return GaussianProfile(sigma, (1, 1), subsample=subsample)
+
+
 def plan_gnmax(mech: Any, job: Job) -> Offer | None:
     """GNMax's offer for ``job``: σ calibrated (module docstring) for each m of
     :func:`~darrm_opt.planning.pate_plan.subsample_grid` (each answer reads a uniform m of the K teachers, its
@@ -195,8 +201,7 @@ def plan_gnmax(mech: Any, job: Job) -> Offer | None:
     fixed = getattr(job, "subsample", None)
     tried = []
     for m in (fixed,) if fixed is not None else subsample_grid(job.K):
-        sub = None if m == job.K else (m, job.K)
-        sigma, spent = calibrate(lambda s, sub=sub: GaussianProfile(s, (1, 1), subsample=sub), job.queries,
+        sigma, spent = calibrate(partial(_gnmax_pair, subsample=None if m == job.K else (m, job.K)), job.queries,
                                  job.budget_epsilon, job.budget_delta, m / job.K)
         params = GnmaxParams(job.K, C, sigma, prior, m)
         tried.append((mech.expected_error(params, np.zeros(0)), -m, params, spent))
