@@ -76,8 +76,9 @@ class PlanRequestIn(BaseModel):
                                         description="auto (every mechanism; the default with classes) or one "
                                                     f"kind ({', '.join(MECHANISMS)})")
     subsample: int | None = Field(None, ge=1, le=MAX_K, description=(
-        "disjoint-nonprivate 0/1 votes: only offers whose answers each read a uniform random subset of this many "
-        "of the K teachers (1..K), their cost amplified; default: the planner tries K, K/2 and K/4 itself"))
+        "disjoint-nonprivate teachers: only offers whose answers each read a uniform random subset of this many "
+        "of the K teachers (1..K), their cost amplified (darrm-pate for 0/1 votes, gnmax for 0/1 votes and class "
+        "labels); default: those kinds try K, K/2 and K/4 themselves"))
     accounting: Literal["worst-case", "data-dependent"] = Field(
         "worst-case", description="worst-case (default): choose only among offers whose Q answers fit the budget "
                                   "over every dataset (a plain ledger at the budget pays them all); "

@@ -25,10 +25,17 @@ from functools import lru_cache
 from typing import Any, ClassVar, Literal
 
 import numpy as np
+from pydantic import Field
 
 from darrm_opt.certify.verdict import VerdictFields
 from darrm_opt.errors import InvalidParameter
-from darrm_opt.model.gnmax import ConfidentGnmaxParams, GnmaxParams, abstain_probability, confident_error, gnmax_error
+from darrm_opt.model.gnmax import (
+    ConfidentGnmaxParams,
+    GnmaxParams,
+    abstain_probability,
+    confident_error,
+    subsampled_gnmax_error,
+)
 from darrm_opt.privacy.gaussian_profile import GaussianProfile
 
 from .base import Example, Mechanism, Solved, certificate_of_fields, exact_pair_check
@@ -86,7 +93,11 @@ def _certificate(profile: GaussianProfile) -> GaussianPldCertificate:
         d = delta_at(pld, eps)
     ok = d <= DELTA0 and math.isfinite(eps)
     pair = ", ".join(f"N_Z({s:g}, {x:g}^2)" for s, x in zip(profile.shifts, profile.coordinate_sigmas))
-    return GaussianPldCertificate(ok, eps, DELTA0, d, f"N_Z(0, σ²) per coordinate against {pair}", CERT_INTERVAL,
+    pair = f"N_Z(0, σ²) per coordinate against {pair}"
+    if profile.subsample is not None:
+        pair += (f", amplified for {profile.subsample[0]} of {profile.subsample[1]} teachers sampled per answer "
+                 "(BBG 2018 Thm 10)")
+    return GaussianPldCertificate(ok, eps, DELTA0, d, pair, CERT_INTERVAL,
                                "" if ok else f"δ(ε₀) = {d:g} > δ₀ = {DELTA0:g}")
 
 
@@ -99,6 +110,8 @@ class GnmaxTableOut(GaussianTableOut):
     """A served gnmax release."""
 
     kind: Literal["gnmax"]
+    subsample: int | None = Field(None, description="m: each answer runs GNMax on a uniform random m of the K "
+                                                    "teachers (null: all K)")
 
 
 class ConfidentGnmaxTableOut(GaussianTableOut):
@@ -183,32 +196,43 @@ class Gnmax(_GaussianKind):
     params_type = GnmaxParams
     summary = "GNMax: the argmax of the vote histogram plus discrete Gaussian noise per class (PATE setting)"
     document_fields = ("K", "classes", "teachers", "sigma")
+    subsampling = True
+    search_details = ("candidates",)  # every m its plan tried (planning.gaussian_plan.plan_gnmax)
 
     def examples(self) -> tuple[Example, ...]:
-        return (Example(GnmaxParams(5, 3, 2.0), _EXAMPLE_JOB),)
+        return (Example(GnmaxParams(5, 3, 2.0), _EXAMPLE_JOB),
+                Example(GnmaxParams(5, 3, 1.5, subsample=3), {**_EXAMPLE_JOB, "subsample": 3}))
 
     def params_from(self, data: Mapping[str, Any]) -> GnmaxParams:
         return GnmaxParams(data.get("K"), data.get("classes"), data.get("sigma"),  # type: ignore[arg-type]
-                           data.get("prior") or "paper")
+                           data.get("prior") or "paper", data.get("subsample"))
 
     def profile(self, params: GnmaxParams, gamma: np.ndarray) -> GaussianProfile:
-        return GaussianProfile(params.sigma, (1, 1))
+        """The pair (σ, (1, 1)); with ``subsample`` m of K, its amplified pair (BBG 2018 Thm 10 as an exact
+        finite pair: :mod:`darrm_opt.privacy.gaussian_profile`)."""
+        sub = None if params.subsample is None else (params.subsample, params.K)
+        return GaussianProfile(params.sigma, (1, 1), subsample=sub)
 
     def expected_error(self, params: GnmaxParams, gamma: np.ndarray) -> float:
-        return gnmax_error(params.K, params.C, params.sigma, params.prior)
+        """:func:`~darrm_opt.model.gnmax.subsampled_gnmax_error` (GNMax's error when every teacher is read)."""
+        return subsampled_gnmax_error(params.K, params.m, params.C, params.sigma, params.prior)
 
     def describe(self, params: GnmaxParams) -> str:
+        reads = "" if params.subsample is None else f", each answer on a uniform {params.m} of the {params.K} teachers"
         return (f"GNMax K = {params.K}, C = {params.C} (disjoint-nonprivate), noise N_Z(0, σ²) per class with "
-                f"σ = {params.sigma:.6g}")
+                f"σ = {params.sigma:.6g}{reads}")
 
     def sampler(self, table: Any, random_bytes: Any) -> Any:
-        from .vote_samplers import GnmaxSampler
+        from .vote_samplers import GnmaxSampler, SubsampledGnmaxSampler
 
-        return GnmaxSampler(table.params.K, table.params.C, table.params.sigma, random_bytes)
+        p = table.params
+        if p.subsample is not None:
+            return SubsampledGnmaxSampler(p.K, p.C, p.sigma, p.subsample, random_bytes)
+        return GnmaxSampler(p.K, p.C, p.sigma, random_bytes)
 
     def offer_details(self, table: Any, composition: str) -> dict[str, Any]:
-        """The calibrated σ."""
-        return {"sigma": table.params.sigma}
+        """The calibrated σ and the teachers each answer reads."""
+        return {"sigma": table.params.sigma, "subsample": table.params.m}
 
     def plan(self, job: Any, progress: Any = None) -> Any:
         from darrm_opt.planning.gaussian_plan import plan_gnmax
@@ -228,7 +252,7 @@ class Gnmax(_GaussianKind):
         from darrm_opt.planning.job import Offer
         from darrm_opt.privacy.pld import exact_epsilon
 
-        if job.teachers != SETTING:
+        if job.teachers != SETTING or job.subsample is not None:  # its policy reads every teacher
             return None
         t0 = time.perf_counter()
         C, prior = classes_and_prior(job)

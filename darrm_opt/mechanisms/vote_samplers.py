@@ -520,3 +520,45 @@ class GnmaxSampler(LabelSampler):
             passed = float(p1[max(need + L1, 0):].sum()) if need <= L1 else 0.0
             out = [passed * x for x in out]
         return out
+
+
+class SubsampledGnmaxSampler(LabelSampler):
+    """GNMax on a uniform m-subset of the K teachers, drawn per row without replacement (``subsample``): a
+    partial Fisher–Yates shuffle of each row's labels, m steps, step t swapping position t with a uniform
+    position among t..K−1 (:func:`uniform_indices`, exact rejection of 64-bit words, 8 bytes per row and
+    step in row order); the first m labels are a uniform m-subset. Then :class:`GnmaxSampler` of m teachers
+    on their histogram (its draws follow)."""
+
+    def __init__(self, K: int, C: int, sigma: float, m: int, random_bytes: RandomBytes = system_random) -> None:
+        self.K, self.C = int(K), int(C)
+        if isinstance(m, bool) or not isinstance(m, (int, np.integer)) or not 1 <= m <= self.K:
+            raise InvalidParameter("subsample", f"must be between 1 and K = {self.K}", m)
+        self.m = int(m)
+        self.gnmax = GnmaxSampler(self.m, self.C, sigma, random_bytes)
+        self.random_bytes = random_bytes
+        self.dtype = np.int16
+        self._all_kept, self._limit = uniform_rejection(self.K)
+
+    def prepare(self, votes: np.ndarray | Sequence[Sequence[int]]) -> np.ndarray:
+        """The (rows, K) class labels, checked (InvalidParameter naming ``votes``)."""
+        return np.array(class_labels(votes, self.K, self.C), dtype=np.int64)
+
+    def subset_histograms(self, labels: np.ndarray) -> np.ndarray:
+        """(rows, C) histograms of a uniform m-subset of each row's labels (the class docstring)."""
+        v = np.array(labels, dtype=np.int64)
+        n = v.shape[0]
+        rows = np.arange(n)
+        for t in range(self.m):
+            u = uniform_indices(np.full(n, self.K - t, dtype=np.int64), self._all_kept, self._limit,
+                                self.random_bytes)
+            pick = t + u
+            a, b = v[rows, t].copy(), v[rows, pick]
+            v[rows, t] = b
+            v[rows, pick] = a
+        return label_histograms(v[:, : self.m], self.C)
+
+    def draw(self, prepared: np.ndarray) -> np.ndarray:
+        """The answers for the labels of :meth:`prepare`, with fresh exact coins."""
+        if prepared.shape[0] == 0:
+            return np.zeros(0, dtype=self.dtype)
+        return self.gnmax.answers_from_histograms(self.subset_histograms(prepared))

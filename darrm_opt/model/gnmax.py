@@ -44,7 +44,7 @@ import numpy as np
 from darrm_opt.errors import InvalidParameter
 from darrm_opt.lazy import LazyModule
 from darrm_opt.model.multiclass import MAX_CLASSES, MAX_TEACHERS, MulticlassPrior, normaliser
-from darrm_opt.model.params import Prior, digest, finite_number
+from darrm_opt.model.params import Prior, digest, finite_number, integer_in
 
 special: Any = LazyModule("scipy.special")
 
@@ -127,15 +127,31 @@ class GnmaxParams:
     C: int
     sigma: float
     prior: Any = "paper"
+    #: m: each answer runs GNMax on a uniform random m of the K teachers, drawn per answer without replacement
+    #: (1 ≤ m ≤ K; None, or m = K: every teacher); its pair is amplified (docs/maths.md, subsampled teachers)
+    subsample: int | None = None
 
     def __post_init__(self) -> None:
         _check_kc(self.K, self.C)
         object.__setattr__(self, "sigma", _sigma("sigma", self.sigma))
         object.__setattr__(self, "prior", parse_prior(self.prior, self.C))
-        check_error_work(self.K, self.C, self.sigma, self.prior)
+        if self.subsample is not None:
+            m = integer_in("subsample", self.subsample, 1, self.K)
+            object.__setattr__(self, "subsample", None if m == self.K else m)
+        check_error_work(self.m, self.C, self.sigma, self.prior)
+
+    @property
+    def m(self) -> int:
+        """The teachers each answer reads: ``subsample``, or K."""
+        return self.K if self.subsample is None else self.subsample
 
     def canonical(self) -> dict[str, Any]:
-        return {"K": self.K, "classes": self.C, "sigma": self.sigma, "prior": prior_spec(self.prior, self.C)}
+        """The parameters' one form; ``subsample`` only where set (a table of every teacher keeps its id)."""
+        out: dict[str, Any] = {"K": self.K, "classes": self.C, "sigma": self.sigma,
+                               "prior": prior_spec(self.prior, self.C)}
+        if self.subsample is not None:
+            out["subsample"] = self.subsample
+        return out
 
     def key(self) -> str:
         return digest({"kind": "gnmax", **self.canonical()})
@@ -266,6 +282,31 @@ def gnmax_error(K: int, C: int, sigma: float, prior: Prior | MulticlassPrior) ->
         _, tail = discrete_gaussian_pmf(sigma, tail_cut(sigma))
         return min(1.0, float(expected_error(binary_gamma(K, sigma), prior)) + 2 * tail)
     return min(1.0, (C - 1) * multiclass_wrong(K, C, sigma, prior))
+
+
+@lru_cache(maxsize=64)
+def subsampled_gnmax_error(K: int, m: int, C: int, sigma: float, prior: Prior | MulticlassPrior) -> float:
+    """The expected error of GNMax_σ run on a uniform m-subset of the K teachers (drawn without replacement),
+    measured as every GNMax offer's is (module docstring):
+
+    - a 0/1-vote prior: against the majority of ALL K teachers. Given L ones among the K the subset holds
+      j ~ Hypergeometric(K, L, m) ones, so the release is DaRRM of the K votes with the table
+      Γ = :func:`~darrm_opt.model.neighbours.subsampled_table` of the m-teacher effective table
+      :func:`binary_gamma` (m, σ); its error is DaRRM's (Def. 2.4) of Γ under the prior of the K votes, plus
+      the dropped noise mass;
+    - a class-label prior: against the true class y. Every class-label prior draws the K votes i.i.d. given y
+      (and, for ``dirichlet``, the class probabilities π), so any m of them are the m votes of the same prior
+      (Multinomial(m, q), Dirichlet-multinomial(m; α)): the error is :func:`gnmax_error` (m, C, σ)."""
+    if m == K:
+        return gnmax_error(K, C, sigma, prior)
+    if isinstance(prior, Prior):
+        from darrm_opt.model.neighbours import subsampled_table
+        from darrm_opt.model.objective import expected_error
+
+        _, tail = discrete_gaussian_pmf(sigma, tail_cut(sigma))
+        gam = subsampled_table(K, binary_gamma(m, sigma))
+        return min(1.0, float(expected_error(gam, prior)) + 2 * tail)
+    return gnmax_error(m, C, sigma, prior)
 
 
 @lru_cache(maxsize=16)

@@ -27,6 +27,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -69,10 +70,13 @@ ABSTAIN_RATIO = 0.1
 
 
 def calibrate(profile_of: Callable[[float], GaussianProfile], queries: int, budget_epsilon: float,
-              budget_delta: float) -> tuple[float, float]:
+              budget_delta: float, rate: float = 1.0) -> tuple[float, float]:
     """(the smallest s found with spent(s) ≤ ε_B, its spent ε by the ledger's exact composition) for the
-    profiles ``profile_of(s)`` (module docstring). InvalidParameter naming ``queries`` above
-    EXACT_MAX_ANSWERS (the ledger cannot compose them exactly)."""
+    profiles ``profile_of(s)`` (module docstring). ``rate``: the share γ = m/K of the teachers each answer
+    reads (the profiles are amplified): the start is then the σ at which the central limit of Q subsampled
+    answers is μ-GDP, μ = γ√Q·(e^{μ₀²} − 1)^{1/2} with μ₀ the per-answer μ (Bu, Dong, Long, Su 2020, Thm 5),
+    at most the plain pair's start, refined by :func:`_refined` (only a start: the search decides).
+    InvalidParameter naming ``queries`` above EXACT_MAX_ANSWERS (the ledger cannot compose them exactly)."""
     if not budget_delta > 0:
         raise InvalidParameter("budget_delta", "must be > 0 for a Gaussian release (no Gaussian mechanism is "
                                                "pure DP)", budget_delta)
@@ -95,7 +99,11 @@ def calibrate(profile_of: Callable[[float], GaussianProfile], queries: int, budg
         return spent(s) <= budget_epsilon
 
     unit = profile_of(1.0)
-    s0 = math.sqrt(queries) / gdp_mu(budget_epsilon, budget_delta) * unit.mu  # μ(s) = unit.mu / s
+    mu_total = gdp_mu(budget_epsilon, budget_delta)
+    s0 = math.sqrt(queries) / mu_total * unit.mu  # μ(s) = unit.mu / s
+    if rate < 1.0:  # an amplified pair needs no more σ than the plain one (the central limit is poor at huge μ)
+        clt = unit.mu / math.sqrt(math.log1p((mu_total / (rate * math.sqrt(queries))) ** 2))
+        s0 = _refined(spent, min(clt, s0), budget_epsilon)
     if s0 / (1 + STEP) > MAX_SIGMA:
         raise InvalidParameter("budget_epsilon", f"too small for a Gaussian release: it needs σ ≈ {s0:.3g} > "
                                                  f"{MAX_SIGMA:g}", budget_epsilon)
@@ -113,6 +121,23 @@ def calibrate(profile_of: Callable[[float], GaussianProfile], queries: int, budg
     if final > budget_epsilon:  # pragma: no cover - top was checked above
         raise AssertionError("a calibrated σ spends more than the budget")
     return top, final
+
+
+def _refined(spent: Callable[[float], float], s0: float, budget: float) -> float:
+    """A start closer than ``s0`` (a few per cent off for amplified pairs): two secant steps of log spent
+    against log σ (the spent ε falls about as 1/σ), the first from the slope −1; ``s0`` itself where a spend
+    is not finite and positive. Only a start: the bracket search decides."""
+    e0 = spent(s0)
+    if not (math.isfinite(e0) and e0 > 0):
+        return s0
+    s1 = min(s0 * e0 / budget, MAX_SIGMA)
+    e1 = spent(s1)
+    if not (math.isfinite(e1) and e1 > 0) or s1 == s0 or e1 == e0:
+        return s1
+    slope = (math.log(e1) - math.log(e0)) / (math.log(s1) - math.log(s0))
+    if slope >= 0:
+        return s1
+    return min(math.exp(math.log(s1) + (math.log(budget) - math.log(e1)) / slope), MAX_SIGMA)
 
 
 class _Illinois:
@@ -155,19 +180,37 @@ def classes_and_prior(job: Job) -> tuple[int, str]:
     return job.classes, LABELS + job.prior if job.classes == 2 else job.prior
 
 
+def _gnmax_pair(sigma: float, subsample: tuple[int, int] | None) -> GaussianProfile:
+    """GNMax's pair at σ (amplified for ``subsample`` (m, K))."""
+    return GaussianProfile(sigma, (1, 1), subsample=subsample)
+
+
 def plan_gnmax(mech: Any, job: Job) -> Offer | None:
-    """GNMax's offer for ``job``: σ calibrated (module docstring); None outside the PATE setting."""
+    """GNMax's offer for ``job``: σ calibrated (module docstring) for each m of
+    :func:`~darrm_opt.planning.pate_plan.subsample_grid` (each answer reads a uniform m of the K teachers, its
+    pair amplified: :mod:`darrm_opt.privacy.gaussian_profile`), or the job's own ``subsample``; the m of least
+    expected error wins (ties to the larger m). Every m tried is listed in the details' ``candidates``. None
+    outside the PATE setting."""
     if job.teachers != SETTING:
         return None
+    from darrm_opt.planning.pate_plan import subsample_grid
+
     t0 = time.perf_counter()
     C, prior = classes_and_prior(job)
     GnmaxParams(job.K, C, 1.0, prior)  # the job's K, C and prior, checked before any composition
-    sigma, spent = calibrate(lambda s: GaussianProfile(s, (1, 1)), job.queries, job.budget_epsilon,
-                             job.budget_delta)
-    params = GnmaxParams(job.K, C, sigma, prior)
+    fixed = getattr(job, "subsample", None)
+    tried = []
+    for m in (fixed,) if fixed is not None else subsample_grid(job.K):
+        sigma, spent = calibrate(partial(_gnmax_pair, subsample=None if m == job.K else (m, job.K)), job.queries,
+                                 job.budget_epsilon, job.budget_delta, m / job.K)
+        params = GnmaxParams(job.K, C, sigma, prior, m)
+        tried.append((mech.expected_error(params, np.zeros(0)), -m, params, spent))
+    _, _, params, spent = min(tried, key=lambda t: (t[0], t[1]))
     table = mech.certify_table(params, np.zeros(0), teachers=SETTING)
-    return Offer(mech.kind, table, table.expected_error, spent, mech.offer_details(table, "exact"),
-                 time.perf_counter() - t0)
+    details = mech.offer_details(table, "exact")
+    details["candidates"] = [{"subsample": -mm, "sigma": p.sigma, "spent_epsilon": e, "expected_error": err}
+                             for err, mm, p, e in tried]
+    return Offer(mech.kind, table, table.expected_error, spent, details, time.perf_counter() - t0)
 
 
 def plan_confident(mech: Any, job: Job) -> Offer | None:

@@ -22,6 +22,28 @@ P(S) − e^ε Q(S) ≤ P_T(S) − e^ε Q_T(S) + P(outside) for every event S. On
 bound at every δ down to TAIL_MASS. For composition the pair's PLD is the finite pair's pessimistic
 connect-the-dots PLD (:func:`darrm_opt.privacy.pld.pair_pld`); Confident-GNMax's two σ-groups are composed
 through :func:`darrm_opt.privacy.pld.compose_bounded`, which carries a proven bound of the FFT's float error.
+
+Subsampled teachers (``subsample`` (m, K), γ = m/K; :func:`subsampled_pair`, docs/maths.md "Subsampled
+teachers"): each answer reads a uniform m-subset of K teachers on disjoint shards, drawn without replacement.
+The one-σ pair above, atoms z with P-mass p, loss ℓ, Q-mass q = p·e^{−ℓ} and the infinite-loss P-mass t, is
+symmetric (z ↦ S − z swaps P and Q), so it dominates the m-teacher answer in both orders, with curve h. Balle,
+Barthe, Gaboardi 2018, Thm 10 (sampling without replacement, substitution) bounds the subsampled answer's
+H_x by g(x) = γ·h(1 + (x − 1)/γ) for x ≥ 1 and by 1 − x + x·g(1/x) for x < 1. The finite pair (P′, Q′)
+
+- each atom with ℓ > 0: P′-mass γp + (1 − γ)q = q·(1 + γ·expm1(ℓ)), Q′-mass q, loss ℓ′ = log1p(γ·expm1(ℓ)),
+  and its mirror: P′-mass q, Q′-mass γp + (1 − γ)q, loss −ℓ′;
+- the infinite-loss atom of P′-mass γt, and its mirror of Q′-mass γt (P′-mass 0: it adds nothing to δ);
+- one atom of loss 0 holding the rest, m0 = 1 − Σ_{ℓ>0} ((2 − γ)q + γp) − γt (≥ 0, checked)
+
+has exactly these curves: for x ≥ 1 only the atoms of positive loss contribute, Σ max(0, γp + (1 − γ)q − xq)
++ γt = γ(Σ max(0, p − (1 + (x − 1)/γ)q) + t) = g(x) (atoms of ℓ ≤ 0 add nothing to h at 1 + (x − 1)/γ ≥ 1);
+the pair is its own mirror, so H_x(P′‖Q′) = 1 − x + x·H_{1/x}(Q′‖P′) = 1 − x + x·g(1/x) below 1. It is a
+tight dominating pair of the subsampled answer and composes adaptively like any other pair (Zhu, Dong, Wang
+2022, Thm 10). Float error: the hockey stick of a product of finite pairs, E_P[(1 − e^{ε−L})₊] + P[L = ∞], only
+grows with every P-mass and every finite loss, so each P′-mass is rounded up (a relative (n + 16 + 4·max|ℓ|)·u
+over the base masses' own error), m0 up (1 minus a lower bound of the other masses), each loss ℓ′ up and each
+mirror loss −ℓ′ towards 0 (a relative margin (16 + 4/γ)·u over the float ℓ′): the rounded pair's δ, for one
+answer and for every composition, is ≥ the exact pair's.
 """
 
 from __future__ import annotations
@@ -34,6 +56,7 @@ from typing import Any
 import numpy as np
 
 from darrm_opt.errors import InvalidParameter
+from darrm_opt.model.params import integer_in
 
 #: ``type`` of a Gaussian profile's document (a tradeoff profile of a γ table has none)
 TYPE = "gaussian"
@@ -91,6 +114,41 @@ def discrete_tail(sigmas: tuple[float, ...], shifts: tuple[float, ...]) -> float
     return math.fsum(_dgauss_pmf(sig)[2] for s, sig in zip(shifts, sigmas, strict=True) if s) * (1 + 1e-12)
 
 
+@lru_cache(maxsize=64)
+def subsampled_pair(sigma: float, shifts: tuple[float, ...], m: int, K: int) -> tuple[np.ndarray, np.ndarray, float]:
+    """The finite pair of a one-σ discrete Gaussian answer on a uniform m-subset of K teachers (module
+    docstring, BBG 2018 Thm 10): (P′-masses, losses, P′-mass of the infinite-loss atom), every mass and loss
+    rounded outwards. The atoms: the amplified atoms of positive loss, their mirrors (negative loss) and the
+    loss-0 atom m0. InvalidParameter naming ``subsample`` if m0 < 0 (the base pair is not symmetric)."""
+    pairs = discrete_pair((sigma,) * len(shifts), shifts)
+    tail = discrete_tail((sigma,) * len(shifts), shifts)
+    if len(pairs) != 1:
+        raise InvalidParameter("subsample", "applies to a pair of one noise scale with a moving coordinate", shifts)
+    gamma = m / K
+    p, loss = pairs[0]
+    pos = (loss > 0) & (p > 0)
+    pp, lp = p[pos], loss[pos]
+    q = pp * np.exp(-lp)
+    amp = gamma * pp + (1.0 - gamma) * q  # = q·(1 + γ·expm1(ℓ)), exactly; each term without cancellation
+    with np.errstate(over="ignore"):  # ℓ′ = ℓ + log(γ + (1 − γ)e^{−ℓ}) where e^ℓ would overflow
+        lam = np.where(lp > 30.0, lp + np.log(gamma + (1.0 - gamma) * np.exp(-lp)), np.log1p(gamma * np.expm1(lp)))
+    n = p.size
+    rel = (n + 16 + 4 * float(np.abs(loss).max())) * UNIT  # the base masses' error and q's exp(−ℓ)
+    lmargin = (16 + 4 / gamma) * UNIT  # ℓ′ = log1p(γ expm1 ℓ) ≥ γℓ moves by ≤ ℓ′·(2u/γ) with ℓ's 2u, plus its own ulps
+    lam_up = np.nextafter(lam * (1 + lmargin), np.inf)
+    lam_down = np.maximum(lam * (1 - lmargin), 0.0)
+    others = math.fsum(amp.tolist()) + math.fsum(q.tolist())
+    if 1.0 - others - gamma * tail < -rel:
+        raise InvalidParameter("subsample", "the base pair leaves negative mass at loss 0 (it is not symmetric)",
+                               1.0 - others - gamma * tail)
+    # 1 minus a lower bound of the other P′-masses (γt ≥ 0 left out): an upper bound of the exact m0
+    m0 = math.nextafter(max(1.0 - others * (1.0 - rel), 0.0) + 4 * UNIT, math.inf)
+    up = 1 + rel
+    masses = np.concatenate([np.nextafter(amp * up, np.inf), np.nextafter(q * up, np.inf), [m0]])
+    losses = np.concatenate([lam_up, -lam_down, [0.0]])
+    return masses, losses, math.nextafter(gamma * tail * (1 + 1e-12), math.inf)
+
+
 def _hockey(p: np.ndarray, loss: np.ndarray, log_x: np.ndarray | float) -> tuple[np.ndarray, np.ndarray]:
     """Σ_i max(0, p_i − e^{log_x} q_i) for each log_x, as (value, Σ_{ℓ_i > log_x} p_i), term by term
     p_i·(−expm1(log_x − ℓ_i)) with the losses ℓ_i = ln(p_i/q_i)."""
@@ -117,6 +175,9 @@ class GaussianProfile:
     #: per-coordinate σ_i (empty: every coordinate has ``sigma``); Confident-GNMax's threshold check has σ₁,
     #: its argmax σ₂
     sigmas: tuple[float, ...] = ()
+    #: (m, K): each answer reads a uniform random m of K teachers on disjoint shards (module docstring);
+    #: None (and m = K) for every teacher
+    subsample: tuple[int, int] | None = None
 
     def __post_init__(self) -> None:
         if not (isinstance(self.sigma, (int, float)) and math.isfinite(self.sigma) and self.sigma > 0):
@@ -132,6 +193,16 @@ class GaussianProfile:
         object.__setattr__(self, "sigma", float(self.sigma))
         object.__setattr__(self, "shifts", shifts)
         object.__setattr__(self, "sigmas", sigmas)
+        if self.subsample is not None:
+            try:
+                m, K = self.subsample
+            except (TypeError, ValueError):
+                raise InvalidParameter("subsample", "must be a pair (m, K)", self.subsample) from None
+            K = integer_in("K", K, 1)
+            m = integer_in("subsample", m, 1, K)
+            if m < K and (not self.discrete or len(set(sigmas)) > 1):
+                raise InvalidParameter("subsample", "applies to discrete noise of one σ", self.subsample)
+            object.__setattr__(self, "subsample", None if m == K else (m, K))
 
     @property
     def coordinate_sigmas(self) -> tuple[float, ...]:
@@ -157,7 +228,8 @@ class GaussianProfile:
         return 0.0
 
     def sort_key(self) -> tuple:
-        return (TYPE, self.discrete, self.sigma, self.shifts, self.sigmas)
+        key = (TYPE, self.discrete, self.sigma, self.shifts, self.sigmas)
+        return key if self.subsample is None else (*key, self.subsample)
 
     def delta(self, epsilon: float) -> float:
         """An upper bound of δ(ε′): Thm 8 (continuous; with a relative margin for its float evaluation) or the
@@ -186,6 +258,8 @@ class GaussianProfile:
         stick of a product pair, exact). Every term is ≥ 0 and carries a relative error of a few ulps, plus
         u·(|ε| + max|ℓ| + 4) of the mass above the threshold from the logarithms; the bound adds
         64·u·(|ε| + max|ℓ| + 4) of that mass, a relative (n + 16)·u of the sum, and the truncated tails."""
+        if self.subsample is not None:
+            return self._subsampled_delta(epsilon)
         sig, sh = self.coordinate_sigmas, self.shifts
         pairs = discrete_pair(sig, sh)
         tail = discrete_tail(sig, sh)
@@ -212,9 +286,27 @@ class GaussianProfile:
         bound = float(val[0]) * (1 + (n + 16) * UNIT) + 64 * UNIT * (abs(epsilon) + abs(lmax) + 4) * float(over[0])
         return min(1.0, math.nextafter(bound + tail, math.inf))
 
+    def _subsampled_delta(self, epsilon: float) -> float:
+        """δ(ε) of the subsampled pair (:func:`subsampled_pair`), summed term by term over its atoms of loss
+        > ε, with discrete_delta's margin for the float error of the sum and of the logarithms."""
+        assert self.subsample is not None
+        p, loss, inf = subsampled_pair(self.sigma, self.shifts, *self.subsample)
+        if math.isinf(epsilon):
+            return min(1.0, inf)
+        val, over = _hockey(p, loss, epsilon)
+        bound = float(val[0]) * (1 + (p.size + 16) * UNIT) + 64 * UNIT * (abs(epsilon) + float(np.abs(loss).max())
+                                                                         + 4) * float(over[0])
+        return min(1.0, math.nextafter(bound + inf, math.inf))
+
     def to_pld(self, interval: float) -> Any:
         """The pair's PLD (pessimistic, loss interval ``interval``)."""
         from dp_accounting.pld import privacy_loss_distribution as pld_lib
+
+        if self.subsample is not None:
+            from darrm_opt.privacy.pld import loss_pair_pld
+
+            p, loss, inf = subsampled_pair(self.sigma, self.shifts, *self.subsample)
+            return loss_pair_pld(p, loss, inf, interval)
 
         if not self.discrete:
             if self.sigmas:  # N(0, diag σ_i²) against N(s, ·): the Gaussian pair of μ (whiten each coordinate)
@@ -237,6 +329,8 @@ class GaussianProfile:
                "mu": self.mu}
         if self.sigmas:
             out["sigmas"] = list(self.sigmas)
+        if self.subsample is not None:
+            out["subsample"] = list(self.subsample)
         return out
 
     @classmethod
@@ -246,7 +340,9 @@ class GaussianProfile:
         try:
             shifts = tuple(float(s) for s in data["shifts"])
             sigmas = tuple(float(x) for x in data.get("sigmas") or ())
-            prof = cls(float(data["sigma"]), shifts, bool(data.get("discrete", True)), sigmas)
+            sub = data.get("subsample")
+            sub = None if sub is None else tuple(sub)
+            prof = cls(float(data["sigma"]), shifts, bool(data.get("discrete", True)), sigmas, sub)
         except (KeyError, TypeError, ValueError):
             raise InvalidParameter("privacy_profile", "a Gaussian profile needs sigma and shifts") from None
         return prof
