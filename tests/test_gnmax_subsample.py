@@ -244,7 +244,8 @@ def test_plan_searches_the_subsample_grid_or_takes_the_jobs_m():
     from darrm_opt.privacy.pld import exact_epsilon
 
     kind = mechanism("gnmax")
-    offer = kind.plan(Job(40, 200, 2.0, 1e-5, classes=4))
+    offer = kind.plan(Job(40, 200, 2.0, 1e-5, classes=4, thorough=True))
+    assert [c["subsample"] for c in kind.plan(Job(40, 200, 2.0, 1e-5, classes=4)).details["candidates"]] == [40]
     tried = offer.details["candidates"]
     assert [c["subsample"] for c in tried] == list(subsample_grid(40))
     best = min(tried, key=lambda c: (c["expected_error"], -c["subsample"]))

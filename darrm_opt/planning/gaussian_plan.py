@@ -187,10 +187,11 @@ def _gnmax_pair(sigma: float, subsample: tuple[int, int] | None) -> GaussianProf
 
 def plan_gnmax(mech: Any, job: Job) -> Offer | None:
     """GNMax's offer for ``job``: σ calibrated (module docstring) for each m of
-    :func:`~darrm_opt.planning.pate_plan.subsample_grid` (each answer reads a uniform m of the K teachers, its
-    pair amplified: :mod:`darrm_opt.privacy.gaussian_profile`), or the job's own ``subsample``; the m of least
-    expected error wins (ties to the larger m). Every m tried is listed in the details' ``candidates``. None
-    outside the PATE setting."""
+    :func:`~darrm_opt.planning.pate_plan.subsample_grid` when the job is ``thorough`` (the kind named; each
+    answer reads a uniform m of the K teachers, its pair amplified: :mod:`darrm_opt.privacy.gaussian_profile`),
+    the job's own ``subsample``, else K alone (subsampling never lowered GNMax's error on the measured jobs);
+    the m of least expected error wins (ties to the larger m). Every m tried is listed in the details'
+    ``candidates``. None outside the PATE setting."""
     if job.teachers != SETTING:
         return None
     from darrm_opt.planning.pate_plan import subsample_grid
@@ -200,7 +201,7 @@ def plan_gnmax(mech: Any, job: Job) -> Offer | None:
     GnmaxParams(job.K, C, 1.0, prior)  # the job's K, C and prior, checked before any composition
     fixed = getattr(job, "subsample", None)
     tried = []
-    for m in (fixed,) if fixed is not None else subsample_grid(job.K):
+    for m in (fixed,) if fixed is not None else subsample_grid(job.K) if job.thorough else (job.K,):
         sigma, spent = calibrate(partial(_gnmax_pair, subsample=None if m == job.K else (m, job.K)), job.queries,
                                  job.budget_epsilon, job.budget_delta, m / job.K)
         params = GnmaxParams(job.K, C, sigma, prior, m)
