@@ -78,7 +78,8 @@ class PlanRequestIn(BaseModel):
     subsample: int | None = Field(None, ge=1, le=MAX_K, description=(
         "disjoint-nonprivate teachers: only offers whose answers each read a uniform random subset of this many "
         "of the K teachers (1..K), their cost amplified (darrm-pate for 0/1 votes, gnmax for 0/1 votes and class "
-        "labels); default: those kinds try K, K/2 and K/4 themselves"))
+        "labels); default: darrm-pate tries K, K/2 and K/4 itself, and gnmax does when it is the mechanism "
+        "named"))
     accounting: Literal["worst-case", "data-dependent"] = Field(
         "worst-case", description="worst-case (default): choose only among offers whose Q answers fit the budget "
                                   "over every dataset (a plain ledger at the budget pays them all); "
