@@ -601,6 +601,55 @@ def interval_for(answers: int) -> float:
     return INTERVAL * max(1.0, math.sqrt(answers / 100.0))
 
 
+#: the most grid points a composition's window may span (:func:`grid_interval`; 64 MB of float64, 128 MB of
+#: complex spectrum). A pair of wide loss range (a Gaussian pair of large μ, spanning tens of loss units:
+#: 10⁶–10⁷ points per answer at INTERVAL) composed a few times spans 10⁷–10⁸ points, minutes and gigabytes
+#: per composition; there the interval doubles until the window fits
+MAX_WINDOW = 1 << 23
+#: the window is estimated on PLDs this many times coarser than the composition's grid
+PROBE = 64.0
+
+
+def _points(pmf: Any) -> int:
+    """The grid points a PMF spans, sparse or dense (without making it dense)."""
+    if _sparse(pmf):
+        keys = pmf._loss_probs.keys()
+        return max(keys) - min(keys) + 1 if keys else 1
+    return int(np.asarray(pmf._probs).size)
+
+
+def _window(parts: Parts, interval: float) -> float:
+    """The loss span (in loss units) of the composition of ``parts`` that :func:`_self_convolve_pmf` transforms:
+    per part, the larger of one answer's span and the Chernoff window of its self-composition (dp_accounting's
+    bounds, the tail SELF_TAIL outside), summed over the parts (their convolution's span)."""
+    from dp_accounting.pld import common
+
+    width = 0.0
+    for prof, n in parts:
+        worst = 0
+        for m in _pmfs(bounded(_one_pld(prof, interval)).pld):
+            probs = np.asarray(m.to_dense_pmf()._probs, dtype=float)
+            lo, hi = common.compute_self_convolve_bounds(probs, n, SELF_TAIL) if n > 1 else (0, probs.size - 1)
+            worst = max(worst, hi - lo + 1, probs.size)
+        width += worst * interval
+    return width
+
+
+def grid_interval(parts: Parts, coarse: bool = False) -> float:
+    """The discretisation interval of the composition of ``parts``: Δ₀ = :func:`interval_for` of the answers
+    (COARSE times it when ``coarse``), doubled until the composed window spans at most MAX_WINDOW points,
+    estimated on the grid PROBE·Δ₀ (:func:`_window`) once the plain bound Σ count·(one answer's span) exceeds
+    it. Any grid gives an upper bound (connect-the-dots is pessimistic on every grid, Doroshenko et al. 2022,
+    Thm 4.2); a coarser one adds at most about its interval per answer to ε, against an ε of several units
+    where the window is that wide."""
+    base = interval_for(sum(n for _, n in parts)) * (COARSE if coarse else 1.0)
+    crude = sum(n * max(_points(m) for m in _pmfs(bounded(_one_pld(p, base)).pld)) for p, n in parts)
+    if crude <= MAX_WINDOW:
+        return base
+    need = _window(parts, base * PROBE) / base / MAX_WINDOW
+    return base if need <= 1 else base * 2.0 ** math.ceil(math.log2(need))
+
+
 Parts = tuple[tuple[DominatingPair, int], ...]
 
 
@@ -748,7 +797,7 @@ def _exact_epsilon(parts: Parts, delta: float, coarse: bool) -> float:
         return math.inf
     if delta < max(p.infinite_mass for p, _ in parts):
         return math.inf  # one answer alone already needs more than delta at every ε
-    interval = interval_for(answers) * (COARSE if coarse else 1.0)
+    interval = grid_interval(parts, coarse)
     composed = _composed(parts, interval)
     eps = epsilon_at(composed, delta)
     if error_share(composed, delta) > WIDE_SHARE:  # the float64 bound costs ε here: long double, 2048× smaller
@@ -774,7 +823,7 @@ def exact_epsilon(parts: Iterable[tuple[DominatingPair, int]], delta: float, *, 
 
 #: bumped whenever a change to this module could change a value of :func:`exact_epsilon` (grid, margins, the
 #: PLD construction): part of :func:`composition_key`, so a value stored by another version is never read
-ACCOUNTING_VERSION = 2
+ACCOUNTING_VERSION = 3
 
 
 def _exact_text(value: object) -> str:
@@ -789,10 +838,10 @@ def _exact_text(value: object) -> str:
 def composition_key(parts: Iterable[tuple[DominatingPair, int]], delta: float, *, coarse: bool = False) -> str:
     """SHA-256 (hex) naming the value of :func:`exact_epsilon` for these arguments across processes and
     versions: the canonical parts (each profile's exact sort key and its count), δ, the grid (INTERVAL, COARSE,
-    SHIFT, DELTA_MARGIN) and :data:`ACCOUNTING_VERSION`."""
+    SHIFT, DELTA_MARGIN, MAX_WINDOW, PROBE) and :data:`ACCOUNTING_VERSION`."""
     h = hashlib.sha256()
     h.update(f"darrm-composition-v{ACCOUNTING_VERSION}|{INTERVAL.hex()}|{COARSE.hex()}|{SHIFT.hex()}|"
-             f"{DELTA_MARGIN.hex()}|{float(delta).hex()}|{bool(coarse)}".encode())
+             f"{DELTA_MARGIN.hex()}|{MAX_WINDOW}|{PROBE.hex()}|{float(delta).hex()}|{bool(coarse)}".encode())
     for prof, n in canonical_parts(parts):
         h.update(f"|{_exact_text(prof.sort_key())}#{n}".encode())
     return h.hexdigest()
@@ -822,7 +871,7 @@ def cached_exact_epsilon(parts: Iterable[tuple[DominatingPair, int]], delta: flo
 
 def exact_delta(parts: Iterable[tuple[DominatingPair, int]], epsilon: float, *, coarse: bool = False) -> float:
     """δ at ``epsilon`` (an upper bound) of the composition :func:`exact_epsilon` reads: the composed
-    pessimistic PLD on the grid :func:`interval_for` (``coarse``: COARSE times coarser, still an upper bound),
+    pessimistic PLD on the grid :func:`grid_interval` (``coarse``: COARSE times coarser, still an upper bound),
     read by :func:`delta_at`, the smaller with the long-double composition where the float64 error bound exceeds
     WIDE_SHARE of the value; 1 above EXACT_MAX_ANSWERS answers."""
     key = canonical_parts(parts)
@@ -831,7 +880,7 @@ def exact_delta(parts: Iterable[tuple[DominatingPair, int]], epsilon: float, *, 
     answers = sum(n for _, n in key)
     if answers > EXACT_MAX_ANSWERS:
         return 1.0
-    interval = interval_for(answers) * (COARSE if coarse else 1.0)
+    interval = grid_interval(key, coarse)
     composed = _composed(key, interval)
     d = delta_at(composed, epsilon)
     if error_share(composed, d) > WIDE_SHARE:
