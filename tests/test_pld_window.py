@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 from scipy import optimize, stats
 
@@ -54,3 +55,28 @@ def test_widened_grid_agrees_with_the_fine_one(monkeypatch):
     fine = pld.exact_epsilon([(prof, 10)], 1e-3)
     assert fine == pytest.approx(widened, rel=1e-6)
     assert 8.7 < fine < 8.9
+
+
+@pytest.mark.parametrize("prof, count", [(GaussianProfile(2.0, (1, 1)), 10), (GaussianProfile(5.0, (1, 1)), 100),
+                                         (GaussianProfile(0.7, (1, 1, 1), sigmas=(3.0, 0.7, 0.7)), 7)])
+def test_sparse_chernoff_window_is_dp_accountings(prof, count):
+    """The window computed on a sparse PMF's support equals dp_accounting's on the dense array (up to the one
+    point a last-bit difference of the moment generating function can move a rounded bound)."""
+    from dp_accounting.pld import common
+
+    for m in pld._pmfs(pld.bounded(prof.to_pld(pld.interval_for(count))).pld):
+        assert pld._sparse(m)
+        dense = np.asarray(m.to_dense_pmf()._probs, dtype=float)
+        want = common.compute_self_convolve_bounds(dense, count, pld.SELF_TAIL)
+        got = pld._chernoff_window(m, count, pld.SELF_TAIL)
+        assert abs(got[0] - want[0]) <= 1 and abs(got[1] - want[1]) <= 1
+        assert want[1] - want[0] > 10
+
+
+def test_dense_copy_is_dp_accountings():
+    m = pld._pmfs(pld.bounded(GaussianProfile(2.0, (1, 1)).to_pld(1e-5)).pld)[0]
+    assert pld._sparse(m)
+    want, got = m.to_dense_pmf(), pld._to_dense(m)
+    assert (got._lower_loss, got._infinity_mass, got._discretization) == (want._lower_loss, want._infinity_mass,
+                                                                          want._discretization)
+    assert np.array_equal(np.asarray(got._probs), np.asarray(want._probs))

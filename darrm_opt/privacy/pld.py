@@ -257,6 +257,21 @@ def _new_pld(*pmfs: Any) -> PLD:
     return PrivacyLossDistribution(*pmfs)
 
 
+def _to_dense(pmf: Any) -> Any:
+    """``pmf.to_dense_pmf()`` with the same values, filled by one indexed store instead of a dictionary lookup per
+    grid point (seconds for the millions of points a wide pair spans)."""
+    if not _sparse(pmf) or not pmf._loss_probs:
+        return pmf.to_dense_pmf()
+    from dp_accounting.pld.pld_pmf import DensePLDPmf
+
+    keys = np.fromiter(pmf._loss_probs.keys(), dtype=np.int64)
+    vals = np.fromiter(pmf._loss_probs.values(), dtype=float, count=keys.size)
+    lower = int(keys.min())
+    probs = np.zeros(int(keys.max()) - lower + 1)
+    probs[keys - lower] = vals
+    return DensePLDPmf(pmf._discretization, lower, probs, pmf._infinity_mass, pmf._pessimistic_estimate)
+
+
 def _dense(discretization: float, lower: int, probs: np.ndarray, inf_mass: float) -> Any:
     from dp_accounting.pld.pld_pmf import DensePLDPmf
 
@@ -303,7 +318,7 @@ def compose_two(a: PLD | Bounded, b: PLD | Bounded, wide: bool = False) -> Bound
             out, own = _convolve_sparse(pa, pb)
             own2 = own
         else:
-            out, own, own2 = _convolve_pmf(pa.to_dense_pmf(), pb.to_dense_pmf(), wide)
+            out, own, own2 = _convolve_pmf(_to_dense(pa), _to_dense(pb), wide)
         pmfs.append(out)
         carried_inf = x.err_inf * nb + na * y.err_inf + x.err_inf * y.err_1
         carried_1 = x.err_1 * nb + na * y.err_1 + x.err_1 * y.err_1
@@ -330,7 +345,38 @@ def compose_bounded(parts: Iterable[tuple[PLD | Bounded, int]], wide: bool = Fal
 compose = compose_bounded
 
 
-def _self_convolve_pmf(x: Any, count: int, wide: bool = False) -> tuple[Any, float, float]:
+def _chernoff_window(pmf: Any, count: int, tail: float) -> tuple[int, int]:
+    """dp_accounting's window for ``count`` self-convolutions of ``pmf`` made dense
+    (``common.compute_self_convolve_bounds``: offsets (lo, hi) from the dense lower end outside which the result
+    holds at most ``tail``, by the Chernoff bound Pr[S ≥ a] ≤ E[e^{λS}]·e^{−λa} at λ = ±1..20 over the dense
+    length), for a sparse PMF evaluated on its support alone: the dense array's zeros add nothing to the moment
+    generating function, and its millions of points cost seconds per composition."""
+    from dp_accounting.pld import common
+
+    if not _sparse(pmf):
+        return common.compute_self_convolve_bounds(np.asarray(pmf._probs, dtype=float), count, tail)
+    from scipy import special
+
+    keys = np.fromiter(pmf._loss_probs.keys(), dtype=np.int64)
+    probs = np.fromiter(pmf._loss_probs.values(), dtype=float, count=keys.size)
+    pos = (keys - keys.min()).astype(float)
+    length = int(keys.max() - keys.min()) + 1
+    lower, upper = 0, (length - 1) * count
+    if tail == 0:
+        return lower, upper
+    for order in np.concatenate((np.arange(-20, 0), np.arange(1, 21))) / length:
+        bound = (count * float(special.logsumexp(pos * order, b=probs)) + math.log(2 / tail)) / order
+        if not math.isfinite(bound):
+            continue
+        if order > 0:
+            upper = min(upper, math.ceil(bound))
+        else:
+            lower = max(lower, math.floor(bound))
+    return lower, upper
+
+
+def _self_convolve_pmf(x: Any, count: int, wide: bool = False, window: tuple[int, int] | None = None
+                       ) -> tuple[Any, float, float]:
     """x^{∗count} by one FFT power (in long double when ``wide``) on the window that holds all but SELF_TAIL of
     the mass (dp_accounting's bounds; the mass outside is added to the infinity mass, pessimistic), and the
     bounds of its float error (:func:`_spectral_bounds`), the frequencies erring by at most
@@ -339,10 +385,8 @@ def _self_convolve_pmf(x: Any, count: int, wide: bool = False) -> tuple[Any, flo
 
     (ē bounds each frequency's error; the k-th power moves it at most k-fold times the (k−1)-th power of the
     modulus; the complex power exp(k log z) adds the second term), plus SELF_TAIL for the wrapped-around tail."""
-    from dp_accounting.pld import common
-
     probs = np.asarray(x._probs, dtype=float)
-    lo, hi = common.compute_self_convolve_bounds(probs, count, SELF_TAIL)
+    lo, hi = window if window is not None else _chernoff_window(x, count, SELF_TAIL)
     out_len = hi - lo + 1
     size = scipy_fft.next_fast_len(max(out_len, probs.size))
     spec = scipy_fft.fft(probs.astype(np.longdouble) if wide else probs, size)
@@ -432,7 +476,7 @@ def self_compose(pld: PLD | Bounded, count: int, wide: bool = False) -> Bounded:
             err_inf, err_1 = max(err_inf, grow * x.err_1 + own), max(err_1, grow * x.err_1 + own)
             err_2 = max(err_2, grow * x.err_2 + own)
             continue
-        out, own, own2 = _self_convolve_pmf(m.to_dense_pmf(), count, wide)
+        out, own, own2 = _self_convolve_pmf(_to_dense(m), count, wide, _chernoff_window(m, count, SELF_TAIL))
         pmfs.append(out)
         err_inf = max(err_inf, grow * x.err_1 + own)
         err_1 = max(err_1, grow * x.err_1 + min(own * out.size, own2 * math.sqrt(out.size)))
@@ -622,15 +666,13 @@ def _window(parts: Parts, interval: float) -> float:
     """The loss span (in loss units) of the composition of ``parts`` that :func:`_self_convolve_pmf` transforms:
     per part, the larger of one answer's span and the Chernoff window of its self-composition (dp_accounting's
     bounds, the tail SELF_TAIL outside), summed over the parts (their convolution's span)."""
-    from dp_accounting.pld import common
-
     width = 0.0
     for prof, n in parts:
         worst = 0
         for m in _pmfs(bounded(_one_pld(prof, interval)).pld):
-            probs = np.asarray(m.to_dense_pmf()._probs, dtype=float)
-            lo, hi = common.compute_self_convolve_bounds(probs, n, SELF_TAIL) if n > 1 else (0, probs.size - 1)
-            worst = max(worst, hi - lo + 1, probs.size)
+            size = _points(m)
+            lo, hi = _chernoff_window(m, n, SELF_TAIL) if n > 1 else (0, size - 1)
+            worst = max(worst, hi - lo + 1, size)
         width += worst * interval
     return width
 
