@@ -39,7 +39,7 @@ ROWS: list[tuple[str, dict[str, Any] | None, str, str]] = [
     ("K=250 binary, paper, Q=1", dict(K=250, queries=1, budget_epsilon=2.0, budget_delta=1e-5),
      "4.8–28 CPU-s, 0.16–1.5 GB", "≤ 5 CPU-s, ≤ 500 MB"),
     ("K=5 binary PATE, Q=10, (8, 1e-3)", dict(K=5, queries=10, budget_epsilon=8.0, budget_delta=1e-3,
-                                               teachers="disjoint-nonprivate"), "78 CPU-s (e51f6a9)", "—"),
+                                               teachers="disjoint-nonprivate"), "97 CPU-s, 1.8 GB (e51f6a9)", "—"),
     ("shared K=101 Q=100 (MNIST ε, Δ)", dict(K=101, queries=100, budget_epsilon=15.044, budget_delta=0.03,
                                               teachers="shared", epsilon=0.0892, teacher_delta=1e-4),
      "119 CPU-s, 959 MB", "≤ 20 CPU-s"),
