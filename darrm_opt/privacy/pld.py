@@ -357,6 +357,8 @@ def _chernoff_window(pmf: Any, count: int, tail: float) -> tuple[int, int]:
         return common.compute_self_convolve_bounds(np.asarray(pmf._probs, dtype=float), count, tail)
     from scipy import special
 
+    if not pmf._loss_probs:  # all mass at infinity: nothing to transform
+        return 0, 0
     keys = np.fromiter(pmf._loss_probs.keys(), dtype=np.int64)
     probs = np.fromiter(pmf._loss_probs.values(), dtype=float, count=keys.size)
     pos = (keys - keys.min()).astype(float)
