@@ -257,6 +257,12 @@ def _new_pld(*pmfs: Any) -> PLD:
     return PrivacyLossDistribution(*pmfs)
 
 
+def _atoms(pmf: Any) -> tuple[np.ndarray, np.ndarray]:
+    """A non-empty sparse PMF's (grid indices, probabilities) as arrays."""
+    keys = np.fromiter(pmf._loss_probs.keys(), dtype=np.int64)
+    return keys, np.fromiter(pmf._loss_probs.values(), dtype=float, count=keys.size)
+
+
 def _to_dense(pmf: Any) -> Any:
     """``pmf.to_dense_pmf()`` with the same values, filled by one indexed store instead of a dictionary lookup per
     grid point (seconds for the millions of points a wide pair spans)."""
@@ -264,8 +270,7 @@ def _to_dense(pmf: Any) -> Any:
         return pmf.to_dense_pmf()
     from dp_accounting.pld.pld_pmf import DensePLDPmf
 
-    keys = np.fromiter(pmf._loss_probs.keys(), dtype=np.int64)
-    vals = np.fromiter(pmf._loss_probs.values(), dtype=float, count=keys.size)
+    keys, vals = _atoms(pmf)
     lower = int(keys.min())
     probs = np.zeros(int(keys.max()) - lower + 1)
     probs[keys - lower] = vals
@@ -359,8 +364,7 @@ def _chernoff_window(pmf: Any, count: int, tail: float) -> tuple[int, int]:
 
     if not pmf._loss_probs:  # all mass at infinity: nothing to transform
         return 0, 0
-    keys = np.fromiter(pmf._loss_probs.keys(), dtype=np.int64)
-    probs = np.fromiter(pmf._loss_probs.values(), dtype=float, count=keys.size)
+    keys, probs = _atoms(pmf)
     pos = (keys - keys.min()).astype(float)
     length = int(keys.max() - keys.min()) + 1
     lower, upper = 0, (length - 1) * count
@@ -377,8 +381,7 @@ def _chernoff_window(pmf: Any, count: int, tail: float) -> tuple[int, int]:
     return lower, upper
 
 
-def _self_convolve_pmf(x: Any, count: int, wide: bool = False, window: tuple[int, int] | None = None
-                       ) -> tuple[Any, float, float]:
+def _self_convolve_pmf(pmf: Any, count: int, wide: bool = False) -> tuple[Any, float, float]:
     """x^{∗count} by one FFT power (in long double when ``wide``) on the window that holds all but SELF_TAIL of
     the mass (dp_accounting's bounds; the mass outside is added to the infinity mass, pessimistic), and the
     bounds of its float error (:func:`_spectral_bounds`), the frequencies erring by at most
@@ -386,9 +389,12 @@ def _self_convolve_pmf(x: Any, count: int, wide: bool = False, window: tuple[int
         d_f = k·ē·(|X̂_f| + ē)^{k−1} + (k·(|ln|X̂_f|| + 4) + 2)u·(|X̂_f| + ē)^k,   ē = τ‖x‖₁
 
     (ē bounds each frequency's error; the k-th power moves it at most k-fold times the (k−1)-th power of the
-    modulus; the complex power exp(k log z) adds the second term), plus SELF_TAIL for the wrapped-around tail."""
+    modulus; the complex power exp(k log z) adds the second term), plus SELF_TAIL for the wrapped-around tail.
+    ``pmf`` sparse or dense: its window is read off its support (:func:`_chernoff_window`) before it is made
+    dense."""
+    lo, hi = _chernoff_window(pmf, count, SELF_TAIL)
+    x = _to_dense(pmf)
     probs = np.asarray(x._probs, dtype=float)
-    lo, hi = window if window is not None else _chernoff_window(x, count, SELF_TAIL)
     out_len = hi - lo + 1
     size = scipy_fft.next_fast_len(max(out_len, probs.size))
     spec = scipy_fft.fft(probs.astype(np.longdouble) if wide else probs, size)
@@ -478,7 +484,7 @@ def self_compose(pld: PLD | Bounded, count: int, wide: bool = False) -> Bounded:
             err_inf, err_1 = max(err_inf, grow * x.err_1 + own), max(err_1, grow * x.err_1 + own)
             err_2 = max(err_2, grow * x.err_2 + own)
             continue
-        out, own, own2 = _self_convolve_pmf(_to_dense(m), count, wide, _chernoff_window(m, count, SELF_TAIL))
+        out, own, own2 = _self_convolve_pmf(m, count, wide)
         pmfs.append(out)
         err_inf = max(err_inf, grow * x.err_1 + own)
         err_1 = max(err_1, grow * x.err_1 + min(own * out.size, own2 * math.sqrt(out.size)))
