@@ -35,7 +35,6 @@ from darrm_opt.errors import InvalidParameter
 from darrm_opt.privacy.stability import (
     Fallback,
     SvtParams,
-    binary_fallback_wrong,
     distance_from_gap,
     dp_pair_profile,
     fallback_statement,
@@ -57,7 +56,7 @@ class StabilityParams:
     """A job: ``K`` teachers, ``classes`` C (None: 0/1 votes), the test ``svt``, the ``quota`` of queries
     (δ holds for any number of queries once the quota reaches c; the quota is a public limit), and the
     ``prior`` its expected error is stated under (a DaRRM prior for 0/1 votes, a class-label one for C).
-    ``fallback_sigma`` and ``fallback_epsilon`` (both or neither; 0/1 votes only): unstable queries before
+    ``fallback_sigma`` and ``fallback_epsilon`` (both or neither): unstable queries before
     the cut-off answered by GNMax at σ, the job stated at ε = ε_svt + ε_G (:class:`Fallback`); without them
     the canonical form, key and table id are those of a job without fallback."""
 
@@ -83,9 +82,6 @@ class StabilityParams:
             raise InvalidParameter("fallback", "fallback_sigma and fallback_epsilon are given together or not at all",
                                    {"fallback_sigma": self.fallback_sigma, "fallback_epsilon": self.fallback_epsilon})
         if self.fallback_sigma is not None:
-            if c is not None:
-                raise InvalidParameter("fallback", "the GNMax fallback is built for 0/1 votes only (classes = null)",
-                                       c)
             fb = Fallback(self.fallback_sigma, self.fallback_epsilon)  # type: ignore[arg-type]
             object.__setattr__(self, "fallback_sigma", fb.sigma)
             object.__setattr__(self, "fallback_epsilon", fb.epsilon)
@@ -414,12 +410,13 @@ class Stability(Mechanism):
         return self.figures(params).error
 
     def figures(self, params: StabilityParams) -> Any:
-        """The exact :class:`~darrm_opt.privacy.stability.JobError` of a job of ``quota`` queries under the
-        parameters' prior."""
-        from darrm_opt.planning.stability_plan import distance_law
+        """The :class:`~darrm_opt.privacy.stability.JobError` of a job of ``quota`` queries under the
+        parameters' prior: exact, except that a class-label job's GNMax fallback enters by its upper bound
+        (:func:`~darrm_opt.privacy.stability.multiclass_fallback_wrong`), so its error is an upper bound."""
+        from darrm_opt.planning.stability_plan import distance_law, fallback_wrong
 
-        gw = None if params.fallback_sigma is None else binary_fallback_wrong(params.K, params.prior,
-                                                                              params.fallback_sigma)
+        gw = None if params.fallback_sigma is None else fallback_wrong(params.K, params.classes, params.prior,
+                                                                       params.fallback_sigma)
         return job_error(params.svt, distance_law(params.K, params.classes, params.prior), params.quota,
                          fallback_wrong=gw)
 

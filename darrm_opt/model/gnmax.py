@@ -231,6 +231,20 @@ def binary_gamma(K: int, sigma: float) -> np.ndarray:
     return gam
 
 
+def difference_sf(sigma: float, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """(q_lo, q_hi) with q_lo(k) ≤ Pr[D > k] + ½·Pr[D = k] ≤ q_hi(k) for k = 0..n (up to float rounding), D =
+    Z₁ − Z₂ with Z₁, Z₂ independent N_ℤ(0, σ²) (a noisy tie of two classes counted half): q_lo sums the kept
+    noise (|Z| ≤ L, the law of D there by one convolution, summed from the top), q_hi adds the dropped mass
+    2·Pr[|Z| > L] (:func:`discrete_gaussian_pmf`), capped at 1. Both decrease in k."""
+    L = tail_cut(sigma)
+    p, tail = discrete_gaussian_pmf(sigma, L)
+    pd = np.convolve(p, p)  # D = −2L..2L, both kept
+    sf = np.cumsum(pd[::-1])[::-1] - 0.5 * pd  # sf[i] = Pr[D > i − 2L] + ½·Pr[D = i − 2L], both kept
+    k = np.arange(n + 1)
+    lo = np.maximum(0.0, np.where(k <= 2 * L, sf[np.minimum(k + 2 * L, 4 * L)], 0.0))
+    return lo, np.minimum(1.0, lo + 2 * tail)
+
+
 def _gauss_legendre01(n: int) -> tuple[np.ndarray, np.ndarray]:
     x, w = np.polynomial.legendre.leggauss(n)
     return 0.5 * (x + 1.0), 0.5 * w

@@ -464,6 +464,35 @@ def gap_law(K: int, C: int, prior: MulticlassPrior) -> GapLaw:
     return GapLaw(*(np.maximum(v, 0.0) / Z for v in (top_true, top_wrong, tie_true, tie_wrong)))
 
 
+def top_pair_law(K: int, C: int, prior: MulticlassPrior) -> np.ndarray:
+    """J[g, k] = Pr[y the unique top, gap g, h_y − h_w = k] for one fixed wrong class w (g = 1..K, k = g..K;
+    row 0 and k < g are 0), for h ∝ Y(h_y) Π_{c≠y} R(h_c), Σ h = K. With a = h_y, b = h_w = a − k and
+    G(m, n) = [(R_{≤m})^{*(C−2)}](n) (the other C − 2 classes, every one at most m):
+
+      J[g, g] = Σ_a Y(a) R(a − g) G(a − g, K − 2a + g) / Z                       (w is a runner-up),
+      J[g, k] = Σ_a Y(a) R(a − k) (G(a − g, n) − G(a − g − 1, n)) / Z,  n = K − 2a + k,  k > g
+                                                                      (w lower, some other class at a − g),
+
+      Z = [Y * R^{*(C−1)}](K) (:func:`gap_law`'s notation)."""
+    Y, R = prior.count_pmfs(K, C)
+    Z = normaliser(Y, R, K, C)
+    G = CappedPowers(R, K)
+    for _ in range(C - 2):
+        G.step()
+    a = np.arange(K + 1)[:, None]
+    k = np.arange(K + 1)[None, :]
+    n = K - 2 * a + k
+    J = np.zeros((K + 1, K + 1))
+    for g in range(1, K + 1):
+        ok = (k >= g) & (a >= k) & (n >= 0)
+        aa, kk = np.broadcast_to(a, ok.shape)[ok], np.broadcast_to(k, ok.shape)[ok]
+        nn = n[ok]
+        val = G.cur[aa - g + 1, nn] - np.where(kk > g, G.cur[aa - g, nn], 0.0)
+        J[g] = np.bincount(kk, weights=Y[aa] * R[aa - kk] * val, minlength=K + 1)
+    # differences of capped sums carry float noise of either sign where the true value is ~0
+    return np.maximum(J, 0.0) / Z
+
+
 def accuracy_weights(K: int, C: int, prior: MulticlassPrior) -> np.ndarray:
     """w with E[accuracy] = 1/C + Σ_g w_g γ(g) (from (MC-1)):
     w_g = Pr[gap g, top y] − Pr[gap g]/C for g ≥ 1, w_0 = Σ_t Pr[tie t, y ∈ T]/t − Pr[tie]/C."""

@@ -16,7 +16,7 @@ at the lattice scale s = SCALE·⌈ε_B⌉ (the resolution of the ε split). Eac
 (:func:`~darrm_opt.privacy.stability.job_error`); the chosen one's ε and δ are recomputed and checked
 against the budget.
 
-For 0/1 votes the search also tries the GNMax fallback (docs/maths.md, "Stability-based release with a GNMax
+The search also tries the GNMax fallback (docs/maths.md, "Stability-based release with a GNMax
 fallback"): for each cut-off c, SVT shares a of ε_B (FALLBACK_EPSILON_SHARES) and shares b of δ_B for δ_PTR
 (FALLBACK_DELTA_SHARES), the test is planned as above within (a·ε_B, b·δ_B) on the split grid, ε_G = ε_B − ε_svt
 and σ the least with e^{ε_svt}·δ_G(ε_G) + δ_PTR ≤ δ_B: GNMax's calibration over c answers
@@ -34,6 +34,8 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
+import numpy as np
+
 from darrm_opt.errors import InvalidParameter
 from darrm_opt.privacy.stability import (
     MAX_INT,
@@ -45,6 +47,7 @@ from darrm_opt.privacy.stability import (
     binary_law,
     fallback_statement,
     job_error,
+    multiclass_fallback_wrong,
     multiclass_law,
     ptr_delta,
     svt_epsilon,
@@ -118,6 +121,18 @@ def distance_law(K: int, classes: int | None, prior: str) -> DistanceLaw:
     if classes is None:
         return binary_law(K, prior)
     return multiclass_law(K, classes, normal_prior(prior, classes))
+
+
+def fallback_wrong(K: int, classes: int | None, prior: str, sigma: float) -> np.ndarray:
+    """The GNMax fallback's gw[d] for 0/1 votes (:func:`~darrm_opt.privacy.stability.binary_fallback_wrong`,
+    exact) or its upper bound gw* for C class labels
+    (:func:`~darrm_opt.privacy.stability.multiclass_fallback_wrong`), the prior read as :func:`distance_law`
+    reads it."""
+    from darrm_opt.planning.job import normal_prior
+
+    if classes is None:
+        return binary_fallback_wrong(K, prior, sigma)
+    return multiclass_fallback_wrong(K, classes, normal_prior(prior, classes), sigma)
 
 
 def least_threshold(scale: int, t_rho: int, t_nu: int, cutoff: int, queries: int, budget_delta: float) -> int:
@@ -231,11 +246,11 @@ def _floor_digits(x: float, digits: int = FALLBACK_DIGITS) -> float:
 
 
 class _FallbackSearch:
-    """Candidates with the GNMax fallback (module docstring) for 0/1 votes."""
+    """Candidates with the GNMax fallback (module docstring), 0/1 votes (``classes`` None) or class labels."""
 
-    def __init__(self, K: int, prior: str, law: DistanceLaw, queries: int, budget_epsilon: float,
-                 budget_delta: float) -> None:
-        self.K, self.prior, self.law, self.Q = K, prior, law, queries
+    def __init__(self, K: int, classes: int | None, prior: str, law: DistanceLaw, queries: int,
+                 budget_epsilon: float, budget_delta: float) -> None:
+        self.K, self.classes, self.prior, self.law, self.Q = K, classes, prior, law, queries
         self.eps, self.delta = budget_epsilon, budget_delta
         self.searches = {(a, b): _Search(law, queries, a * budget_epsilon, b * budget_delta)
                          for a in FALLBACK_EPSILON_SHARES for b in FALLBACK_DELTA_SHARES}
@@ -277,7 +292,7 @@ class _FallbackSearch:
             e, d = fallback_statement(p, self.Q, fb)
             if e > self.eps or d > self.delta:  # the cached σ was checked with another test
                 return None
-            gw = binary_fallback_wrong(self.K, self.prior, fb.sigma)
+            gw = fallback_wrong(self.K, self.classes, self.prior, fb.sigma)
             self.seen[(p, fb)] = StabilityCandidate(p, split, e, d, job_error(p, self.law, self.Q,
                                                                                fallback_wrong=gw), fb)
         return self.seen[(p, fb)]
@@ -301,7 +316,7 @@ class _FallbackSearch:
 def plan_stability(K: int, classes: int | None, prior: str, queries: int, budget_epsilon: float,
                    budget_delta: float, cutoffs: tuple[int, ...] = CUTOFFS, fallback: bool = True) -> StabilityPlan:
     """The stability-based release of least exact expected error (⊥ counted as an error) whose job-wide
-    (ε, δ) is within (ε_B, δ_B) (module docstring), with or without the GNMax fallback (0/1 votes; ``fallback``
+    (ε, δ) is within (ε_B, δ_B) (module docstring), with or without the GNMax fallback (``fallback``
     False: without only). InvalidParameter naming the budget when none is."""
     t0 = time.perf_counter()
     if not (budget_epsilon > 0 and math.isfinite(budget_epsilon)):
@@ -331,8 +346,8 @@ def plan_stability(K: int, classes: int | None, prior: str, queries: int, budget
                 break
     assert best is not None
     found = list(search.seen.values())
-    if fallback and classes is None:
-        fbs = _FallbackSearch(K, prior, search.law, queries, min(budget_epsilon, MAX_EPSILON), budget_delta)
+    if fallback:
+        fbs = _FallbackSearch(K, classes, prior, search.law, queries, min(budget_epsilon, MAX_EPSILON), budget_delta)
         fb_best: StabilityCandidate | None = None
         for c in sorted({c for c in FALLBACK_CUTOFFS if c < queries} | {min(queries, FALLBACK_CUTOFFS[-1])}):
             fcand = fbs.best(c)

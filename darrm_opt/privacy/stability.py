@@ -472,3 +472,60 @@ def binary_fallback_wrong(K: int, prior: Any, sigma: float) -> np.ndarray:
     d = distance_from_gap(gaps)
     n = int(distance_from_gap(K)) + 1
     return np.bincount(d, weights=np.maximum(alpha, 0.0) * wrong, minlength=n)
+
+
+@lru_cache(maxsize=64)
+def multiclass_fallback_wrong(K: int, C: int, prior: Any, sigma: float) -> np.ndarray:
+    """gw*[d], an upper bound for class labels under a :class:`~darrm_opt.model.multiclass.MulticlassPrior`
+    of the fallback's part of the error: Σ_d u(d)·gw*[d] ≥ Σ_d u(d)·Pr[d(h) = d, GNMax_σ(h) ≠ y] for every
+    u decreasing in d (each u_z(d) = Pr[ν ≤ T + z − s·d] of :func:`per_threshold` is), so the job's error
+    computed from gw* bounds the exact one (docs/maths.md, "The fallback's error for class labels").
+
+    With V = h + Z, q_lo ≤ Pr[Z_c − Z_y > k] + ½·Pr[Z_c − Z_y = k] ≤ q_hi (:func:`~darrm_opt.model.gnmax.difference_sf`,
+    decreasing in k), the law of (gap, y on top) (:func:`~darrm_opt.model.multiclass.gap_law`) and J
+    (:func:`~darrm_opt.model.multiclass.top_pair_law`), per histogram h:
+
+    * y on top, gap g ≥ 1: Pr[wrong | h] ≤ Σ_{c≠y} (Pr[V_c > V_y] + ½·Pr[V_c = V_y]) (a tie of t classes at the
+      top loses y with 1 − 1/t ≤ (t − 1)/2), and ≥ the runner-up r's term (V_r > V_y is wrong, V_r = V_y at
+      least half wrong), so Pr[g, top y]·q_lo(g) ≤ Pr[g, top y, wrong] ≤ min(Pr[g, top y], (C − 1)·Σ_k J[g, k]·q_hi(k));
+    * t ≠ y on top, gap g ≥ 1: Pr[answer y | h] ≤ Pr[V_y > V_t] + ½·Pr[V_y = V_t] ≤ q_hi(g), so the part is
+      between Pr[g, top ≠ y]·(1 − q_hi(g)) and Pr[g, top ≠ y];
+    * a tie of t classes with y: between ½ (a tied class's term, q(0) = ½) and min(1, (t − 1)/2 +
+      (C − t)·q_hi(1)) of its mass; a tie without y: between 1 − q_hi(1) and 1.
+
+    Summed over the gaps of each d: upper parts b(d), lower parts l(d). With E ≥ Pr[wrong]
+    (:func:`~darrm_opt.model.gnmax.gnmax_error`, omitted when its work would exceed MAX_ERROR_WORK), the
+    cumulative bound B(x) = min(Σ_{d≤x} b(d), E − Σ_{d>x} l(d)) ≥ Pr[d(h) ≤ x, wrong], and gw* = B(x) − B(x − 1)
+    (Abel summation: Σ_d u(d) gw[d] = Σ_x (u(x) − u(x + 1)) Pr[d ≤ x, wrong], every u(x) − u(x + 1) ≥ 0)."""
+    from darrm_opt.model.gnmax import MAX_ERROR_WORK, difference_sf, error_work, gnmax_error
+    from darrm_opt.model.multiclass import MulticlassPrior
+
+    pr = MulticlassPrior.parse(prior)
+    law, J = _gap_laws(K, C, pr)
+    q_lo, q_hi = difference_sf(sigma, K)
+    b_g = np.minimum(law.top_true, (C - 1) * (J @ q_hi)) + law.top_wrong
+    l_g = law.top_true * q_lo + law.top_wrong * (1.0 - q_hi)
+    t = np.arange(C + 1)
+    tie_hi = float(law.tie_true[2:] @ np.minimum(1.0, (t[2:] - 1) / 2 + (C - t[2:]) * q_hi[1])) + float(
+        law.tie_wrong.sum())
+    tie_lo = 0.5 * float(law.tie_true.sum()) + (1.0 - q_hi[1]) * float(law.tie_wrong.sum())
+    b_g[0], l_g[0] = tie_hi, tie_lo
+    d = distance_from_gap(np.arange(K + 1))
+    n = int(d.max()) + 1
+    B = np.cumsum(np.bincount(d, weights=b_g, minlength=n))
+    if error_work(K, C, sigma) <= MAX_ERROR_WORK:
+        lo = np.bincount(d, weights=l_g, minlength=n)
+        above = np.concatenate([np.cumsum(lo[::-1])[::-1][1:], [0.0]])  # Σ_{d > x} l(d)
+        B = np.minimum(B, gnmax_error(K, C, sigma, pr) - above)
+    out = np.diff(np.maximum(B, 0.0), prepend=0.0)
+    out.setflags(write=False)
+    return out
+
+
+@lru_cache(maxsize=8)
+def _gap_laws(K: int, C: int, prior: Any) -> tuple[Any, np.ndarray]:
+    """(:func:`~darrm_opt.model.multiclass.gap_law`, :func:`~darrm_opt.model.multiclass.top_pair_law`) of a
+    prior: every σ of a plan reads the same two."""
+    from darrm_opt.model.multiclass import gap_law, top_pair_law
+
+    return gap_law(K, C, prior), top_pair_law(K, C, prior)
