@@ -215,6 +215,19 @@ def test_the_planner_tries_the_fallback_for_class_labels_within_budget() -> None
     assert kind.figures(p).error == plan.expected_error
 
 
+def test_settling_by_floors_finds_the_best_of_every_candidate_refined(monkeypatch) -> None:
+    from darrm_opt.planning import stability_plan
+
+    job = (25, 3, "iid-uniform:0.4,0.8", 8, 2.0, 1e-5)
+    pruned = stability_plan.plan_stability(*job)
+    monkeypatch.setattr(stability_plan._FallbackSearch, "settle",
+                        lambda self, incumbent: [self.refine(c) for c in self.seen.values()])
+    full = stability_plan.plan_stability(*job)
+    fb = [c for c in full.candidates if c.fallback is not None]
+    assert len(fb) > 2 * len([c for c in pruned.candidates if c.fallback is not None])
+    assert pruned.expected_error == full.expected_error and pruned.best == full.best
+
+
 @pytest.mark.slow  # CLI subprocesses
 def test_cli_plans_a_class_label_fallback_job_aggregates_and_verifies_it(tmp_path) -> None:
     from cli_helpers import run_cli

@@ -23,7 +23,11 @@ and σ the least with e^{ε_svt}·δ_G(ε_G) + δ_PTR ≤ δ_B: GNMax's calibrat
 (:func:`~darrm_opt.privacy.gnmax.gnmax_sigma_over_answers`) at δ = (δ_B − δ_PTR)/e^{ε_svt} rounded down, then
 the exact statement (:func:`~darrm_opt.privacy.stability.fallback_statement`) checked and σ raised until it
 holds. Calibrations are cached by (c, ε_G, δ_G), ε_G and δ_G rounded down to FALLBACK_DIGITS significant
-digits. The plan is the better of the searches with and without fallback.
+digits. The plan is the better of the searches with and without fallback. For class labels a fallback
+candidate's figure uses an upper bound of its error (:func:`~darrm_opt.privacy.stability.multiclass_fallback_wrong`,
+which needs GNMax's own error, seconds per σ): every candidate is first evaluated at a floor of that figure
+(:func:`~darrm_opt.privacy.stability.multiclass_fallback_floor`), and only those whose floor is below the best
+figure found are settled, in increasing order of their floors.
 """
 
 from __future__ import annotations
@@ -47,6 +51,7 @@ from darrm_opt.privacy.stability import (
     binary_law,
     fallback_statement,
     job_error,
+    multiclass_fallback_floor,
     multiclass_fallback_wrong,
     multiclass_law,
     ptr_delta,
@@ -292,10 +297,35 @@ class _FallbackSearch:
             e, d = fallback_statement(p, self.Q, fb)
             if e > self.eps or d > self.delta:  # the cached σ was checked with another test
                 return None
-            gw = fallback_wrong(self.K, self.classes, self.prior, fb.sigma)
+            if self.classes is None:
+                gw = fallback_wrong(self.K, None, self.prior, fb.sigma)
+            else:  # the floor now; :meth:`refine` computes the figure of the candidates that may win
+                from darrm_opt.planning.job import normal_prior
+
+                gw = multiclass_fallback_floor(self.K, self.classes, normal_prior(self.prior, self.classes), fb.sigma)
             self.seen[(p, fb)] = StabilityCandidate(p, split, e, d, job_error(p, self.law, self.Q,
                                                                                fallback_wrong=gw), fb)
         return self.seen[(p, fb)]
+
+    def refine(self, floor: StabilityCandidate) -> StabilityCandidate:
+        """A class-label candidate evaluated at its floor, with the figures of its bound gw*."""
+        fb = floor.fallback
+        assert fb is not None
+        gw = fallback_wrong(self.K, self.classes, self.prior, fb.sigma)
+        return StabilityCandidate(floor.params, floor.split, floor.epsilon, floor.delta,
+                                  job_error(floor.params, self.law, self.Q, fallback_wrong=gw), fb)
+
+    def settle(self, incumbent: float) -> list[StabilityCandidate]:
+        """The class-label candidates refined in increasing order of their floors, until the next floor is no
+        better than the best figure found (``incumbent``: the best without fallback, then the best refined);
+        the candidates passed over cannot beat it (floor ≤ figure)."""
+        out: list[StabilityCandidate] = []
+        for cand in sorted(self.seen.values(), key=lambda c: c.figures.error):
+            if cand.figures.error >= incumbent:
+                break
+            out.append(self.refine(cand))
+            incumbent = min(incumbent, out[-1].figures.error)
+        return out
 
     def best(self, cutoff: int) -> StabilityCandidate | None:
         found: list[StabilityCandidate] = []
@@ -353,7 +383,12 @@ def plan_stability(K: int, classes: int | None, prior: str, queries: int, budget
             fcand = fbs.best(c)
             if fcand is not None and (fb_best is None or fcand.figures.error < fb_best.figures.error):
                 fb_best = fcand
-        found += list(fbs.seen.values())
+        if classes is None:
+            found += list(fbs.seen.values())
+        else:  # the figures so far are floors: settle the candidates that may beat the best
+            refined = fbs.settle(best.figures.error)
+            found += refined
+            fb_best = min(refined, key=lambda c: c.figures.error) if refined else None
         if fb_best is not None and fb_best.figures.error < best.figures.error:
             best = fb_best
     p = best.params

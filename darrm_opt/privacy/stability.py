@@ -497,10 +497,34 @@ def multiclass_fallback_wrong(K: int, C: int, prior: Any, sigma: float) -> np.nd
     (:func:`~darrm_opt.model.gnmax.gnmax_error`, omitted when its work would exceed MAX_ERROR_WORK), the
     cumulative bound B(x) = min(Σ_{d≤x} b(d), E − Σ_{d>x} l(d)) ≥ Pr[d(h) ≤ x, wrong], and gw* = B(x) − B(x − 1)
     (Abel summation: Σ_d u(d) gw[d] = Σ_x (u(x) − u(x + 1)) Pr[d ≤ x, wrong], every u(x) − u(x + 1) ≥ 0)."""
-    from darrm_opt.model.gnmax import MAX_ERROR_WORK, difference_sf, error_work, gnmax_error
+    from darrm_opt.model.gnmax import MAX_ERROR_WORK, error_work, gnmax_error
     from darrm_opt.model.multiclass import MulticlassPrior
 
     pr = MulticlassPrior.parse(prior)
+    b, lo = _fallback_parts(K, C, pr, sigma)
+    B = np.cumsum(b)
+    if error_work(K, C, sigma) <= MAX_ERROR_WORK:
+        above = np.concatenate([np.cumsum(lo[::-1])[::-1][1:], [0.0]])  # Σ_{d > x} l(d)
+        B = np.minimum(B, gnmax_error(K, C, sigma, pr) - above)
+    out = np.diff(np.maximum(B, 0.0), prepend=0.0)
+    out.setflags(write=False)
+    return out
+
+
+def multiclass_fallback_floor(K: int, C: int, prior: Any, sigma: float) -> np.ndarray:
+    """l[d], the lower parts of :func:`multiclass_fallback_wrong` (without GNMax's error E): Σ_{d≤x} l(d) ≤
+    B(x) at every x (l ≤ b part by part, and E ≥ Σ_d l(d)), so the job error computed from l is at most the one
+    computed from gw*: the planner's cheap floor for a candidate it may pass over unrefined."""
+    from darrm_opt.model.multiclass import MulticlassPrior
+
+    return _fallback_parts(K, C, MulticlassPrior.parse(prior), sigma)[1]
+
+
+@lru_cache(maxsize=256)
+def _fallback_parts(K: int, C: int, pr: Any, sigma: float) -> tuple[np.ndarray, np.ndarray]:
+    """(b, l) per d of :func:`multiclass_fallback_wrong` (read-only arrays)."""
+    from darrm_opt.model.gnmax import difference_sf
+
     law, J = _gap_laws(K, C, pr)
     q_lo, q_hi = difference_sf(sigma, K)
     b_g = np.minimum(law.top_true, (C - 1) * (J @ q_hi)) + law.top_wrong
@@ -512,14 +536,10 @@ def multiclass_fallback_wrong(K: int, C: int, prior: Any, sigma: float) -> np.nd
     b_g[0], l_g[0] = tie_hi, tie_lo
     d = distance_from_gap(np.arange(K + 1))
     n = int(d.max()) + 1
-    B = np.cumsum(np.bincount(d, weights=b_g, minlength=n))
-    if error_work(K, C, sigma) <= MAX_ERROR_WORK:
-        lo = np.bincount(d, weights=l_g, minlength=n)
-        above = np.concatenate([np.cumsum(lo[::-1])[::-1][1:], [0.0]])  # Σ_{d > x} l(d)
-        B = np.minimum(B, gnmax_error(K, C, sigma, pr) - above)
-    out = np.diff(np.maximum(B, 0.0), prepend=0.0)
-    out.setflags(write=False)
-    return out
+    b, lo = np.bincount(d, weights=b_g, minlength=n), np.bincount(d, weights=l_g, minlength=n)
+    b.setflags(write=False)
+    lo.setflags(write=False)
+    return b, lo
 
 
 @lru_cache(maxsize=8)
