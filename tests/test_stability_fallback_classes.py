@@ -228,6 +228,33 @@ def test_settling_by_floors_finds_the_best_of_every_candidate_refined(monkeypatc
     assert pruned.expected_error == full.expected_error and pruned.best == full.best
 
 
+@pytest.mark.slow  # 300 jobs through a ledger, every query answered by GNMax in its own call (about 30 s)
+def test_a_planned_class_label_fallback_job_released_through_a_ledger_errs_as_planned(tmp_path) -> None:
+    """K = 25, C = 3, Q = 8, prior iid-uniform:0.4,0.8, (2, 1e-5): the planned fallback job, then 300 jobs of
+    votes drawn from the prior released through one ledger; one query of each job chosen uniformly errs with
+    probability the job's mean error, which the plan bounds from above within 1 %: the count of errors is
+    Binomial(300, p) with p at most, and within 1 % of, the planned figure."""
+    from darrm_opt.ledger.local import Ledger
+    from darrm_opt.planning.job import Job
+    from darrm_opt.release.release import Aggregator
+
+    kind = mechanism("stability")
+    K, C, Q, prior, jobs = 25, 3, 8, "iid-uniform:0.4,0.8", 300
+    offer = kind.plan(Job(K=K, queries=Q, budget_epsilon=2.0, budget_delta=1e-5, classes=C, prior=prior,
+                          teachers="disjoint-nonprivate", thorough=True))
+    t = offer.table
+    assert t.params.fallback_sigma is not None and 0.2 < offer.expected_error < 0.6
+    rng = np.random.default_rng(35)
+    truth = rng.integers(0, C, jobs * Q)
+    right = rng.uniform(size=(jobs * Q, K)) < rng.uniform(0.4, 0.8, size=(jobs * Q, K))
+    votes = np.where(right, truth[:, None], (truth[:, None] + rng.integers(1, C, size=(jobs * Q, K))) % C)
+    with Ledger(f"sqlite:///{tmp_path / 'e2e.db'}", "e2e", epsilon_budget=1e5, delta_budget=0.5) as book:
+        answers = np.concatenate([Aggregator(t, book)(votes[i:i + 50 * Q]) for i in range(0, jobs * Q, 50 * Q)])
+    picked = np.arange(jobs) * Q + rng.integers(0, Q, jobs)
+    errors = int(np.sum(answers[picked] != truth[picked]))
+    assert stats.binomtest(errors, jobs, offer.expected_error).pvalue > 1e-3
+
+
 @pytest.mark.slow  # CLI subprocesses
 def test_cli_plans_a_class_label_fallback_job_aggregates_and_verifies_it(tmp_path) -> None:
     from cli_helpers import run_cli

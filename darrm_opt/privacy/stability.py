@@ -352,13 +352,17 @@ def job_error(p: SvtParams, law: DistanceLaw, queries: int, chunk: int = 1 << 16
         pz = dlap_pmf(p.t_rho, z)
         keep = pz > 0
         z, pz = z[keep], pz[keep]
+        # per_threshold row by row, ``chunk`` values of z at a time (its arrays are z × d): the same values
+        parts = [per_threshold(p, law, z[i:i + chunk], fallback_wrong) for i in range(0, z.size, chunk)]
+        u, w = np.concatenate([q[0] for q in parts]), np.concatenate([q[1] for q in parts])
+        # _stop_sums forms u.size × c arrays: in pieces of at most 2²² cells (element by element: the same values)
+        step = max(1, (1 << 22) // max(1, min(p.cutoff, Q)))
+        sums = [_stop_sums(u[i:i + step], Q, p.cutoff) for i in range(0, u.size, step)]
+        R, S = np.concatenate([r for r, _ in sums]), np.concatenate([t for _, t in sums])
         if fallback_wrong is None:
-            u, w = per_threshold(p, law, z)
-            R, S = _stop_sums(u, Q, p.cutoff)
             err = _dot(pz, S + R * (u + w)) / Q
         else:
-            u, w, g = per_threshold(p, law, z, fallback_wrong)
-            R, S = _stop_sums(u, Q, p.cutoff)
+            g = np.concatenate([q[2] for q in parts])
             err = _dot(pz, S + R * (g + w)) / Q
         tail = _rho_tail(p.t_rho, reach)
         if tail <= 1e-3 * err:

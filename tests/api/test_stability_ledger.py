@@ -117,12 +117,11 @@ def test_planned_jobs_released_through_a_ledger_err_as_planned(tmp_path):
     job's errors are not independent (one threshold, a stop after c unstable queries), but one query of each
     job chosen uniformly at random errs with probability exactly the planned error (the mean over its Q
     queries): N independent such queries are Binomial(N, planned error)."""
-    from darrm_opt.mechanisms import plan_job
     from darrm_opt.planning.job import Job
 
     job = Job(**KIND.examples()[0].job)  # type: ignore[arg-type]
-    _, offers, _ = plan_job(job, kinds=["stability"])
-    offer = offers[0]
+    offer = KIND.plan(job)  # a job not named thorough: the plan without the GNMax fallback, its error exact
+    assert offer.table.params.fallback_sigma is None
     t, Q, jobs = offer.table, job.queries, 300
     assert 0.01 < offer.expected_error < 0.3
     rng = np.random.default_rng(2026)
