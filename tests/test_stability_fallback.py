@@ -12,6 +12,7 @@ import math
 
 import numpy as np
 import pytest
+from brute_stability import dlap_le, job_error_recursion
 from scipy import stats
 
 from darrm_opt.errors import InvalidParameter
@@ -50,12 +51,6 @@ def _gnmax_one(K: int, l: int, sigma: float) -> float:
     return float((joint * ((v1 > v0) + 0.5 * (v1 == v0))).sum())
 
 
-def _dlap_le(t: int, x: int) -> float:
-    """Pr[ν ≤ x] for ν ~ DLap(t), summed directly over a wide range."""
-    y = np.arange(-60 * t - abs(x), x + 1)
-    return float(dlap_pmf(t, y).sum()) if x >= -60 * t - abs(x) else 0.0
-
-
 @pytest.mark.parametrize("K", [5, 6])
 def test_gnmax_wrong_per_distance_against_a_direct_sum(K) -> None:
     sigma = 1.3
@@ -71,33 +66,13 @@ def test_gnmax_wrong_per_distance_against_a_direct_sum(K) -> None:
 
 
 def _brute_error(svt: SvtParams, K: int, prior: str, sigma: float | None, Q: int) -> tuple[float, float]:
-    """(error, answered) by a recursion over ρ's support and the count of unstable queries so far, every
-    probability summed directly (GNMax's error per L by :func:`_gnmax_one`)."""
+    """(error, answered) by :func:`brute_stability.job_error_recursion` (GNMax's error per L by
+    :func:`_gnmax_one`; the released majority errs by 0 against itself)."""
     alpha = expected_pmf(K, Prior.parse(prior))
-    d = [int(distance_from_gap(abs(2 * l - K))) for l in range(K + 1)]
-    gl = [0.0 if 2 * l == K else (_gnmax_one(K, l, sigma) if 2 * l < K else 1 - _gnmax_one(K, l, sigma))
-          for l in range(K + 1)] if sigma is not None else None
-    err = ans = 0.0
-    for z in range(-80 * svt.t_rho, 80 * svt.t_rho + 1):
-        pz = float(dlap_pmf(svt.t_rho, np.array([z]))[0])
-        pu = [_dlap_le(svt.t_nu, svt.threshold + z - svt.scale * d[l]) for l in range(K + 1)]
-        u = sum(alpha[l] * pu[l] for l in range(K + 1))
-        e_run = (sum(alpha[l] * pu[l] * gl[l] for l in range(K + 1)) if gl is not None else u)
-        state = np.zeros(svt.cutoff + 1)
-        state[0] = 1.0
-        e = a = 0.0
-        for _ in range(Q):
-            run = state[:-1].sum()
-            e += run * e_run + state[-1]
-            a += run * (1.0 if gl is not None else 1 - u)
-            nxt = np.zeros_like(state)
-            nxt[:-1] += state[:-1] * (1 - u)
-            nxt[1:] += state[:-1] * u
-            nxt[-1] += state[-1]
-            state = nxt
-        err += pz * e / Q
-        ans += pz * a
-    return err, ans
+    rows = [(float(alpha[l]), int(distance_from_gap(abs(2 * l - K))), 0.0,
+             0.0 if sigma is None or 2 * l == K else
+             (_gnmax_one(K, l, sigma) if 2 * l < K else 1 - _gnmax_one(K, l, sigma))) for l in range(K + 1)]
+    return job_error_recursion(svt, Q, rows, sigma is not None)
 
 
 @pytest.mark.parametrize(("K", "svt", "Q"), [(5, SvtParams(2, 2, 3, 3, 2), 4), (6, SvtParams(1, 1, 2, 1, 1), 3),
@@ -122,7 +97,7 @@ def _exact_outcomes(svt: SvtParams, K: int, Ls: list[int], sigma: float) -> dict
         pz = float(dlap_pmf(svt.t_rho, np.array([z]))[0])
         paths = [((), 1.0, 0)]  # (answers so far, probability, unstable count)
         for i, l in enumerate(Ls):
-            pu = _dlap_le(svt.t_nu, svt.threshold + z - svt.scale * d[i])
+            pu = dlap_le(svt.t_nu, svt.threshold + z - svt.scale * d[i])
             one = _gnmax_one(K, l, sigma)
             plur = [(1, 1.0)] if 2 * l > K else [(0, 1.0)] if 2 * l < K else [(0, 0.5), (1, 0.5)]
             nxt = []

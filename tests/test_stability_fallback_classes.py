@@ -10,6 +10,7 @@ import json
 
 import numpy as np
 import pytest
+from brute_stability import discrete_gaussian, dlap_le, gnmax_answer_law, job_error_recursion
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
@@ -29,32 +30,6 @@ from darrm_opt.privacy.stability import (
 )
 
 
-def _dg(sigma: float) -> tuple[np.ndarray, np.ndarray]:
-    """N_ℤ(0, σ²) summed directly over a range far beyond its mass."""
-    z = np.arange(-int(25 * sigma) - 5, int(25 * sigma) + 6)
-    w = np.exp(-z.astype(float) ** 2 / (2 * sigma * sigma))
-    return z, w / w.sum()
-
-
-def _answer_law(h: tuple[int, ...], sigma: float) -> np.ndarray:
-    """Pr[GNMax answers c | h] for every class c: a direct sum over the answering class's noise, the others
-    below it or tied (noisy ties split uniformly, every subset of tied classes enumerated)."""
-    z, p = _dg(sigma)
-    C = len(h)
-    out = np.zeros(C)
-    for c in range(C):
-        for vz, pv in zip(z, p, strict=True):
-            v = h[c] + vz
-            less = [float(p[h[o] + z < v].sum()) for o in range(C) if o != c]
-            eq = [float(p[h[o] + z == v].sum()) for o in range(C) if o != c]
-            tot = 0.0
-            for mask in itertools.product((0, 1), repeat=C - 1):
-                pr = np.prod([eq[j] if m else less[j] for j, m in enumerate(mask)])
-                tot += pr / (1 + sum(mask))
-            out[c] += pv * tot
-    return out
-
-
 def _histograms(K: int, C: int, prior: str):
     """(h, Pr[h]) for every histogram, the true class y = 0 (Pr[h] ∝ Y(h_0) Π R(h_c))."""
     Y, R = MulticlassPrior.parse(prior).count_pmfs(K, C)
@@ -68,7 +43,7 @@ def _exact_gw(K: int, C: int, prior: str, sigma: float) -> np.ndarray:
     gw = np.zeros(int(distance_from_gap(K)) + 1)
     for h, ph in _histograms(K, C, prior):
         s = sorted(h)
-        gw[int(distance_from_gap(s[-1] - s[-2]))] += ph * (1 - _answer_law(h, sigma)[0])
+        gw[int(distance_from_gap(s[-1] - s[-2]))] += ph * (1 - gnmax_answer_law(h, sigma)[0])
     return gw
 
 
@@ -89,7 +64,7 @@ def test_top_pair_law_against_every_histogram(K, C, prior) -> None:
 
 @pytest.mark.parametrize("sigma", [0.4, 1.0, 3.7])
 def test_difference_sf_bounds_a_direct_sum(sigma) -> None:
-    z, p = _dg(sigma)
+    z, p = discrete_gaussian(sigma)
     diff = np.convolve(p, p)
     x = np.arange(2 * z[0], 2 * z[-1] + 1)
     want = np.array([diff[x > k].sum() + 0.5 * diff[x == k].sum() for k in range(12)])
@@ -133,38 +108,16 @@ def _exact_gw_cached() -> np.ndarray:
     return _CACHE["gw"]
 
 
-def _dlap_le(t: int, x: int) -> float:
-    y = np.arange(-60 * t - abs(x), x + 1)
-    return float(dlap_pmf(t, y).sum())
-
-
 def _brute_error(svt: SvtParams, K: int, C: int, prior: str, sigma: float, Q: int) -> float:
-    """The exact error of a class-label job with the fallback: a recursion over ρ's support and the count of
-    unstable queries, every histogram's stability, plurality and GNMax answer summed directly."""
+    """The exact error of a class-label job with the fallback (:func:`brute_stability.job_error_recursion`), every
+    histogram's stability, plurality and GNMax answer summed directly."""
     rows = []
     for h, ph in _histograms(K, C, prior):
         s = sorted(h)
         top = [c for c in range(C) if h[c] == s[-1]]
         rows.append((ph, int(distance_from_gap(s[-1] - s[-2])), (0 not in top) + (0 in top) * (1 - 1 / len(top)),
-                     1 - _answer_law(h, sigma)[0]))
-    err = 0.0
-    for z in range(-80 * svt.t_rho, 80 * svt.t_rho + 1):
-        pz = float(dlap_pmf(svt.t_rho, np.array([z]))[0])
-        pu = {d: _dlap_le(svt.t_nu, svt.threshold + z - svt.scale * d) for d in {r[1] for r in rows}}
-        u = sum(ph * pu[d] for ph, d, _, _ in rows)
-        e_run = sum(ph * (pu[d] * gwr + (1 - pu[d]) * wr) for ph, d, wr, gwr in rows)
-        state = np.zeros(svt.cutoff + 1)
-        state[0] = 1.0
-        e = 0.0
-        for _ in range(Q):
-            e += state[:-1].sum() * e_run + state[-1]
-            nxt = np.zeros_like(state)
-            nxt[:-1] += state[:-1] * (1 - u)
-            nxt[1:] += state[:-1] * u
-            nxt[-1] += state[-1]
-            state = nxt
-        err += pz * e / Q
-    return err
+                     1 - gnmax_answer_law(h, sigma)[0]))
+    return job_error_recursion(svt, Q, rows, True)[0]
 
 
 @pytest.mark.parametrize(("K", "C", "prior", "svt", "Q"),
@@ -187,8 +140,8 @@ def test_the_sampler_follows_the_exact_law_of_a_tiny_class_label_job() -> None:
     params = StabilityParams(K, 3, svt, 1, "paper", sigma, 0.5)
     n = 30_000
     out = StabilitySampler(params, np.random.default_rng(5).bytes).draw(np.array([h] * n))
-    pu = sum(float(dlap_pmf(1, np.array([z]))[0]) * _dlap_le(1, z) for z in range(-80, 81))
-    law = pu * _answer_law(h, sigma)
+    pu = sum(float(dlap_pmf(1, np.array([z]))[0]) * dlap_le(1, z) for z in range(-80, 81))
+    law = pu * gnmax_answer_law(h, sigma)
     law[0] += 1 - pu
     counts = np.bincount(out.astype(int), minlength=3)
     assert counts.sum() == n and (out != BOTTOM).all()

@@ -9,9 +9,13 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Callable
+from functools import lru_cache
+from typing import Any
 
 import numpy as np
 import pytest
+from brute_stability import gnmax_answer_law
 
 from darrm_opt.model.gnmax import discrete_gaussian_pmf, tail_cut
 from darrm_opt.privacy.stability import (
@@ -38,34 +42,42 @@ def gnmax_one(K: int, L: int, sigma: float) -> float:
     return float(diff[x > m].sum() + 0.5 * diff[x == m].sum())
 
 
-def job_law(K: int, Ls: tuple[int, ...], p: SvtParams, sigma: float) -> tuple[dict[tuple[int, ...], float], float]:
-    """The exact law of the released labels (0/1, −1 after the cut-off) of a job over the queries with ``Ls``
-    ones among K votes, and the ρ mass left out."""
+def class_job_law(hs: tuple[tuple[int, ...], ...], p: SvtParams, answer_law: Callable[[tuple[int, ...]], Any]
+                  ) -> dict[tuple[int, ...], float]:
+    """The exact law of the released classes (−1 after the cut-off) of a job over the histograms ``hs``, GNMax's
+    answer law on a histogram given by ``answer_law``: per ρ in its support (|z| ≤ Z_REACH·t_ρ), the states
+    (answers so far, count of unstable queries)."""
     reach = Z_REACH * p.t_rho
-    law: dict[tuple[int, ...], float] = {}
+    out: dict[tuple[int, ...], float] = {}
     for z in range(-reach, reach + 1):
         pz = float(dlap_pmf(p.t_rho, np.array([z]))[0])
         states = {((), 0): pz}
-        for L in Ls:
-            d = int(distance_from_gap(abs(2 * L - K)))
+        for h in hs:
+            s = sorted(h)
+            d = int(distance_from_gap(s[-1] - s[-2]))
             pu = float(dlap_cdf(p.t_nu, np.array([p.threshold + z - p.scale * d]))[0])
-            plural = {1: 1.0} if 2 * L > K else {0: 1.0} if 2 * L < K else {0: 0.5, 1: 0.5}
-            one = gnmax_one(K, L, sigma)
+            top = [c for c in range(len(h)) if h[c] == s[-1]]
+            gnmax = answer_law(h)
             nxt: dict[tuple[tuple[int, ...], int], float] = {}
             for (prefix, k), w in states.items():
-                if k >= p.cutoff:
-                    moves = [(-1, 0, 1.0)]
-                else:
-                    moves = [(a, 0, (1 - pu) * q) for a, q in plural.items()]
-                    moves += [(1, 1, pu * one), (0, 1, pu * (1 - one))]
+                moves = ([(-1, 0, 1.0)] if k >= p.cutoff else
+                         [(c, 0, (1 - pu) / len(top)) for c in top] + [(c, 1, pu * q) for c, q in enumerate(gnmax)])
                 for a, dk, q in moves:
                     key = (prefix + (a,), k + dk)
                     nxt[key] = nxt.get(key, 0.0) + w * q
             states = nxt
         for (prefix, _), w in states.items():
-            law[prefix] = law.get(prefix, 0.0) + w
+            out[prefix] = out.get(prefix, 0.0) + w
+    return out
+
+
+def job_law(K: int, Ls: tuple[int, ...], p: SvtParams, sigma: float) -> tuple[dict[tuple[int, ...], float], float]:
+    """The exact law of the released labels (0/1, −1 after the cut-off) of a job over the queries with ``Ls``
+    ones among K votes (the histograms (K − L, L)), and the ρ mass left out."""
+    one = lru_cache(maxsize=None)(lambda L: gnmax_one(K, L, sigma))
+    law = class_job_law(tuple((K - L, L) for L in Ls), p, lambda h: (1 - one(h[1]), one(h[1])))
     q = math.exp(-1.0 / p.t_rho)
-    return law, 2 * q ** (reach + 1) / (1 + q)
+    return law, 2 * q ** (Z_REACH * p.t_rho + 1) / (1 + q)
 
 
 def hockey(P: dict, Q: dict, epsilon: float) -> float:
@@ -110,52 +122,6 @@ def test_the_stated_epsilon_delta_holds_for_every_neighbouring_job(K, Q, p, sigm
     assert worst > delta - ptr_delta(p, Q) or at_svt > delta
 
 
-def gnmax_law(h: tuple[int, ...], sigma: float) -> np.ndarray:
-    """Pr[GNMax answers c | h] for every class: a direct sum over the answering class's noise, every subset of
-    the classes tied with it enumerated (noisy ties split uniformly)."""
-    cut = tail_cut(sigma)
-    p, _ = discrete_gaussian_pmf(sigma, cut)
-    z = np.arange(-cut, cut + 1)
-    C = len(h)
-    out = np.zeros(C)
-    for c in range(C):
-        for vz, pv in zip(z, p, strict=True):
-            v = h[c] + vz
-            less = [float(p[h[o] + z < v].sum()) for o in range(C) if o != c]
-            eq = [float(p[h[o] + z == v].sum()) for o in range(C) if o != c]
-            for mask in itertools.product((0, 1), repeat=C - 1):
-                out[c] += pv * float(np.prod([eq[j] if m else less[j] for j, m in enumerate(mask)])) / (1 + sum(mask))
-    return out
-
-
-def class_job_law(hs: tuple[tuple[int, ...], ...], p: SvtParams, sigma: float, laws: dict) -> dict:
-    """The exact law of the released classes (−1 after the cut-off) of a class-label job over the histograms
-    ``hs`` (GNMax's answer laws cached in ``laws``)."""
-    reach = Z_REACH * p.t_rho
-    out: dict[tuple[int, ...], float] = {}
-    for z in range(-reach, reach + 1):
-        pz = float(dlap_pmf(p.t_rho, np.array([z]))[0])
-        states = {((), 0): pz}
-        for h in hs:
-            s = sorted(h)
-            d = int(distance_from_gap(s[-1] - s[-2]))
-            pu = float(dlap_cdf(p.t_nu, np.array([p.threshold + z - p.scale * d]))[0])
-            top = [c for c in range(len(h)) if h[c] == s[-1]]
-            if h not in laws:
-                laws[h] = gnmax_law(h, sigma)
-            nxt: dict[tuple[tuple[int, ...], int], float] = {}
-            for (prefix, k), w in states.items():
-                moves = ([(-1, 0, 1.0)] if k >= p.cutoff else
-                         [(c, 0, (1 - pu) / len(top)) for c in top] + [(c, 1, pu * q) for c, q in enumerate(laws[h])])
-                for a, dk, q in moves:
-                    key = (prefix + (a,), k + dk)
-                    nxt[key] = nxt.get(key, 0.0) + w * q
-            states = nxt
-        for (prefix, _), w in states.items():
-            out[prefix] = out.get(prefix, 0.0) + w
-    return out
-
-
 @pytest.mark.parametrize(("p", "sigma", "eps_g"), [(SvtParams(1, 1, 1, 3, 1), 6.0, 1.0),  # δ_PTR-bound
                                                     (SvtParams(1, 20, 20, 200, 2), 1.5, 1.0)])  # GNMax-bound
 def test_the_statement_holds_for_every_neighbouring_class_label_job(p, sigma, eps_g) -> None:
@@ -168,7 +134,7 @@ def test_the_statement_holds_for_every_neighbouring_class_label_job(p, sigma, ep
     hists = [h for h in itertools.product(range(K + 1), repeat=C) if sum(h) == K]
     step = {h: [h] + [tuple(x - (i == a) + (i == b) for i, x in enumerate(h)) for a in range(C) if h[a]
                       for b in range(C) if b != a] for h in hists}
-    laws: dict = {}
+    answer = lru_cache(maxsize=None)(lambda h: gnmax_answer_law(h, sigma))
     cache: dict = {}
     q = math.exp(-1.0 / p.t_rho)
     slack = 2 * q ** (Z_REACH * p.t_rho + 1) / (1 + q)
@@ -180,7 +146,7 @@ def test_the_statement_holds_for_every_neighbouring_class_label_job(p, sigma, ep
                 continue
             for a in (hs, hps):
                 if a not in cache:
-                    cache[a] = class_job_law(a, p, sigma, laws)
+                    cache[a] = class_job_law(a, p, answer)
             P, Pp = cache[hs], cache[hps]
             worst = max(worst, hockey(P, Pp, eps), hockey(Pp, P, eps))
             at_svt = max(at_svt, hockey(P, Pp, eps_svt), hockey(Pp, P, eps_svt))
