@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import itertools
 import json
+from functools import lru_cache
 
 import numpy as np
 import pytest
@@ -99,13 +100,9 @@ def test_any_decreasing_unstable_probability_is_bounded(draws) -> None:
     assert float(u @ got) >= float(u @ exact) - 1e-14
 
 
-_CACHE: dict[str, np.ndarray] = {}
-
-
+@lru_cache(maxsize=1)
 def _exact_gw_cached() -> np.ndarray:
-    if "gw" not in _CACHE:
-        _CACHE["gw"] = _exact_gw(9, 3, "iid-uniform:0.4,0.7", 0.8)
-    return _CACHE["gw"]
+    return _exact_gw(9, 3, "iid-uniform:0.4,0.7", 0.8)
 
 
 def _brute_error(svt: SvtParams, K: int, C: int, prior: str, sigma: float, Q: int) -> float:

@@ -128,16 +128,18 @@ def distance_law(K: int, classes: int | None, prior: str) -> DistanceLaw:
     return multiclass_law(K, classes, normal_prior(prior, classes))
 
 
-def fallback_wrong(K: int, classes: int | None, prior: str, sigma: float) -> np.ndarray:
+def fallback_wrong(K: int, classes: int | None, prior: str, sigma: float, floor: bool = False) -> np.ndarray:
     """The GNMax fallback's gw[d] for 0/1 votes (:func:`~darrm_opt.privacy.stability.binary_fallback_wrong`,
     exact) or its upper bound gw* for C class labels
-    (:func:`~darrm_opt.privacy.stability.multiclass_fallback_wrong`), the prior read as :func:`distance_law`
+    (:func:`~darrm_opt.privacy.stability.multiclass_fallback_wrong`; with ``floor`` its cheap floor,
+    :func:`~darrm_opt.privacy.stability.multiclass_fallback_floor`), the prior read as :func:`distance_law`
     reads it."""
     from darrm_opt.planning.job import normal_prior
 
     if classes is None:
         return binary_fallback_wrong(K, prior, sigma)
-    return multiclass_fallback_wrong(K, classes, normal_prior(prior, classes), sigma)
+    bound = multiclass_fallback_floor if floor else multiclass_fallback_wrong
+    return bound(K, classes, normal_prior(prior, classes), sigma)
 
 
 def least_threshold(scale: int, t_rho: int, t_nu: int, cutoff: int, queries: int, budget_delta: float) -> int:
@@ -297,12 +299,8 @@ class _FallbackSearch:
             e, d = fallback_statement(p, self.Q, fb)
             if e > self.eps or d > self.delta:  # the cached σ was checked with another test
                 return None
-            if self.classes is None:
-                gw = fallback_wrong(self.K, None, self.prior, fb.sigma)
-            else:  # the floor now; :meth:`refine` computes the figure of the candidates that may win
-                from darrm_opt.planning.job import normal_prior
-
-                gw = multiclass_fallback_floor(self.K, self.classes, normal_prior(self.prior, self.classes), fb.sigma)
+            # class labels: the floor now; :meth:`refine` computes the figure of the candidates that may win
+            gw = fallback_wrong(self.K, self.classes, self.prior, fb.sigma, floor=True)
             self.seen[(p, fb)] = StabilityCandidate(p, split, e, d, job_error(p, self.law, self.Q,
                                                                                fallback_wrong=gw), fb)
         return self.seen[(p, fb)]
