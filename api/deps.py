@@ -51,9 +51,12 @@ PrincipalDep = Annotated[Principal, Depends(principal)]
 
 #: declares the bearer scheme on keyed routes in OpenAPI (the key itself is checked by the middleware)
 keyed = [Security(bearer_scheme)]
-#: the answers of the key middleware (api.auth) on every keyed route, declared once for every router
+#: the answers of the key and body-limit middlewares (api.auth, api.middleware) on every keyed route, declared
+#: once for every router
 KEYED_RESPONSES: dict[int | str, dict[str, Any]] = {
     401: {"model": ErrorOut, "description": "missing or invalid API key"},
     429: {"model": ErrorOut, "description": "the tenant is over its request rate (DARRM_TENANT_RATE) or, for a "
                                             "table, its DARRM_SOLVE_QUOTA of background solves; Retry-After"},
+    # the body limit (api.middleware) answers on every path; the vote batches' routes name their own setting
+    413: {"model": ErrorOut, "description": "body over DARRM_MAX_REQUEST_BYTES"},
 }
