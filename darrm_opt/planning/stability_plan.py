@@ -325,20 +325,18 @@ class _FallbackSearch:
             incumbent = min(incumbent, out[-1].figures.error)
         return out
 
-    def best(self, cutoff: int) -> StabilityCandidate | None:
-        found: list[StabilityCandidate] = []
+    def search(self, cutoff: int) -> None:
+        """Every candidate with cut-off ``cutoff`` (each budget share and split) that fits the budget, into
+        :attr:`seen`."""
         for search in self.searches.values():
             least = search.least_split()
             for f in FALLBACK_SPLITS:
                 if f < least:
                     continue
                 try:
-                    cand = self.candidate(search.svt(cutoff, f), f)
+                    self.candidate(search.svt(cutoff, f), f)
                 except InvalidParameter:
                     continue
-                if cand is not None:
-                    found.append(cand)
-        return min(found, key=lambda c: c.figures.error) if found else None
 
 
 def plan_stability(K: int, classes: int | None, prior: str, queries: int, budget_epsilon: float,
@@ -376,17 +374,12 @@ def plan_stability(K: int, classes: int | None, prior: str, queries: int, budget
     found = list(search.seen.values())
     if fallback:
         fbs = _FallbackSearch(K, classes, prior, search.law, queries, min(budget_epsilon, MAX_EPSILON), budget_delta)
-        fb_best: StabilityCandidate | None = None
         for c in sorted({c for c in FALLBACK_CUTOFFS if c < queries} | {min(queries, FALLBACK_CUTOFFS[-1])}):
-            fcand = fbs.best(c)
-            if fcand is not None and (fb_best is None or fcand.figures.error < fb_best.figures.error):
-                fb_best = fcand
-        if classes is None:
-            found += list(fbs.seen.values())
-        else:  # the figures so far are floors: settle the candidates that may beat the best
-            refined = fbs.settle(best.figures.error)
-            found += refined
-            fb_best = min(refined, key=lambda c: c.figures.error) if refined else None
+            fbs.search(c)
+        # class labels: the figures so far are floors; settle the candidates that may beat the best
+        settled = list(fbs.seen.values()) if classes is None else fbs.settle(best.figures.error)
+        found += settled
+        fb_best = min(settled, key=lambda c: c.figures.error, default=None)
         if fb_best is not None and fb_best.figures.error < best.figures.error:
             best = fb_best
     p = best.params
