@@ -191,6 +191,12 @@ def _send_all_then_read(server: Server, method: str, path: str, body: bytes) -> 
         return exc.code, json.loads(exc.read())
 
 
+def _limit_setting(path: str) -> str:
+    """The setting that bounds a path's body: vote batches (/v1/aggregate, /v1/jobs/{id}/votes) have their own."""
+    batch = path == "/v1/aggregate" or (path.startswith("/v1/jobs/") and path.endswith("/votes"))
+    return "DARRM_MAX_BODY_BYTES" if batch else "DARRM_MAX_REQUEST_BYTES"
+
+
 def _every_route(server: Server) -> list[tuple[str, str]]:
     """(method, path) of every operation the service documents, path parameters filled in."""
     with server.client() as c:
@@ -209,12 +215,10 @@ def test_every_v1_operation_documents_the_413_of_its_body_limit():
     for path, ops in spec["paths"].items():
         if not path.startswith("/v1/"):
             continue
-        batch = path == "/v1/aggregate" or (path.startswith("/v1/jobs/") and path.endswith("/votes"))
         for method, op in ops.items():
             doc = op["responses"].get("413")
             assert doc is not None, (method, path)
-            assert doc["description"] == ("body over DARRM_MAX_BODY_BYTES" if batch
-                                          else "body over DARRM_MAX_REQUEST_BYTES"), (method, path)
+            assert doc["description"] == f"body over {_limit_setting(path)}", (method, path)
             seen.add((method, path))
     assert {("post", "/v1/plans"), ("post", "/v1/aggregate"), ("post", "/v1/ledgers")} <= seen
 
@@ -231,9 +235,7 @@ def test_a_huge_body_gets_its_413_not_a_reset_on_every_endpoint(server):
     big = memoryview(huge)[:8_000_000].tobytes()
     for method, path in [*routes, ("POST", "/v1/no-such-endpoint")]:
         status, doc = _send_all_then_read(server, method, path, big)
-        batch = path == "/v1/aggregate" or (path.startswith("/v1/jobs/") and path.endswith("/votes"))
-        setting = "DARRM_MAX_BODY_BYTES" if batch else "DARRM_MAX_REQUEST_BYTES"
-        assert status == 413 and setting in doc["detail"], (method, path, status, doc)
+        assert status == 413 and _limit_setting(path) in doc["detail"], (method, path, status, doc)
     with server.client() as c:
         assert c.get("/healthz").status_code == 200
 
