@@ -325,7 +325,7 @@ class _FallbackSearch:
             incumbent = min(incumbent, out[-1].figures.error)
         return out
 
-    def search(self, cutoff: int) -> None:
+    def fill(self, cutoff: int) -> None:
         """Every candidate with cut-off ``cutoff`` (each budget share and split) that fits the budget, into
         :attr:`seen`."""
         for search in self.searches.values():
@@ -375,7 +375,7 @@ def plan_stability(K: int, classes: int | None, prior: str, queries: int, budget
     if fallback:
         fbs = _FallbackSearch(K, classes, prior, search.law, queries, min(budget_epsilon, MAX_EPSILON), budget_delta)
         for c in sorted({c for c in FALLBACK_CUTOFFS if c < queries} | {min(queries, FALLBACK_CUTOFFS[-1])}):
-            fbs.search(c)
+            fbs.fill(c)
         # class labels: the figures so far are floors; settle the candidates that may beat the best
         settled = list(fbs.seen.values()) if classes is None else fbs.settle(best.figures.error)
         found += settled
